@@ -1,0 +1,71 @@
+"""The engine -> backend contract and the registry of backends by name (imported lazily)."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, AsyncIterator, Callable, Protocol, runtime_checkable
+
+from engine.errors import BackendUnavailable
+
+if TYPE_CHECKING:
+    from engine.repository.config import ModelConfig
+    from engine.types import GenerationDelta, GenerationRequest
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    grammar: bool = False
+    logprobs: bool = False
+    n: bool = False
+    seed: bool = False
+    embeddings: bool = False
+    max_top_logprobs: int = 20
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What every backend offers. Everything beyond these few members is a capability flag."""
+
+    capabilities: Capabilities
+    tokenizer: object           # a transformers tokenizer (encode/decode/apply_chat_template)
+    context_length: int
+
+    async def start(self) -> None: ...
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]: ...
+
+    async def abort(self, request_id: str) -> None: ...
+
+    def health(self) -> bool: ...
+
+    async def stop(self) -> None: ...
+
+
+BackendFactory = Callable[["ModelConfig"], Backend]
+
+# name -> "module:attribute"; the module is imported only when a model names the backend.
+_BACKENDS: dict[str, str] = {
+    "transformers": "engine.backends.transformers.backend:TransformersBackend",
+}
+
+
+def register_backend(name: str, target: str) -> None:
+    _BACKENDS[name] = target
+
+
+def backend_names() -> list[str]:
+    return sorted(_BACKENDS)
+
+
+def load_backend_class(name: str) -> BackendFactory:
+    target = _BACKENDS.get(name)
+    if target is None:
+        raise BackendUnavailable(
+            f"backend '{name}' is not available; known backends: {', '.join(backend_names())}"
+        )
+    module_name, attr = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BackendUnavailable(f"backend '{name}' could not be imported: {exc}") from exc
+    return getattr(module, attr)

@@ -1,0 +1,1 @@
+"""Backends, each in its own subpackage, found through engine.backend's registry."""

@@ -1,0 +1,1 @@
+"""The built-in PyTorch/transformers backend with Conch's own continuous-batching scheduler."""

@@ -1,0 +1,180 @@
+"""The transformers backend: an engine loop thread stepping the scheduler, bridged to asyncio.
+
+Threads: the asyncio loop only enqueues commands and reads per-request queues; the engine thread owns the
+scheduler, runner and sampler. torch releases the GIL in its kernels, so the server stays responsive.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import secrets
+import threading
+from typing import AsyncIterator
+
+import torch
+
+from engine.backend import Capabilities
+from engine.backends.transformers import loader
+from engine.backends.transformers.runner import ModelRunner
+from engine.backends.transformers.sampler import Sampler
+from engine.backends.transformers.scheduler import Scheduler
+from engine.backends.transformers.sequence import Sequence
+from engine.detokenizer import IncrementalDetokenizer
+from engine.repository.config import ModelConfig
+from engine.stop import StopChecker
+from engine.types import GenerationDelta, GenerationRequest, RequestStatus
+
+log = logging.getLogger(__name__)
+
+
+class TransformersBackend:
+    capabilities = Capabilities(grammar=True, logprobs=True, n=True, seed=True)
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        self.context_length = config.context_length
+        self.tokenizer = None
+        self.scheduler = Scheduler(config.max_batch_size)
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._queues: dict[str, asyncio.Queue] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._grammars = None
+        self.steps = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        model, self.tokenizer = await asyncio.to_thread(loader.load, self.config)
+        self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.runner = ModelRunner(model, pad)
+        self.sampler = Sampler(self.tokenizer, model.config.vocab_size)
+        self._eos = frozenset(_eos_ids(model, self.tokenizer))
+        self._thread = threading.Thread(target=self._run, name=f"engine-{self.config.name}", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 10)
+
+    def health(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def num_running(self) -> int:
+        return self.scheduler.num_running
+
+    @property
+    def num_waiting(self) -> int:
+        return self.scheduler.num_waiting
+
+    # -- requests --------------------------------------------------------------------------------------
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+        prompt_ids = list(request.prompt_token_ids or ())
+        compiled = await self._compile(request.grammar) if request.grammar is not None else None
+        seqs = [self._sequence(request, i, prompt_ids, compiled) for i in range(request.params.n)]
+        out: asyncio.Queue = asyncio.Queue()
+        self._queues[request.id] = out
+        self._send(("add", seqs))
+        remaining = len(seqs)
+        try:
+            while remaining:
+                delta = await out.get()
+                remaining -= delta.finished
+                yield delta
+        finally:
+            self._queues.pop(request.id, None)
+            if remaining:                       # the consumer went away: free the batch slots
+                self._send(("abort", request.id))
+
+    async def abort(self, request_id: str) -> None:
+        self._send(("abort", request_id))
+
+    def _sequence(self, request: GenerationRequest, index: int, prompt_ids: list[int], compiled) -> Sequence:
+        p = request.params
+        gen = torch.Generator().manual_seed(p.seed + index if p.seed is not None else secrets.randbits(63))
+        return Sequence(
+            request=request, index=index, prompt_ids=prompt_ids,
+            detokenizer=IncrementalDetokenizer(self.tokenizer),
+            stop=StopChecker(p.stop, p.include_stop_str_in_output),
+            eos_ids=self._eos | frozenset(p.stop_token_ids),
+            max_total=self.context_length, generator=gen,
+            matcher=compiled.matcher() if compiled is not None else None,
+        )
+
+    async def _compile(self, spec):
+        if self._grammars is None:
+            from grammars import GrammarCompiler, TokenizerInfo
+
+            self._grammars = GrammarCompiler(TokenizerInfo.from_hf(self.tokenizer))
+        return await self._grammars.compile_async(spec)
+
+    # -- the engine thread -----------------------------------------------------------------------------
+    def _send(self, command: tuple) -> None:
+        self._inbox.put(command)
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._drain_inbox()
+            if not self.scheduler.has_work:
+                self._wake.wait(0.5)
+                self._wake.clear()
+                continue
+            try:
+                deltas = self.step()
+            except Exception as exc:                          # a failed step fails its batch, not the server
+                log.exception("engine step failed")
+                deltas = self._fail_running(str(exc))
+            if deltas:
+                self._loop.call_soon_threadsafe(self._deliver, deltas)
+
+    def _drain_inbox(self) -> None:
+        while True:
+            try:
+                kind, arg = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "add":
+                for seq in arg:
+                    self.scheduler.add(seq)
+            else:
+                self.scheduler.abort(arg)
+
+    def step(self) -> list[GenerationDelta]:
+        batch = self.scheduler.schedule()            # who leaves, who joins, who decodes this step
+        if batch.empty:
+            self.runner.kv.keep([])
+            return self.scheduler.drain_dropped()
+        logits = self.runner.forward(batch)          # one decode pass + one prefill pass for newcomers
+        self.steps += 1
+        return self.scheduler.update(batch, self.sampler.sample(batch.seqs, logits))
+
+    def _fail_running(self, message: str) -> list[GenerationDelta]:
+        for seq in self.scheduler.running:
+            seq.finish(RequestStatus.FINISHED_ERROR, message)
+        deltas = [d for d in map(Sequence.drain, self.scheduler.running) if d is not None]
+        self.scheduler.running = []
+        self.runner.kv.keep([])
+        return [GenerationDelta(d.request_id, d.index, status=d.status, usage=d.usage, error=message)
+                if d.status == RequestStatus.FINISHED_ERROR else d for d in deltas]
+
+    def _deliver(self, deltas: list[GenerationDelta]) -> None:
+        for delta in deltas:
+            out = self._queues.get(delta.request_id)
+            if out is not None:
+                out.put_nowait(delta)
+
+
+def _eos_ids(model, tokenizer) -> set[int]:
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    gen = getattr(model, "generation_config", None)
+    extra = getattr(gen, "eos_token_id", None) if gen is not None else None
+    ids |= set(extra if isinstance(extra, list) else [extra] if extra is not None else [])
+    return ids

@@ -1,0 +1,56 @@
+"""Runs the model: batched prefill of newcomers and one batched decode step for the running batch."""
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from engine.backends.transformers.kv_cache import BatchKVCache
+from engine.backends.transformers.scheduler import Batch
+
+
+class ModelRunner:
+    """Owns the model and the running batch's KV cache. Not thread-safe: the engine loop thread only."""
+
+    def __init__(self, model: torch.nn.Module, pad_id: int) -> None:
+        self.model = model
+        self.pad_id = pad_id
+        self.kv = BatchKVCache()
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        """Logits (len(batch.seqs), V): the decode rows first, then the newcomers, as in `batch.seqs`."""
+        self.kv.keep(batch.keep)
+        parts = []
+        if batch.decode:
+            parts.append(self.decode([seq.last_token for seq in batch.decode]))
+        if batch.prefill:
+            parts.append(self.prefill([seq.prompt_ids for seq in batch.prefill]))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    @torch.inference_mode()
+    def prefill(self, prompts: list[list[int]]) -> torch.Tensor:
+        """Prefill prompts (left-padded together) and append them to the batch. Returns (k, V) logits."""
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            ids[row, width - len(prompt):] = torch.tensor(prompt)
+            mask[row, width - len(prompt):] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache(config=self.model.config)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                         cache=cache, use_cache=True, logits_to_keep=1)
+        self.kv.merge(cache, mask)
+        return out.logits[:, -1, :].float()
+
+    @torch.inference_mode()
+    def decode(self, last_tokens: list[int]) -> torch.Tensor:
+        """One token for every row of the batch, in row order. Returns (B, V) logits."""
+        assert len(last_tokens) == self.kv.batch_size
+        positions = self.kv.mask.sum(-1, keepdim=True)            # (B, 1): index of the new token
+        past = self.kv.length
+        mask = self.kv.extend_mask()                               # (B, T + 1)
+        ids = torch.tensor(last_tokens, dtype=torch.long).unsqueeze(-1)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                         cache=self.kv.cache, use_cache=True,
+                         cache_position=torch.arange(past, past + 1), logits_to_keep=1)
+        return out.logits[:, -1, :].float()

@@ -1,0 +1,103 @@
+"""Turns a batch's logits into one token per sequence.
+
+Order, per row: penalties -> logit_bias -> grammar mask -> (greedy argmax) | (temperature -> top-k -> top-p
+-> min-p -> draw with the sequence's own generator). Logprobs are those of the model's raw distribution.
+Shapes: logits (B, V) float32, B = len(seqs).
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.backends.transformers.sequence import Sequence
+from engine.types import PositionLogprobs, TokenLogprob
+
+
+class Sampler:
+    def __init__(self, tokenizer, vocab_size: int) -> None:
+        self._tokenizer = tokenizer
+        self._vocab = vocab_size
+
+    @torch.inference_mode()
+    def sample(self, seqs: list[Sequence], logits: torch.Tensor) -> list[tuple[int, PositionLogprobs | None]]:
+        raw = logits
+        logits = logits.clone()
+        self._apply_penalties(seqs, logits)
+        self._apply_logit_bias(seqs, logits)
+        self._apply_grammar(seqs, logits)
+        tokens = self._choose(seqs, logits)
+        want = [s.params.logprobs is not None for s in seqs]
+        logprobs = torch.log_softmax(raw, dim=-1) if any(want) else None
+        return [(tok, self._logprobs(seq, logprobs[row], tok) if want[row] else None)
+                for row, (seq, tok) in enumerate(zip(seqs, tokens))]
+
+    def _apply_penalties(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
+        for row, seq in enumerate(seqs):
+            p = seq.params
+            if p.presence_penalty or p.frequency_penalty:
+                if seq.output_ids:
+                    ids = torch.tensor(seq.output_ids)
+                    counts = torch.zeros(logits.shape[-1]).scatter_add_(0, ids, torch.ones(len(ids)))
+                    logits[row] -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).float()
+            if p.repetition_penalty != 1.0:
+                seen = torch.tensor(sorted(set(seq.prompt_ids) | set(seq.output_ids)))
+                vals = logits[row, seen]
+                logits[row, seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+
+    def _apply_logit_bias(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
+        for row, seq in enumerate(seqs):
+            for token_id, bias in seq.params.logit_bias:
+                logits[row, token_id] += bias
+
+    def _apply_grammar(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
+        rows = [row for row, seq in enumerate(seqs) if seq.matcher is not None]
+        if not rows:
+            return
+        from grammars import allocate_bitmask, apply_bitmask
+
+        bitmask = allocate_bitmask(len(seqs), self._vocab)
+        for row in rows:
+            seqs[row].matcher.fill_bitmask(bitmask, row)
+        apply_bitmask(logits, bitmask, rows)              # one masked op over the batch
+
+    def _choose(self, seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
+        greedy = logits.argmax(dim=-1).tolist()
+        sampled = [row for row, seq in enumerate(seqs) if not seq.params.greedy]
+        if not sampled:
+            return greedy
+        probs = self._filtered_probs([seqs[r] for r in sampled], logits[sampled])
+        for i, row in enumerate(sampled):
+            greedy[row] = int(torch.multinomial(probs[i], 1, generator=seqs[row].generator))
+        return greedy
+
+    @staticmethod
+    def _filtered_probs(seqs: list[Sequence], logits: torch.Tensor) -> torch.Tensor:
+        temps = torch.tensor([s.params.temperature for s in seqs]).unsqueeze(-1)
+        logits = logits / temps
+        top_k = [s.params.top_k for s in seqs]
+        top_p = [s.params.top_p for s in seqs]
+        if any(k > 0 for k in top_k) or any(p < 1.0 for p in top_p):
+            sorted_logits, order = logits.sort(dim=-1, descending=True)
+            ranks = torch.arange(logits.shape[-1]).unsqueeze(0)
+            k = torch.tensor([k if k > 0 else logits.shape[-1] for k in top_k]).unsqueeze(-1)
+            drop = ranks >= k
+            cum = sorted_logits.softmax(-1).cumsum(-1)
+            drop |= (cum - sorted_logits.softmax(-1)) > torch.tensor(top_p).unsqueeze(-1)
+            sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+            logits = torch.empty_like(logits).scatter_(-1, order, sorted_logits)
+        probs = logits.softmax(-1)
+        min_p = torch.tensor([s.params.min_p for s in seqs]).unsqueeze(-1)
+        if bool((min_p > 0).any()):
+            probs = probs.masked_fill(probs < min_p * probs.max(-1, keepdim=True).values, 0.0)
+        return probs
+
+    def _logprobs(self, seq: Sequence, row: torch.Tensor, token: int) -> PositionLogprobs:
+        k = seq.params.logprobs or 0
+        chosen = TokenLogprob(token, self._piece(token), float(row[token]))
+        if not k:
+            return PositionLogprobs(chosen)
+        values, ids = row.topk(k)
+        top = tuple(TokenLogprob(int(i), self._piece(int(i)), float(v)) for v, i in zip(values, ids))
+        return PositionLogprobs(chosen, top)
+
+    def _piece(self, token_id: int) -> str:
+        return self._tokenizer.decode([token_id])

@@ -1,0 +1,98 @@
+"""One sequence being generated: the per-choice state that the scheduler, runner and sampler share."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from engine.detokenizer import IncrementalDetokenizer
+from engine.stop import StopChecker
+from engine.types import (
+    GenerationDelta, GenerationRequest, PositionLogprobs, RequestStatus, SamplingParams, Usage,
+)
+
+
+@dataclass(eq=False)
+class Sequence:
+    request: GenerationRequest
+    index: int                               # choice index, 0..n-1
+    prompt_ids: list[int]
+    detokenizer: IncrementalDetokenizer
+    stop: StopChecker
+    eos_ids: frozenset[int]                  # EOS and the request's stop_token_ids
+    max_total: int                           # context length: prompt + output never exceed it
+    generator: torch.Generator | None = None
+    matcher: Any = None                      # grammars.Matcher or None
+    output_ids: list[int] = field(default_factory=list)
+    status: RequestStatus = RequestStatus.WAITING
+    stop_reason: str | int | None = None
+    # Produced but not yet delivered; drained into one GenerationDelta per step.
+    _ids: list[int] = field(default_factory=list)
+    _text: list[str] = field(default_factory=list)
+    _logprobs: list[PositionLogprobs] = field(default_factory=list)
+    _closed: bool = False                    # the final delta has been drained
+
+    @property
+    def request_id(self) -> str:
+        return self.request.id
+
+    @property
+    def params(self) -> SamplingParams:
+        return self.request.params
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    @property
+    def last_token(self) -> int:
+        return self.output_ids[-1] if self.output_ids else self.prompt_ids[-1]
+
+    def append(self, token_id: int, logprobs: PositionLogprobs | None = None) -> None:
+        """Add one sampled token; detokenize, check stops and length, and finish if due."""
+        self.output_ids.append(token_id)
+        self._ids.append(token_id)
+        if logprobs is not None:
+            self._logprobs.append(logprobs)
+        if token_id in self.eos_ids and not self.params.ignore_eos:
+            self._finish_with_flush(RequestStatus.FINISHED_STOPPED, token_id)
+            return
+        result = self.stop.feed(self.detokenizer.add(token_id))
+        self._text.append(result.text)
+        if result.stopped_by is not None:
+            self.finish(RequestStatus.FINISHED_STOPPED, result.stopped_by)
+        elif self.matcher is not None and self.matcher.is_finished():
+            self._finish_with_flush(RequestStatus.FINISHED_STOPPED, None)
+        elif len(self.output_ids) >= self.params.max_tokens or self.num_tokens >= self.max_total:
+            self._finish_with_flush(RequestStatus.FINISHED_LENGTH, None)
+
+    def _finish_with_flush(self, status: RequestStatus, reason: str | int | None) -> None:
+        tail = self.stop.feed(self.detokenizer.flush())
+        self._text.append(tail.text if tail.stopped_by else tail.text + self.stop.flush())
+        self.finish(RequestStatus.FINISHED_STOPPED if tail.stopped_by else status, tail.stopped_by or reason)
+
+    def finish(self, status: RequestStatus, reason: str | int | None = None) -> None:
+        if not self.status.is_finished:
+            self.status = status
+            self.stop_reason = reason
+
+    def drain(self) -> GenerationDelta | None:
+        """The delta of everything produced since the last drain; None once the final one is out."""
+        if self._closed:
+            return None
+        finished = self._closed = self.status.is_finished
+        delta = GenerationDelta(
+            request_id=self.request_id,
+            index=self.index,
+            token_ids=tuple(self._ids),
+            text="".join(self._text),
+            logprobs=tuple(self._logprobs),
+            status=self.status,
+            usage=Usage(len(self.prompt_ids), len(self.output_ids)) if finished else None,
+            stop_reason=self.stop_reason,
+        )
+        self._ids.clear()
+        self._text.clear()
+        self._logprobs.clear()
+        return delta

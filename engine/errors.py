@@ -1,0 +1,35 @@
+"""Engine errors. The gateway maps each class to a status code; the engine knows none."""
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base class. `param` names the offending request field, where there is one."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class InvalidRequest(EngineError):
+    """The request cannot be served as asked (bad parameter, prompt too long...)."""
+
+
+class ModelNotFound(EngineError):
+    """No such model or version in the repository."""
+
+
+class ModelNotReady(EngineError):
+    """The model exists but is loading, unloading or failed to load."""
+
+
+class Overloaded(EngineError):
+    """Admission refused: the model's queue is full. `retry_after` in seconds."""
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class BackendUnavailable(EngineError):
+    """A backend named by a config is not installed or failed to start."""

@@ -1,0 +1,45 @@
+"""A tiny random-weights Llama with SmolLM2's tokenizer, built locally for fast tests and benchmarks.
+
+Its outputs are noise, which is the point: constrained decoding must make even noise parse.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from engine.models.cache_dir import cache_dir
+from engine.models.smollm2 import ensure_smollm2
+
+TINY_MODEL_ID = "tiny-random-llama"
+_DONE = ".conch-complete"
+
+
+def ensure_tiny_model(seed: int = 0) -> Path:
+    target = cache_dir() / f"{TINY_MODEL_ID}-{seed}"
+    if (target / _DONE).exists():
+        return target
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    source = ensure_smollm2()
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).to(torch.float32)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / _DONE).touch()
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target

@@ -1,0 +1,130 @@
+"""The messages that cross the gateway -> engine -> backend boundary. Plain frozen dataclasses only."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class RequestStatus(enum.IntEnum):
+    """Ordered: a request is finished once its status is past RUNNING."""
+
+    WAITING = 0
+    RUNNING = 1
+    FINISHED_STOPPED = 2   # EOS, a stop token id or a stop string
+    FINISHED_LENGTH = 3    # max_tokens or the context length
+    FINISHED_ABORTED = 4   # the client went away or the request was cancelled
+    FINISHED_TOOL_CALLS = 5  # set by agents when the text parsed as tool calls
+    FINISHED_ERROR = 6
+
+    @property
+    def is_finished(self) -> bool:
+        return self > RequestStatus.RUNNING
+
+    @property
+    def finish_reason(self) -> str | None:
+        return _FINISH_REASONS.get(self)
+
+
+_FINISH_REASONS = {
+    RequestStatus.FINISHED_STOPPED: "stop",
+    RequestStatus.FINISHED_LENGTH: "length",
+    RequestStatus.FINISHED_ABORTED: "abort",
+    RequestStatus.FINISHED_TOOL_CALLS: "tool_calls",
+    RequestStatus.FINISHED_ERROR: "error",
+}
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Validated sampling parameters. The gateway checks ranges; the engine trusts them."""
+
+    max_tokens: int | None = 16  # None = up to the end of the context (filled in by Engine.prepare)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0              # 0 = off
+    min_p: float = 0.0
+    seed: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    n: int = 1
+    logprobs: int | None = None  # None = off; k = also return the k most likely tokens (k <= 20)
+    include_stop_str_in_output: bool = False
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def deterministic(self) -> bool:
+        return self.greedy or self.seed is not None
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One generation. Exactly one of `prompt` / `prompt_token_ids` is set."""
+
+    id: str
+    model: str
+    prompt: str | None = None
+    prompt_token_ids: tuple[int, ...] | None = None
+    params: SamplingParams = field(default_factory=SamplingParams)
+    grammar: Any = None          # a grammars spec (JsonSchema, Regex, ...) or None
+    priority: int = 0            # lower runs first, as in Triton's priority levels
+    deadline: float | None = None  # time.monotonic() after which the request is dropped
+    stream: bool = False
+    version: str | None = None
+    add_special_tokens: bool = True
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token_id: int
+    token: str
+    logprob: float
+
+
+@dataclass(frozen=True)
+class PositionLogprobs:
+    """The chosen token's logprob and the top-k alternatives at one position."""
+
+    chosen: TokenLogprob
+    top: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class GenerationDelta:
+    """New output of one sequence since its last delta. The last delta of a sequence has `status` finished."""
+
+    request_id: str
+    index: int = 0                      # which of the n choices
+    token_ids: tuple[int, ...] = ()
+    text: str = ""
+    logprobs: tuple[PositionLogprobs, ...] = ()
+    status: RequestStatus = RequestStatus.RUNNING
+    usage: Usage | None = None          # set on the final delta
+    error: str | None = None
+    stop_reason: str | int | None = None  # the stop string or token id that ended it
+
+    @property
+    def finished(self) -> bool:
+        return self.status.is_finished
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.status.finish_reason

@@ -1,0 +1,106 @@
+"""Every failure becomes the right status with the face's error body.
+
+/v1 answers {"error": {"message", "type", "param", "code"}}; everything else answers {"error": "..."}.
+One table maps exception classes to statuses; nothing below the gateway knows HTTP.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from agents import ChatTemplateError
+from engine import errors as engine_errors
+from gateway.openai.schemas.common import ParamError
+
+
+class APIError(Exception):
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None, headers: dict | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.headers = headers or {}
+
+
+@dataclass(frozen=True)
+class _Mapping:
+    status: int
+    type: str
+    code: str | None = None
+
+
+_TABLE: dict[type[Exception], _Mapping] = {
+    engine_errors.InvalidRequest: _Mapping(400, "invalid_request_error"),
+    engine_errors.ModelNotFound: _Mapping(404, "invalid_request_error", "model_not_found"),
+    engine_errors.ModelNotReady: _Mapping(503, "service_unavailable", "model_not_ready"),
+    engine_errors.Overloaded: _Mapping(503, "service_unavailable", "overloaded"),
+    engine_errors.BackendUnavailable: _Mapping(503, "service_unavailable", "backend_unavailable"),
+    ChatTemplateError: _Mapping(400, "invalid_request_error"),
+    ParamError: _Mapping(400, "invalid_request_error"),
+}
+
+
+def register_error(cls: type[Exception], status: int, type: str = "invalid_request_error",
+                   code: str | None = None) -> None:
+    _TABLE[cls] = _Mapping(status, type, code)
+
+
+def to_api_error(exc: Exception) -> APIError:
+    if isinstance(exc, APIError):
+        return exc
+    for cls in type(exc).__mro__:
+        mapping = _TABLE.get(cls)
+        if mapping is not None:
+            headers = {"Retry-After": str(max(1, round(getattr(exc, "retry_after", 1))))} if mapping.status in (429, 503) else None
+            return APIError(mapping.status, getattr(exc, "message", str(exc)), type=mapping.type,
+                            param=getattr(exc, "param", None), code=mapping.code, headers=headers)
+    return APIError(500, f"internal error: {exc}", type="internal_error")
+
+
+def openai_body(err: APIError) -> dict:
+    return {"error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}}
+
+
+def error_response(request: Request, err: APIError) -> JSONResponse:
+    body = openai_body(err) if request.url.path.startswith("/v1") else {"error": err.message}
+    return JSONResponse(body, status_code=err.status, headers=err.headers)
+
+
+def _validation_error(exc: RequestValidationError) -> APIError:
+    first = exc.errors()[0]
+    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    # Drop pydantic's union-branch names (e.g. 'str', 'list[TextPart]') from the path.
+    path = [p for p in loc if not any(c in p for c in "[]") and p not in ("str", "int", "float", "bool")]
+    param = ".".join(path) or None
+    kind = first.get("type", "")
+    if kind == "json_invalid":
+        return APIError(400, "the request body is not valid JSON", param=None, code="invalid_json")
+    if kind == "extra_forbidden":
+        return APIError(400, f"Unrecognized request argument supplied: {param}", param=param,
+                        code="unsupported_parameter")
+    if kind == "missing":
+        return APIError(400, f"Missing required parameter: '{param}'", param=param, code="missing_required_parameter")
+    msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+    return APIError(400, f"Invalid value for '{param}': {msg}", param=param, code="invalid_value")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(request, _validation_error(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return error_response(request, APIError(exc.status_code, str(exc.detail), code=code))
+
+    async def _on_known(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request, to_api_error(exc))
+
+    # Known classes get their own handler: Starlette re-raises (and logs) only what reaches `Exception`.
+    for cls in (APIError, *_TABLE):
+        app.add_exception_handler(cls, _on_known)
+    app.add_exception_handler(Exception, _on_known)

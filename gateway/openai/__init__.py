@@ -1,0 +1,8 @@
+"""The OpenAI face: /v1/chat/completions, /v1/completions, /v1/models."""
+from fastapi import APIRouter
+
+from gateway.openai import chat, completions, models
+
+router = APIRouter()
+for _module in (chat, completions, models):
+    router.include_router(_module.router)

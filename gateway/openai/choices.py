@@ -1,0 +1,71 @@
+"""Accumulates the engine's deltas into per-choice results and renders OpenAI's logprobs shapes."""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from engine.types import GenerationDelta, PositionLogprobs
+
+
+@dataclass
+class Choice:
+    index: int
+    text: list[str] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[PositionLogprobs] = field(default_factory=list)
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+
+    def add(self, delta: GenerationDelta) -> None:
+        self.text.append(delta.text)
+        self.token_ids.extend(delta.token_ids)
+        self.logprobs.extend(delta.logprobs)
+        if delta.finished:
+            self.finish_reason = delta.finish_reason
+            self.error = delta.error
+            if delta.usage is not None:
+                self.prompt_tokens = delta.usage.prompt_tokens
+                self.completion_tokens = delta.usage.completion_tokens
+
+    @property
+    def content(self) -> str:
+        return "".join(self.text)
+
+
+def usage(choices: list[Choice], prompt_tokens: int | None = None) -> dict:
+    """One prompt is counted once per distinct prompt, completions summed over every choice."""
+    prompt = prompt_tokens if prompt_tokens is not None else max((c.prompt_tokens for c in choices), default=0)
+    completion = sum(c.completion_tokens for c in choices)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def chat_logprobs(items: list[PositionLogprobs]) -> dict:
+    def entry(t) -> dict:
+        return {"token": t.token, "logprob": t.logprob, "bytes": list(t.token.encode("utf-8"))}
+
+    return {"content": [{**entry(p.chosen), "top_logprobs": [entry(t) for t in p.top]} for p in items]}
+
+
+def completion_logprobs(items: list[PositionLogprobs], offset: int = 0) -> dict:
+    tokens, offsets, pos = [], [], offset
+    for p in items:
+        tokens.append(p.chosen.token)
+        offsets.append(pos)
+        pos += len(p.chosen.token)
+    return {
+        "tokens": tokens,
+        "token_logprobs": [p.chosen.logprob for p in items],
+        "top_logprobs": [{t.token: t.logprob for t in p.top} for p in items],
+        "text_offset": offsets,
+    }

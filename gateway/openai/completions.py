@@ -1,0 +1,116 @@
+"""POST /v1/completions. Several prompts become several engine requests; choice index = prompt * n + i."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import AsyncIterator
+
+from fastapi import APIRouter, Request
+
+from engine.types import GenerationDelta, GenerationRequest
+from gateway.errors import APIError, openai_body, to_api_error
+from gateway.openai.choices import Choice, completion_logprobs, new_id, now, usage
+from gateway.openai.schemas.completions import CompletionRequest
+from gateway.state import conch_state
+from gateway.streaming import merge, prime, sse_event, sse_response, until_disconnect
+
+router = APIRouter()
+
+_NOT_YET = ("response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice",
+            "guided_grammar")
+
+
+def build_requests(body: CompletionRequest, request: Request) -> list[GenerationRequest]:
+    conch = conch_state(request)
+    model = conch.engine.get(body.model)
+    for name in _NOT_YET:
+        if getattr(body, name) is not None:
+            raise APIError(400, f"'{name}' is not supported by this server yet", param=name,
+                           code="unsupported_parameter")
+    params = body.sampling_params(body.max_tokens, body.logprobs, len(model.tokenizer))
+    base_id = new_id("cmpl")
+    out = []
+    for i, prompt in enumerate(body.prompts()):
+        gen = GenerationRequest(id=f"{base_id}-{i}", model=body.model, params=params, stream=body.stream,
+                                prompt=prompt if isinstance(prompt, str) else None,
+                                prompt_token_ids=tuple(prompt) if not isinstance(prompt, str) else None)
+        out.append(conch.engine.prepare(gen, prompt_param="prompt"))
+    return out
+
+
+def _indexed(gen: GenerationRequest, offset: int, deltas: AsyncIterator[GenerationDelta]):
+    async def shifted():
+        async for d in deltas:
+            yield replace(d, index=offset + d.index)
+    return shifted()
+
+
+@router.post("/v1/completions")
+async def create_completion(body: CompletionRequest, request: Request):
+    engine = conch_state(request).engine
+    gens = build_requests(body, request)
+    streams = [_indexed(g, k * body.n, await prime(engine.generate(g))) for k, g in enumerate(gens)]
+    deltas = merge(streams)
+    response_id = gens[0].id.rsplit("-", 1)[0]
+    tokenizer = engine.get(body.model).tokenizer
+    echoes = [tokenizer.decode(g.prompt_token_ids) if g.prompt is None else g.prompt for g in gens] if body.echo else None
+    prompt_tokens = sum(len(g.prompt_token_ids) for g in gens)
+    if body.stream:
+        return sse_response(_stream(response_id, body, deltas, len(gens), echoes, prompt_tokens))
+    choices = await until_disconnect(request, _collect(deltas, len(gens) * body.n))
+    return {
+        "id": response_id, "object": "text_completion", "created": now(), "model": body.model,
+        "choices": [_choice(c, body, echoes) for c in choices], "usage": usage(choices, prompt_tokens),
+    }
+
+
+async def _collect(deltas: AsyncIterator[GenerationDelta], total: int) -> list[Choice]:
+    choices = [Choice(i) for i in range(total)]
+    async for d in deltas:
+        choices[d.index].add(d)
+    for c in choices:
+        if c.error:
+            raise APIError(500, c.error, type="internal_error")
+    return choices
+
+
+def _choice(c: Choice, body: CompletionRequest, echoes: list[str] | None) -> dict:
+    prefix = echoes[c.index // body.n] if echoes else ""
+    return {
+        "index": c.index, "text": prefix + c.content, "finish_reason": c.finish_reason,
+        "logprobs": completion_logprobs(c.logprobs, len(prefix)) if body.logprobs is not None else None,
+    }
+
+
+async def _stream(response_id: str, body: CompletionRequest, deltas: AsyncIterator[GenerationDelta],
+                  num_prompts: int, echoes: list[str] | None, prompt_tokens: int) -> AsyncIterator[str]:
+    base = {"id": response_id, "object": "text_completion", "created": now(), "model": body.model}
+    choices = [Choice(i) for i in range(num_prompts * body.n)]
+    offsets = [0] * len(choices)
+
+    def chunk(index: int, text: str, finish: str | None, logprobs) -> str:
+        out = {**base, "choices": [{"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}]}
+        if body.include_usage:
+            out["usage"] = None
+        return sse_event(out)
+
+    if echoes:
+        for c in choices:
+            text = echoes[c.index // body.n]
+            offsets[c.index] = len(text)
+            yield chunk(c.index, text, None, None)
+    try:
+        async for d in deltas:
+            choices[d.index].add(d)
+            if d.error:
+                yield sse_event(openai_body(APIError(500, d.error, type="internal_error")))
+                return
+            lp = completion_logprobs(list(d.logprobs), offsets[d.index]) if body.logprobs is not None else None
+            offsets[d.index] += len(d.text)
+            if d.text or d.finished:
+                yield chunk(d.index, d.text, d.finish_reason if d.finished else None, lp)
+    except Exception as exc:
+        yield sse_event(openai_body(to_api_error(exc)))
+        return
+    if body.include_usage:
+        yield sse_event({**base, "choices": [], "usage": usage(choices, prompt_tokens)})
+    yield sse_event("[DONE]")

@@ -1,0 +1,1 @@
+"""Pydantic wire models of the OpenAI API, one module per endpoint."""

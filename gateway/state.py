@@ -1,0 +1,26 @@
+"""What the HTTP app holds: the engine and the server's settings."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fastapi import Request
+
+from engine.engine import Engine
+
+
+@dataclass
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_body_bytes: int = 16 * 1024 * 1024
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class ConchState:
+    engine: Engine
+    settings: Settings
+
+
+def conch_state(request: Request) -> ConchState:
+    return request.app.state.conch

@@ -1,0 +1,105 @@
+"""Server-sent events and client disconnects, shared by every HTTP face."""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, AsyncIterator, Awaitable, TypeVar
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+T = TypeVar("T")
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def sse_event(payload: Any) -> str:
+    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return f"data: {data}\n\n"
+
+
+def sse_response(events: AsyncIterator[str]) -> StreamingResponse:
+    """Starlette cancels `events` when the client disconnects, which aborts the generation below it."""
+    return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+async def prime(agen: AsyncIterator[T]) -> AsyncIterator[T]:
+    """Run `agen` to its first item now, so that errors raise before a response has started."""
+    try:
+        first = await agen.__anext__()
+    except StopAsyncIteration:
+        first = None
+        empty = True
+    else:
+        empty = False
+
+    async def chained() -> AsyncIterator[T]:
+        try:
+            if not empty:
+                yield first
+                async for item in agen:
+                    yield item
+        finally:
+            await agen.aclose()
+
+    return chained()
+
+
+class ClientDisconnected(Exception):
+    pass
+
+
+async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
+    """Await `work`, cancelling it if the client goes away first (non-streamed requests)."""
+    task = asyncio.ensure_future(work)
+
+    async def watch() -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                task.cancel()
+                return
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if watcher.done():
+            raise ClientDisconnected() from None
+        raise
+    finally:
+        watcher.cancel()
+
+
+async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[T]:
+    """Interleave several async iterators as their items arrive; closing the merge closes them all."""
+    if len(streams) == 1:
+        async for item in streams[0]:
+            yield item
+        return
+    queue: asyncio.Queue = asyncio.Queue()
+    done = object()
+
+    async def pump(stream: AsyncIterator[T]) -> None:
+        try:
+            async for item in stream:
+                await queue.put(item)
+        except BaseException as exc:  # re-raised in the consumer
+            await queue.put(exc)
+        finally:
+            await queue.put(done)
+
+    tasks = [asyncio.ensure_future(pump(s)) for s in streams]
+    try:
+        remaining = len(tasks)
+        while remaining:
+            item = await queue.get()
+            if item is done:
+                remaining -= 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield item
+    finally:
+        for task in tasks:
+            task.cancel()
