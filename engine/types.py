@@ -80,6 +80,7 @@ class GenerationRequest:
     stream: bool = False
     version: str | None = None
     add_special_tokens: bool = True
+    use_cache: bool = True       # False: bypass the response cache (the client opted out)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,90 @@
+"""Shared fixtures: a real `conch serve` process on 127.0.0.1, started once per test module."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from engine.models import DEFAULT_MODEL_ID
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    url: str           # http://127.0.0.1:PORT
+    process: subprocess.Popen
+    grpc_port: int | None = None
+    log: Path | None = None
+
+    @property
+    def v1(self) -> str:
+        return f"{self.url}/v1"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def write_repository(root: Path, models: dict[str, dict]) -> Path:
+    """models: name -> config.yaml mapping. Each model gets a version folder 1/."""
+    for name, config in models.items():
+        (root / name / "1").mkdir(parents=True, exist_ok=True)
+        (root / name / "config.yaml").write_text(yaml.safe_dump(config))
+    return root
+
+
+def start_server(args: list[str], log_dir: Path, timeout: float = 240.0, env: dict | None = None) -> Server:
+    port = free_port()
+    log = log_dir / f"server-{port}.log"
+    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
+    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return Server(url, proc, log=log)
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"server did not become ready:\n{log.read_text()[-4000:]}")
+
+
+@pytest.fixture(scope="module")
+def smollm2_server(tmp_path_factory):
+    """The default model in float32 (exact batching comparisons), served with its real chat template."""
+    root = tmp_path_factory.mktemp("repo")
+    write_repository(root, {DEFAULT_MODEL_ID: {"weights": "builtin:smollm2", "dtype": "float32",
+                                               "max_batch_size": 16}})
+    server = start_server(["--model-repository", str(root)], root)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def tiny_server(tmp_path_factory):
+    """A tiny random-weights model: fast, and its output is noise (constrained decoding must still parse)."""
+    root = tmp_path_factory.mktemp("repo")
+    write_repository(root, {"tiny": {"weights": "builtin:tiny", "dtype": "float32", "max_batch_size": 16}})
+    server = start_server(["--model-repository", str(root)], root)
+    yield server
+    server.stop()
