@@ -38,10 +38,10 @@ class ModelConfig:
         return cls(**merged)
 
     @classmethod
-    def from_yaml(cls, path: Path, name: str, **extra: Any) -> "ModelConfig":
-        data = yaml.safe_load(path.read_text()) or {}
+    def from_yaml(cls, file: Path, name: str, **extra: Any) -> "ModelConfig":
+        data = yaml.safe_load(file.read_text()) or {}
         if not isinstance(data, dict):
-            raise InvalidRequest(f"model '{name}': {path} is not a mapping", param="config")
+            raise InvalidRequest(f"model '{name}': {file} is not a mapping", param="config")
         return cls.from_mapping(name, data, **extra)
 
     def resolve(self, value: str | None) -> str | None:

