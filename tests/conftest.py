@@ -88,3 +88,44 @@ def tiny_server(tmp_path_factory):
     server = start_server(["--model-repository", str(root)], root)
     yield server
     server.stop()
+
+
+@dataclass
+class InProcessServer:
+    """uvicorn serving the app in a thread of this process, so tests can look at the engine's state."""
+
+    url: str
+    engine: object
+    server: object
+    thread: object
+
+    @property
+    def v1(self) -> str:
+        return f"{self.url}/v1"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+def start_inprocess(root: Path, timeout: float = 240.0) -> InProcessServer:
+    import threading
+
+    import uvicorn
+
+    from engine.engine import Engine
+    from engine.repository import ModelRepository
+    from gateway.app import build_app
+
+    engine = Engine(ModelRepository(root))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(build_app(engine), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("in-process server failed to start")
+        time.sleep(0.2)
+    return InProcessServer(url, engine, server, thread)
