@@ -10,6 +10,7 @@ import logging
 import queue
 import secrets
 import threading
+import time
 from typing import AsyncIterator
 
 import torch
@@ -44,6 +45,8 @@ class TransformersBackend:
         self._stopping = False
         self._grammars = None
         self.steps = 0
+        self.step_seconds = 0.0        # wall time inside step(), and the part spent in the model's forward
+        self.forward_seconds = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -152,9 +155,14 @@ class TransformersBackend:
         if batch.empty:
             self.runner.kv.keep([])
             return self.scheduler.drain_dropped()
+        start = time.perf_counter()
         logits = self.runner.forward(batch)          # one decode pass + one prefill pass for newcomers
+        forwarded = time.perf_counter()
+        deltas = self.scheduler.update(batch, self.sampler.sample(batch.seqs, logits))
         self.steps += 1
-        return self.scheduler.update(batch, self.sampler.sample(batch.seqs, logits))
+        self.forward_seconds += forwarded - start
+        self.step_seconds += time.perf_counter() - start
+        return deltas
 
     def _fail_running(self, message: str) -> list[GenerationDelta]:
         for seq in self.scheduler.running:
