@@ -1,15 +1,24 @@
-"""Reads a model repository laid out as Triton's: <repo>/<model>/config.yaml and version folders."""
+"""Reads a model repository laid out as Triton's: <repo>/<model>/config.yaml|config.pbtxt and version folders."""
 from __future__ import annotations
 
+import json
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
-from engine.errors import InvalidRequest
+from engine.errors import InvalidRequest, ModelNotFound
 from engine.models.smollm2 import DEFAULT_MODEL_ID
 from engine.repository.config import ModelConfig
 
+CONFIG_FILES = ("config.yaml", "config.pbtxt")
+
+
+def disk_versions(model_dir: Path) -> list[int]:
+    return sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
+
 
 def latest_version(model_dir: Path) -> str:
-    versions = sorted((int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()))
+    versions = disk_versions(model_dir)
     return str(versions[-1]) if versions else "1"
 
 
@@ -17,20 +26,67 @@ class ModelRepository:
     """A folder of models, or (with no folder) the built-in repository holding the default model."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = root
+        self.root = Path(root) if root is not None else None
 
     def names(self) -> list[str]:
         if self.root is None:
             return [DEFAULT_MODEL_ID]
-        return sorted(p.name for p in self.root.iterdir() if (p / "config.yaml").exists())
+        return sorted(p.name for p in self.root.iterdir() if any((p / f).exists() for f in CONFIG_FILES))
 
-    def config(self, name: str) -> ModelConfig:
+    def config(self, name: str, version: str | None = None, override: Any = None) -> ModelConfig:
+        """The config of `version` (default: the newest the version policy serves)."""
         if self.root is None:
             if name != DEFAULT_MODEL_ID:
-                raise InvalidRequest(f"model '{name}' is not in the built-in repository")
+                raise ModelNotFound(f"model '{name}' is not in the built-in repository")
             return ModelConfig(name=DEFAULT_MODEL_ID, weights="builtin:smollm2")
+        if not name or "/" in name or "\\" in name or name.startswith("."):
+            raise ModelNotFound(f"model '{name}' is not in the repository")
         model_dir = self.root / name
-        cfg = model_dir / "config.yaml"
-        if not cfg.exists():
-            raise InvalidRequest(f"model '{name}' has no config.yaml in {self.root}")
-        return ModelConfig.from_yaml(cfg, name, path=str(model_dir), version=latest_version(model_dir))
+        config = self._read(name, model_dir, version or latest_version(model_dir), override)
+        if version is None:
+            served = self.versions(name, config)
+            if served and served[-1] != config.version:
+                config = self._read(name, model_dir, served[-1], override)
+        return config
+
+    def versions(self, name: str, config: ModelConfig | None = None) -> list[str]:
+        """Versions on disk that the model's version policy serves, ascending."""
+        if self.root is None:
+            return ["1"]
+        config = config or self.config(name)
+        return [str(v) for v in config.version_policy.select(disk_versions(self.root / name))]
+
+    def fingerprint(self, name: str) -> tuple:
+        """Changes whenever the model's config or version folders change (what poll mode watches)."""
+        model_dir = self.root / name if self.root is not None else None
+        if model_dir is None or not model_dir.is_dir():
+            return ()
+        return tuple(sorted((str(p.relative_to(model_dir)), p.stat().st_mtime_ns)
+                            for p in model_dir.rglob("*") if "__pycache__" not in p.parts))
+
+    def _read(self, name: str, model_dir: Path, version: str, override: Any) -> ModelConfig:
+        extra = {"path": str(model_dir), "version": version}
+        if override is not None:
+            return _from_override(name, override, **extra)
+        yaml_file, pbtxt_file = (model_dir / f for f in CONFIG_FILES)
+        if yaml_file.exists():
+            return ModelConfig.from_yaml(yaml_file, name, **extra)
+        if pbtxt_file.exists():
+            from engine.repository.pbtxt import parse_pbtxt, to_conch
+
+            return to_conch(parse_pbtxt(pbtxt_file.read_text(), name), name, **extra)
+        if model_dir.is_dir():
+            raise InvalidRequest(f"model '{name}' has neither config.yaml nor config.pbtxt in {self.root}")
+        raise ModelNotFound(f"model '{name}' is not in the repository {self.root}")
+
+
+def _from_override(name: str, override: Any, **extra: Any) -> ModelConfig:
+    """A config given on load: Conch's own keys, or Triton's ModelConfig as JSON."""
+    data = json.loads(override) if isinstance(override, str) else override
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"model '{name}': the config override is not a JSON object", param="config")
+    if set(data) <= {f.name for f in fields(ModelConfig)}:
+        return ModelConfig.from_mapping(name, {k: v for k, v in data.items() if k != "name"}, **extra)
+    from engine.repository.pbtxt import from_json, to_conch
+
+    return to_conch(from_json(data, name), name, **extra)

@@ -1,0 +1,54 @@
+"""Triton's LLM tensor contract, which every LLM model offers whatever its backend, and the lookup of a
+loaded model's tensor interface."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.repository.config import ModelConfig
+from engine.repository.specs import TensorSpec
+
+if TYPE_CHECKING:
+    from engine.engine import Engine
+    from engine.ensemble.tensors import TensorModel
+
+LLM_INPUTS = (
+    TensorSpec("text_input", "BYTES", (1,)),
+    TensorSpec("stream", "BOOL", (1,), optional=True),
+    TensorSpec("sampling_parameters", "BYTES", (1,), optional=True),
+    TensorSpec("exclude_input_in_output", "BOOL", (1,), optional=True),
+    TensorSpec("return_finish_reason", "BOOL", (1,), optional=True),
+    TensorSpec("return_num_input_tokens", "BOOL", (1,), optional=True),
+    TensorSpec("return_num_output_tokens", "BOOL", (1,), optional=True),
+)
+LLM_OUTPUTS = (
+    TensorSpec("text_output", "BYTES", (-1,)),
+    TensorSpec("finish_reason", "BYTES", (-1,)),
+    TensorSpec("num_input_tokens", "UINT32", (1,)),
+    TensorSpec("num_output_tokens", "UINT32", (1,)),
+)
+TOKENIZER_INPUTS = (TensorSpec("text_input", "BYTES", (1,)),)
+TOKENIZER_OUTPUTS = (TensorSpec("input_ids", "INT32", (-1,)),)
+DETOKENIZER_INPUTS = (TensorSpec("output_ids", "INT32", (-1,)),)
+DETOKENIZER_OUTPUTS = (TensorSpec("text_output", "BYTES", (1,)),)
+
+_BUILTIN = {"tokenizer": (TOKENIZER_INPUTS, TOKENIZER_OUTPUTS),
+            "detokenizer": (DETOKENIZER_INPUTS, DETOKENIZER_OUTPUTS)}
+
+
+def tensor_interface(config: ModelConfig) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
+    """(inputs, outputs) of a model, known from its config alone (what ensemble checks use at load)."""
+    if config.is_llm:
+        return config.inputs or LLM_INPUTS, config.outputs or LLM_OUTPUTS
+    if config.backend in _BUILTIN and not config.inputs:
+        return _BUILTIN[config.backend]
+    return config.inputs, config.outputs
+
+
+def tensor_model(engine: "Engine", name: str) -> "TensorModel":
+    """The loaded model as named tensors: its own `infer`, or the LLM contract over `Engine.generate`."""
+    model = engine.get(name)
+    if hasattr(model.backend, "infer"):
+        return model.backend
+    from engine.ensemble.llm import LLMTensorModel
+
+    return LLMTensorModel(engine, model.config)

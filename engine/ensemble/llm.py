@@ -1,0 +1,84 @@
+"""The LLM tensor contract over `Engine.generate`: text_input + sampling_parameters in, text_output out.
+
+Non-streamed responses carry the prompt before the completion unless `exclude_input_in_output`;
+streamed responses carry only the new text, one response per delta.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, AsyncIterator
+
+import numpy as np
+
+from engine.ensemble.contract import tensor_interface
+from engine.ensemble.sampling import parse_json_object, sampling_params
+from engine.ensemble.tensors import (InferenceError, InferRequest, Tensors, bytes_tensor, check_inputs, first_bool,
+                                     first_string)
+from engine.repository.config import ModelConfig
+from engine.types import GenerationDelta, GenerationRequest
+
+if TYPE_CHECKING:
+    from engine.engine import Engine
+
+_FLAGS = ("exclude_input_in_output", "return_finish_reason", "return_num_input_tokens", "return_num_output_tokens")
+
+
+class LLMTensorModel:
+    def __init__(self, engine: "Engine", config: ModelConfig) -> None:
+        self.engine, self.config = engine, config
+        self.inputs, self.outputs = tensor_interface(config)
+
+    def generation_request(self, request: InferRequest) -> tuple[GenerationRequest, dict[str, bool]]:
+        check_inputs(self.inputs, request.inputs, self.config.name)
+        inputs, params = request.inputs, request.parameters
+        text = first_string(inputs["text_input"], "text_input")
+        values = dict(params)
+        if "sampling_parameters" in inputs:
+            values.update(parse_json_object(first_string(inputs["sampling_parameters"], "sampling_parameters"),
+                                            "sampling_parameters"))
+        flags = {f: first_bool(inputs, f, _param_bool(params, f)) for f in _FLAGS}
+        stream = first_bool(inputs, "stream", _param_bool(params, "stream"))
+        gen = GenerationRequest(id=request.id, model=self.config.name, prompt=text, params=sampling_params(values),
+                                stream=stream)
+        return self.engine.prepare(gen, prompt_param="text_input"), flags
+
+    async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
+        gen, flags = self.generation_request(request)
+        deltas = self.engine.generate(gen)
+        try:
+            if gen.stream:
+                async for delta in deltas:
+                    _raise_on_error(delta)
+                    if delta.text or delta.finished:
+                        yield _outputs(delta.text, delta, flags, len(gen.prompt_token_ids))
+            else:
+                text, last = [], None
+                async for delta in deltas:
+                    _raise_on_error(delta)
+                    text.append(delta.text)
+                    last = delta
+                prefix = "" if flags["exclude_input_in_output"] else (gen.prompt or "")
+                yield _outputs(prefix + "".join(text), last, flags, len(gen.prompt_token_ids))
+        finally:
+            await deltas.aclose()
+
+
+def _param_bool(params: dict, key: str) -> bool:
+    value = params.get(key, False)
+    return value.lower() == "true" if isinstance(value, str) else bool(value)
+
+
+def _raise_on_error(delta: GenerationDelta) -> None:
+    if delta.error:
+        raise InferenceError(delta.error)
+
+
+def _outputs(text: str, delta: GenerationDelta | None, flags: dict[str, bool], prompt_tokens: int) -> Tensors:
+    out: Tensors = {"text_output": bytes_tensor(text)}
+    finished = delta is not None and delta.finished
+    if flags["return_finish_reason"] and finished:
+        out["finish_reason"] = bytes_tensor(delta.finish_reason or "")
+    if flags["return_num_input_tokens"]:
+        out["num_input_tokens"] = np.array([prompt_tokens], dtype=np.uint32)
+    if flags["return_num_output_tokens"] and finished and delta.usage is not None:
+        out["num_output_tokens"] = np.array([delta.usage.completion_tokens], dtype=np.uint32)
+    return out

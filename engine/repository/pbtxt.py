@@ -1,0 +1,121 @@
+"""Triton's `config.pbtxt`: protobuf text format into tritonclient's `ModelConfig` message, and back.
+
+Conch's own settings (weights, dtype, context_length...) may come as `parameters { key: ... }` entries.
+A vLLM-layout folder (`backend: "vllm"` + `<version>/model.json`) keeps its engine arguments in
+`parameters["engine_args"]`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2 as pb
+
+from engine.errors import InvalidRequest
+from engine.repository.config import ModelConfig
+from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
+
+_CONCH_FIELDS = {"weights": str, "tokenizer": str, "chat_template": str, "tool_call_parser": str,
+                 "dtype": str, "context_length": int, "max_queue_size": int, "num_threads": int}
+
+
+def parse_pbtxt(text: str, name: str) -> pb.ModelConfig:
+    message = pb.ModelConfig()
+    try:
+        text_format.Parse(text, message)
+    except text_format.ParseError as exc:
+        raise InvalidRequest(f"model '{name}': config.pbtxt does not parse: {exc}", param="config") from exc
+    if not message.name:
+        message.name = name
+    return message
+
+
+def from_json(data: dict[str, Any], name: str) -> pb.ModelConfig:
+    """A config given as JSON (the repository extension's `parameters.config`)."""
+    message = pb.ModelConfig()
+    try:
+        json_format.ParseDict(data, message)
+    except json_format.ParseError as exc:
+        raise InvalidRequest(f"model '{name}': config override does not parse: {exc}", param="config") from exc
+    message.name = message.name or name
+    return message
+
+
+def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str) -> ModelConfig:
+    backend = _backend(message)
+    data: dict[str, Any] = {"backend": backend, "decoupled": message.model_transaction_policy.decoupled}
+    if message.max_batch_size > 0:
+        data["max_batch_size"] = message.max_batch_size
+    params = {k: v.string_value for k, v in message.parameters.items()}
+    data.update({k: _CONCH_FIELDS[k](params.pop(k)) for k in list(params) if k in _CONCH_FIELDS})
+    if backend == "vllm" and path is not None:
+        params["engine_args"] = _model_json(Path(path) / version / "model.json", name)
+    policy = json_format.MessageToDict(message.version_policy, preserving_proto_field_name=True)
+    return ModelConfig(
+        name=name, path=path, version=version, parameters=params, triton=message,
+        inputs=tuple(_spec(t) for t in message.input), outputs=tuple(_spec(t) for t in message.output),
+        steps=tuple(_step(s) for s in message.ensemble_scheduling.step),
+        version_policy=VersionPolicy.from_mapping(policy), **data)
+
+
+def to_triton(config: ModelConfig) -> pb.ModelConfig:
+    """The config as Triton's message: the parsed one, or one built from a config.yaml."""
+    if config.triton is not None:
+        return config.triton
+    from engine.ensemble.contract import tensor_interface
+
+    inputs, outputs = tensor_interface(config)
+    message = pb.ModelConfig(name=config.name, backend=config.backend,
+                             max_batch_size=0 if not config.is_llm else config.max_batch_size)
+    if config.backend == "ensemble":
+        message.platform, message.backend = "ensemble", ""
+    message.input.extend(pb.ModelInput(name=t.name, data_type=_pb_type(t.datatype), dims=list(t.dims),
+                                       optional=t.optional) for t in inputs)
+    message.output.extend(pb.ModelOutput(name=t.name, data_type=_pb_type(t.datatype), dims=list(t.dims))
+                          for t in outputs)
+    message.model_transaction_policy.decoupled = config.decoupled or config.is_llm
+    for step in config.steps:
+        s = message.ensemble_scheduling.step.add(model_name=step.model, model_version=step.version)
+        s.input_map.update(dict(step.input_map))
+        s.output_map.update(dict(step.output_map))
+    for field in fields(config):
+        if field.name in _CONCH_FIELDS and getattr(config, field.name) is not None:
+            message.parameters[field.name].string_value = str(getattr(config, field.name))
+    return message
+
+
+def _backend(message: pb.ModelConfig) -> str:
+    if message.platform == "ensemble" or message.ensemble_scheduling.step:
+        return "ensemble"
+    if message.backend:
+        return message.backend
+    if message.platform:
+        return message.platform
+    raise InvalidRequest(f"model '{message.name}': config.pbtxt names neither a backend nor a platform",
+                         param="config")
+
+
+def _spec(t: pb.ModelInput | pb.ModelOutput) -> TensorSpec:
+    datatype = pb.DataType.Name(t.data_type).removeprefix("TYPE_")
+    return TensorSpec(t.name, "BYTES" if datatype == "STRING" else datatype, tuple(t.dims) or (-1,),
+                      bool(getattr(t, "optional", False)))
+
+
+def _pb_type(datatype: str) -> int:
+    return pb.DataType.Value("TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}")
+
+
+def _step(s) -> EnsembleStep:
+    return EnsembleStep(s.model_name, tuple(s.input_map.items()), tuple(s.output_map.items()), s.model_version)
+
+
+def _model_json(path: Path, name: str) -> dict[str, Any]:
+    if not path.exists():
+        raise InvalidRequest(f"model '{name}': the vllm backend needs {path}", param="config")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(f"model '{name}': {path} is not valid JSON: {exc}", param="config") from exc

@@ -1,0 +1,158 @@
+"""`inference.GRPCInferenceService` on grpc.aio, over the stubs tritonclient ships.
+
+ModelStreamInfer is decoupled: every request on the stream runs as its own task and may answer many
+times; each response echoes the request id. Cancelling the stream cancels the tasks, which closes their
+generations (the engine aborts them).
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator
+
+import grpc
+from google.protobuf import json_format
+from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc
+
+from engine.ensemble.contract import tensor_model
+from gateway.grpc.convert import status_of, to_infer_request, to_infer_response
+from gateway.kserve import metadata
+from gateway.kserve.infer import single_response
+from gateway.kserve.state import TritonState
+
+_UNSUPPORTED = ("SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
+                "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
+                "TraceSetting", "LogSettings")
+
+
+async def _guard(context: grpc.aio.ServicerContext, work):
+    """Run `work`; an engine error ends the call with its status code and message."""
+    try:
+        return await work
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        code, message = status_of(exc)
+        await context.abort(code, message)
+
+
+class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
+    def __init__(self, state: TritonState) -> None:
+        self.state = state
+
+    # -- health and metadata --------------------------------------------------------------------------
+    async def ServerLive(self, request, context):
+        return pb.ServerLiveResponse(live=True)
+
+    async def ServerReady(self, request, context):
+        models = self.state.engine.models()
+        return pb.ServerReadyResponse(ready=bool(models) and all(m.backend.health() for m in models))
+
+    async def ModelReady(self, request, context):
+        try:
+            self.state.model(request.name, request.version or None)
+        except Exception:
+            return pb.ModelReadyResponse(ready=False)
+        return pb.ModelReadyResponse(ready=True)
+
+    async def ServerMetadata(self, request, context):
+        return pb.ServerMetadataResponse(**metadata.server_metadata())
+
+    async def ModelMetadata(self, request, context):
+        async def work():
+            data = metadata.model_metadata(self.state.model(request.name, request.version or None))
+            return json_format.ParseDict(data, pb.ModelMetadataResponse())
+        return await _guard(context, work())
+
+    async def ModelConfig(self, request, context):
+        async def work():
+            model = self.state.model(request.name, request.version or None)
+            return pb.ModelConfigResponse(config=metadata.model_config(model))
+        return await _guard(context, work())
+
+    async def ModelStatistics(self, request, context):
+        async def work():
+            data = metadata.model_statistics(self.state, request.name or None, request.version or None)
+            return json_format.ParseDict(data, pb.ModelStatisticsResponse(), ignore_unknown_fields=True)
+        return await _guard(context, work())
+
+    # -- the repository extension -----------------------------------------------------------------------
+    async def RepositoryIndex(self, request, context):
+        states = self.state.control.index(ready_only=request.ready)
+        return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**s.as_index())
+                                                  for s in states])
+
+    async def RepositoryModelLoad(self, request, context):
+        config = request.parameters["config"].string_param if "config" in request.parameters else None
+        await _guard(context, self.state.control.load(request.model_name, config or None))
+        return pb.RepositoryModelLoadResponse()
+
+    async def RepositoryModelUnload(self, request, context):
+        await _guard(context, self.state.control.unload(request.model_name))
+        return pb.RepositoryModelUnloadResponse()
+
+    # -- inference ------------------------------------------------------------------------------------
+    async def ModelInfer(self, request, context):
+        async def work():
+            infer = to_infer_request(request)
+            outputs = await single_response(self.state, request.model_name, request.model_version or None, infer)
+            model = self.state.model(request.model_name)
+            return to_infer_response(outputs, model.name, model.config.version, request.id,
+                                     [o.name for o in request.outputs])
+        return await _guard(context, work())
+
+    async def ModelStreamInfer(self, request_iterator, context) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        out: asyncio.Queue = asyncio.Queue()
+        tasks: set[asyncio.Task] = set()
+
+        async def read() -> None:
+            async for request in request_iterator:
+                task = asyncio.create_task(self._stream_one(request, out))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            await asyncio.gather(*list(tasks), return_exceptions=True)
+            await out.put(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while (item := await out.get()) is not None:
+                yield item
+        finally:
+            reader.cancel()
+            for task in list(tasks):
+                task.cancel()
+
+    async def _stream_one(self, request: pb.ModelInferRequest, out: asyncio.Queue) -> None:
+        """One request of a stream: its responses, then (if asked) an empty final one; or an error."""
+        try:
+            infer = to_infer_request(request)
+            model = self.state.model(request.model_name, request.model_version or None)
+            wanted = [o.name for o in request.outputs]
+            responses = tensor_model(self.state.engine, model.name).infer(infer)
+            try:
+                async for outputs in responses:
+                    await out.put(pb.ModelStreamInferResponse(infer_response=to_infer_response(
+                        outputs, model.name, model.config.version, request.id, wanted, final=False)))
+            finally:
+                await responses.aclose()
+            if infer.parameters.get("triton_enable_empty_final_response"):
+                await out.put(pb.ModelStreamInferResponse(infer_response=to_infer_response(
+                    {}, model.name, model.config.version, request.id, final=True)))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            _, message = status_of(exc)
+            await out.put(pb.ModelStreamInferResponse(
+                error_message=message, infer_response=pb.ModelInferResponse(model_name=request.model_name,
+                                                                            id=request.id)))
+
+
+def _unimplemented(name: str):
+    async def method(self, request, context):
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{name} is not supported by Conch")
+    method.__name__ = name
+    return method
+
+
+for _name in _UNSUPPORTED:
+    setattr(InferenceService, _name, _unimplemented(_name))

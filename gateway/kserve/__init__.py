@@ -1,0 +1,15 @@
+"""Triton's face over HTTP: KServe v2 (metadata, health, infer) and the generate and repository extensions."""
+from fastapi import APIRouter
+
+from engine.ensemble.tensors import InferenceError
+from gateway.errors import register_error
+from gateway.kserve import generate, infer, models, repository
+from gateway.kserve.state import TritonState
+
+register_error(InferenceError, 500, "internal_error")
+
+router = APIRouter()
+for _module in (models, generate, infer, repository):
+    router.include_router(_module.router)
+
+__all__ = ["TritonState", "router"]

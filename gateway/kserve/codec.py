@@ -1,0 +1,110 @@
+"""KServe v2 tensors on the wire <-> numpy: JSON `data`, and raw bytes (the binary tensor data extension and
+gRPC's raw contents). Raw BYTES tensors are each element's 4-byte little-endian length, then its bytes."""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+from engine.ensemble.tensors import NUMPY_DTYPES, datatype_of
+from engine.errors import InvalidRequest
+
+
+def dtype_for(datatype: str, name: str):
+    dtype = NUMPY_DTYPES.get(datatype)
+    if dtype is None:
+        raise InvalidRequest(f"input '{name}': unsupported datatype '{datatype}'", param=name)
+    return dtype
+
+
+def check_shape(shape: Any, name: str) -> tuple[int, ...]:
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                              for d in shape):
+        raise InvalidRequest(f"input '{name}': shape must be a list of non-negative integers", param=name)
+    return tuple(shape)
+
+
+def from_json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str) -> np.ndarray:
+    flat = _flatten(data)
+    if len(flat) != int(np.prod(shape, dtype=np.int64)):
+        raise InvalidRequest(f"input '{name}': {len(flat)} values do not fill shape {list(shape)}", param=name)
+    try:
+        if datatype == "BYTES":
+            return np.array([_to_bytes(v, name) for v in flat], dtype=np.object_).reshape(shape)
+        if datatype == "BOOL" and not all(isinstance(v, bool) for v in flat):
+            raise InvalidRequest(f"input '{name}': BOOL data must be true/false", param=name)
+        if datatype != "BOOL" and any(isinstance(v, (bool, str)) or v is None for v in flat):
+            raise InvalidRequest(f"input '{name}': {datatype} data must be numbers", param=name)
+        return np.array(flat, dtype=dtype_for(datatype, name)).reshape(shape)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidRequest(f"input '{name}': data does not match datatype {datatype}: {exc}", param=name) from exc
+
+
+def from_raw(raw: bytes, datatype: str, shape: tuple[int, ...], name: str) -> np.ndarray:
+    if datatype == "BYTES":
+        items = deserialize_bytes(raw, name)
+        count = int(np.prod(shape, dtype=np.int64))
+        if len(items) != count:
+            raise InvalidRequest(f"input '{name}': {len(items)} elements do not fill shape {list(shape)}", param=name)
+        return np.array(items, dtype=np.object_).reshape(shape)
+    dtype = np.dtype(dtype_for(datatype, name))
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) != expected:
+        raise InvalidRequest(f"input '{name}': {len(raw)} bytes of data, shape {list(shape)} of {datatype} needs "
+                             f"{expected}", param=name)
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+def to_raw(array: np.ndarray) -> bytes:
+    if datatype_of(array) == "BYTES":
+        return serialize_bytes(array)
+    return np.ascontiguousarray(array).tobytes()
+
+
+def to_json_data(array: np.ndarray) -> list:
+    if datatype_of(array) == "BYTES":
+        return [_to_text(v) for v in array.reshape(-1)]
+    return array.reshape(-1).tolist()
+
+
+def serialize_bytes(array: np.ndarray) -> bytes:
+    parts = []
+    for item in array.reshape(-1):
+        value = item if isinstance(item, bytes) else str(item).encode()
+        parts.append(struct.pack("<I", len(value)))
+        parts.append(value)
+    return b"".join(parts)
+
+
+def deserialize_bytes(raw: bytes, name: str) -> list[bytes]:
+    items, offset = [], 0
+    while offset < len(raw):
+        if offset + 4 > len(raw):
+            raise InvalidRequest(f"input '{name}': truncated BYTES element length", param=name)
+        (length,) = struct.unpack_from("<I", raw, offset)
+        offset += 4
+        if offset + length > len(raw):
+            raise InvalidRequest(f"input '{name}': BYTES element overruns the data", param=name)
+        items.append(bytes(raw[offset:offset + length]))
+        offset += length
+    return items
+
+
+def _flatten(data: Any) -> list:
+    if not isinstance(data, list):
+        return [data]
+    out: list = []
+    for item in data:
+        out.extend(_flatten(item))
+    return out
+
+
+def _to_bytes(value: Any, name: str) -> bytes:
+    if isinstance(value, str):
+        return value.encode()
+    raise InvalidRequest(f"input '{name}': BYTES data must be strings", param=name)
+
+
+def _to_text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -1,0 +1,59 @@
+"""POST /v2/models/{m}[/versions/{v}]/infer: one request, one response (streaming models use
+generate_stream or gRPC ModelStreamInfer)."""
+from __future__ import annotations
+
+import time
+from typing import AsyncIterator
+
+from fastapi import APIRouter, Request, Response
+
+from engine.ensemble.contract import tensor_model
+from engine.ensemble.tensors import InferRequest, Tensors
+from engine.errors import InvalidRequest
+from gateway.kserve.state import TritonState, triton_state
+from gateway.kserve.tensors import HEADER, parse_infer, render_infer
+from gateway.streaming import until_disconnect
+
+router = APIRouter()
+
+
+async def single_response(state: TritonState, model: str, version: str | None, request: InferRequest) -> Tensors:
+    """Run a request that must answer once; counts it in the model's statistics."""
+    loaded = state.model(model, version)
+    stats, started = state.stats_for(loaded.name, loaded.config.version), time.monotonic_ns()
+    try:
+        outputs = await _only(tensor_model(state.engine, model).infer(request))
+    except BaseException:
+        stats.record(started, ok=False)
+        raise
+    stats.record(started, ok=True)
+    return outputs
+
+
+async def _only(responses: AsyncIterator[Tensors]) -> Tensors:
+    try:
+        first = await responses.__anext__()
+        async for _ in responses:
+            raise InvalidRequest("the request asked for a stream of responses: use generate_stream or gRPC "
+                                 "ModelStreamInfer", param="stream")
+        return first
+    except StopAsyncIteration:
+        raise InvalidRequest("the model returned no response") from None
+    finally:
+        await responses.aclose()
+
+
+async def infer(request: Request, model: str, version: str | None = None) -> Response:
+    state = triton_state(request)
+    state.model(model, version)                  # 404 before reading the body
+    parsed = parse_infer(await request.body(), request.headers.get(HEADER))
+    outputs = await until_disconnect(request, single_response(state, model, version, parsed.request))
+    loaded = state.model(model, version)
+    body, header_length = render_infer(parsed, outputs, loaded.name, loaded.config.version)
+    if header_length is None:
+        return Response(body, media_type="application/json")
+    return Response(body, media_type="application/octet-stream", headers={HEADER: str(header_length)})
+
+
+router.add_api_route("/v2/models/{model}/infer", infer, methods=["POST"])
+router.add_api_route("/v2/models/{model}/versions/{version}/infer", infer, methods=["POST"])

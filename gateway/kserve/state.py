@@ -1,0 +1,64 @@
+"""What the Triton faces (HTTP /v2 and gRPC) share: the engine, model control and per-model statistics."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from fastapi import Request
+
+from engine.engine import Engine, LoadedModel
+from engine.errors import ModelNotFound, ModelNotReady
+from engine.repository import ModelControl
+
+SERVER_NAME = "conch"
+SERVER_VERSION = "0.1.0"
+EXTENSIONS = ("classification", "sequence", "model_repository", "model_repository(unload_dependents)",
+              "schedule_policy", "model_configuration", "statistics", "binary_tensor_data", "parameters",
+              "generate", "generate_stream")
+
+
+@dataclass
+class Counter:
+    count: int = 0
+    ns: int = 0
+
+
+@dataclass
+class ModelStats:
+    success: Counter = field(default_factory=Counter)
+    fail: Counter = field(default_factory=Counter)
+    last_inference_ms: int = 0
+
+    def record(self, started_ns: int, ok: bool) -> None:
+        counter = self.success if ok else self.fail
+        counter.count += 1
+        counter.ns += time.monotonic_ns() - started_ns
+        self.last_inference_ms = int(time.time() * 1000)
+
+
+@dataclass
+class TritonState:
+    engine: Engine
+    control: ModelControl
+    stats: dict[tuple[str, str], ModelStats] = field(default_factory=dict)
+
+    def model(self, name: str, version: str | None = None) -> LoadedModel:
+        """The serving model; 404 for a model or version that is not there, 503 while loading."""
+        try:
+            model = self.engine.get(name)
+        except ModelNotFound:
+            state = self.control.state(name)
+            if state is not None and state.state == "UNAVAILABLE":
+                raise ModelNotReady(f"model '{name}' is not ready: {state.reason}") from None
+            raise ModelNotFound(f"model '{name}' is not found") from None
+        if version not in (None, "", model.config.version):
+            raise ModelNotFound(f"model '{name}' has no version '{version}' ready "
+                                f"(serving version {model.config.version})")
+        return model
+
+    def stats_for(self, name: str, version: str) -> ModelStats:
+        return self.stats.setdefault((name, version), ModelStats())
+
+
+def triton_state(request: Request) -> TritonState:
+    return request.app.state.triton
