@@ -1,0 +1,77 @@
+"""The tool-calling values, the stream contract checker, and the parser registry."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+
+from agents.tools import (
+    DEFAULT_PARSER,
+    ContentDelta,
+    StreamContractError,
+    ToolCall,
+    ToolCallDelta,
+    ToolFunction,
+    assemble,
+    get_parser,
+    new_call_id,
+    parser_names,
+)
+from agents.tools.parsers import UnknownToolParser
+from agents.tools.parsers.base import ToolParser
+
+
+def test_new_call_id_shape_and_uniqueness():
+    ids = {new_call_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(re.fullmatch(r"call_[A-Za-z0-9]{9,}", call_id) for call_id in ids)
+
+
+def test_tool_function_stores_canonical_parameters():
+    schema = {"type": "object", "properties": {"city": {"type": "string", "description": "Zürich?"}},
+              "required": ["city"]}
+    tool = ToolFunction("get_weather", "Current weather", schema)
+    assert tool.parameters == '{"type":"object","properties":{"city":{"type":"string","description":"Zürich?"}},' \
+                              '"required":["city"]}'
+    assert tool.schema == schema and tool.schema is not tool.schema
+    assert tool == ToolFunction("get_weather", "Current weather", tool.parameters)
+    assert tool == ToolFunction("get_weather", "Current weather", json.dumps(schema, indent=2))
+    assert hash(tool) == hash(ToolFunction("get_weather", "Current weather", dict(schema)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tool.name = "x"  # type: ignore[misc]
+
+
+def test_assemble_joins_content_and_fragments():
+    events = [ContentDelta("Hi"), ToolCallDelta(0, "call_aaaaaaaaaa", "f", ""), ToolCallDelta(0, None, None, '{"a"'),
+              ToolCallDelta(1, "call_bbbbbbbbbb", "g", ""), ToolCallDelta(0, None, None, ":1}"), ContentDelta("!")]
+    parsed = assemble(events)
+    assert parsed.content == "Hi!"
+    assert parsed.tool_calls == [ToolCall("call_aaaaaaaaaa", "f", '{"a":1}'), ToolCall("call_bbbbbbbbbb", "g", "")]
+    assert assemble([]).content is None
+
+
+@pytest.mark.parametrize("events", [
+    [ToolCallDelta(0, None, None, "{}")],                                            # no first delta
+    [ToolCallDelta(1, "call_aaaaaaaaaa", "f", "")],                                  # index skipped
+    [ToolCallDelta(0, "call_aaaaaaaaaa", "f", ""), ToolCallDelta(0, None, "f", "{}")],  # name repeated
+    [ToolCallDelta(0, "call_aaaaaaaaaa", "f", ""), ToolCallDelta(0, "call_bbbbbbbbbb", "f", "")],  # id repeated
+    [ToolCallDelta(0, "call_aaaaaaaaaa", None, "")],                                 # no name
+])
+def test_assemble_rejects_contract_breaks(events):
+    with pytest.raises(StreamContractError):
+        assemble(events)
+
+
+def test_registry_names_and_lazy_classes():
+    assert parser_names() == ["hermes", "llama3", "mistral", "pythonic"]
+    assert DEFAULT_PARSER == "hermes"
+    for name in parser_names():
+        cls = get_parser(name)
+        assert issubclass(cls, ToolParser) and cls.name == name
+
+
+def test_registry_unknown_name_lists_known():
+    with pytest.raises(UnknownToolParser, match="hermes"):
+        get_parser("nope")
