@@ -46,6 +46,10 @@ BackendFactory = Callable[["ModelConfig"], Backend]
 # name -> "module:attribute"; the module is imported only when a model names the backend.
 _BACKENDS: dict[str, str] = {
     "transformers": "engine.backends.transformers.backend:TransformersBackend",
+    "python": "engine.backends.python.backend:PythonBackend",
+    "ensemble": "engine.ensemble.backend:EnsembleBackend",
+    "tokenizer": "engine.ensemble.text:TokenizerBackend",
+    "detokenizer": "engine.ensemble.text:DetokenizerBackend",
 }
 
 

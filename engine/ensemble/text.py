@@ -1,0 +1,58 @@
+"""The `tokenizer` and `detokenizer` model kinds: text_input -> input_ids and output_ids -> text_output,
+with the tokenizer named by the config (`tokenizer:` or `weights:`, builtin refs included)."""
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator
+
+import numpy as np
+
+from engine.backend import Capabilities
+from engine.ensemble.contract import tensor_interface
+from engine.ensemble.tensors import InferRequest, Tensors, bytes_tensor, check_inputs, first_string
+from engine.errors import InvalidRequest
+from engine.repository.config import ModelConfig
+
+
+class _TextModel:
+    capabilities = Capabilities()
+    context_length = 0
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        self.inputs, self.outputs = tensor_interface(config)
+        self.tokenizer = None
+
+    async def start(self) -> None:
+        from transformers import AutoTokenizer
+
+        from engine.backends.transformers.loader import weights_folder
+
+        source = self.config.resolve(self.config.tokenizer) if self.config.tokenizer else weights_folder(self.config)
+        self.tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, source)
+
+    def generate(self, request):
+        raise InvalidRequest(f"model '{self.config.name}' is a {self.config.backend}: use /v2 infer or gRPC")
+
+    async def abort(self, request_id: str) -> None:
+        return None
+
+    def health(self) -> bool:
+        return self.tokenizer is not None
+
+    async def stop(self) -> None:
+        return None
+
+
+class TokenizerBackend(_TextModel):
+    async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
+        check_inputs(self.inputs, request.inputs, self.config.name)
+        ids = self.tokenizer.encode(first_string(request.inputs["text_input"], "text_input"))
+        yield {"input_ids": np.array(ids, dtype=np.int32)}
+
+
+class DetokenizerBackend(_TextModel):
+    async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
+        check_inputs(self.inputs, request.inputs, self.config.name)
+        ids = request.inputs["output_ids"].reshape(-1).tolist()
+        yield {"text_output": bytes_tensor(self.tokenizer.decode(ids, skip_special_tokens=True))}
