@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import AsyncIterator
 
+from engine.admission import Admission, Observer, Trace
 from engine.backend import Backend, load_backend_class
+from engine.cache import ResponseCache
 from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
 from engine.repository import ModelConfig, ModelRepository
 from engine.types import GenerationDelta, GenerationRequest
@@ -33,8 +36,12 @@ class LoadedModel:
 
 
 class Engine:
-    def __init__(self, repository: ModelRepository | None = None) -> None:
+    def __init__(self, repository: ModelRepository | None = None, cache: ResponseCache | None = None,
+                 max_queue_size: int | None = None) -> None:
         self.repository = repository or ModelRepository()
+        self.cache = cache                           # None: no response cache
+        self.admission = Admission(max_queue_size)   # a bounded priority queue per model
+        self.observers: list[Observer] = []          # told about every request once it is over
         self._models: dict[str, LoadedModel] = {}
         self._loading: dict[str, asyncio.Lock] = {}
 
@@ -101,5 +108,38 @@ class Engine:
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
         """Deltas of every choice of the request, interleaved; each choice ends with a finished delta."""
         request = self.prepare(request)
-        async for delta in self.get(request.model).backend.generate(request):
-            yield delta
+        model = self.get(request.model)
+        trace, failure = Trace(request, request.version or model.config.version), None
+        try:
+            async with aclosing(self._answer(model, request, trace)) as deltas:
+                async for delta in deltas:
+                    trace.observe(delta)
+                    yield delta
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            trace.close(failure)
+            for observer in self.observers:
+                observer.on_finish(trace)
+
+    async def _answer(self, model: LoadedModel, request: GenerationRequest,
+                      trace: Trace) -> AsyncIterator[GenerationDelta]:
+        """A cache hit replays its stored deltas; a miss waits for a slot, runs the backend, is stored."""
+        cache = self.cache if self.cache is not None and ResponseCache.applies(model.config, request) else None
+        if cache is not None:
+            hit = await cache.get(model.config, request)
+            trace.cache_hit = hit is not None
+            if hit is not None:
+                for delta in hit:
+                    yield delta
+                return
+        recorded: list[GenerationDelta] = []
+        async with self.admission.queue(model.config).slot(request, trace):
+            async with aclosing(model.backend.generate(request)) as deltas:
+                async for delta in deltas:
+                    if cache is not None:
+                        recorded.append(delta)
+                    yield delta
+        if cache is not None:
+            cache.put(model.config, request, recorded)

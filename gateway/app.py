@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.engine import Engine
 from gateway import health, openai
+from gateway.auth import Gate, guard
 from gateway.errors import APIError, error_response, install_error_handlers
+from gateway.metrics import Metrics, router as metrics_router
 from gateway.state import ConchState, Settings
 
 
@@ -32,7 +34,7 @@ class BodyLimit:
 
 
 def build_app(engine: Engine | None = None, settings: Settings | None = None,
-              load: list[str] | None = None) -> FastAPI:
+              load: list[str] | None = None, gate: Gate | None = None, metrics: bool = True) -> FastAPI:
     engine = engine or Engine()
     settings = settings or Settings()
 
@@ -41,11 +43,21 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
         await engine.start(load)
         yield
         await engine.stop()
+        for closable in (engine.cache, gate and gate.limiter):
+            if closable:
+                await closable.close()
 
     app = FastAPI(title="Conch", lifespan=lifespan)
     app.state.conch = ConchState(engine=engine, settings=settings)
     install_error_handlers(app)
+    app.state.gate = gate                  # API keys and rate limits; None = open
+    if gate is not None and gate.limiter is not None:
+        engine.observers.append(gate.limiter)
+    if metrics:
+        app.state.metrics = Metrics(engine, gate)
+        engine.observers.append(app.state.metrics)
+        app.include_router(metrics_router)
     app.include_router(health.router)
-    app.include_router(openai.router)
+    app.include_router(openai.router, dependencies=[Depends(guard)])
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     return app

@@ -18,6 +18,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--response-cache", default=None, metavar="memory|redis://HOST:PORT/DB",
+                       help="cache deterministic responses (none by default)")
+    serve.add_argument("--api-key", action="append", default=[], metavar="KEY",
+                       help="accept this key for every model, without limits (repeatable)")
+    serve.add_argument("--api-keys-file", type=Path, default=None, help="YAML/JSON keys with models and limits")
+    serve.add_argument("--rate-limits", default="memory", metavar="memory|redis://HOST:PORT/DB",
+                       help="where the rate-limit buckets live (redis: shared by every replica)")
+    serve.add_argument("--max-queue-size", type=int, default=None, metavar="N",
+                       help="requests that may wait per model (overrides each config; 0 = unbounded)")
+    serve.add_argument("--no-metrics", action="store_true", help="do not serve /metrics")
     return parser
 
 
@@ -28,8 +38,15 @@ def main(argv: list[str] | None = None) -> None:
 
     from gateway.app import build_app
 
-    engine = Engine(ModelRepository(args.model_repository))
-    app = build_app(engine, Settings(host=args.host, port=args.port))
+    from engine.cache import open_cache
+    from gateway.auth import Gate, KeyRing
+    from gateway.limits import open_limiter
+
+    engine = Engine(ModelRepository(args.model_repository), cache=open_cache(args.response_cache),
+                    max_queue_size=args.max_queue_size)
+    keys = KeyRing.load(args.api_key, args.api_keys_file)
+    gate = Gate(keys, open_limiter(args.rate_limits)) if not keys.open else None
+    app = build_app(engine, Settings(host=args.host, port=args.port), gate=gate, metrics=not args.no_metrics)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
 
 

@@ -35,7 +35,8 @@ def build_request(body: ChatCompletionRequest, request: Request) -> GenerationRe
                          continue_final_message=body.continue_final_message)
     params = body.sampling_params(body.max_new_tokens, body.num_logprobs, len(model.tokenizer))
     gen = GenerationRequest(id=new_id("chatcmpl"), model=body.model, prompt=prompt, params=params,
-                            stream=body.stream, add_special_tokens=False)
+                            stream=body.stream, add_special_tokens=False,
+                            use_cache=body.cache and "no-cache" not in request.headers.get("cache-control", ""))
     return conch.engine.prepare(gen, prompt_param="messages")
 
 

@@ -31,6 +31,7 @@ def build_requests(body: CompletionRequest, request: Request) -> list[Generation
     out = []
     for i, prompt in enumerate(body.prompts()):
         gen = GenerationRequest(id=f"{base_id}-{i}", model=body.model, params=params, stream=body.stream,
+                                use_cache=body.cache and "no-cache" not in request.headers.get("cache-control", ""),
                                 prompt=prompt if isinstance(prompt, str) else None,
                                 prompt_token_ids=tuple(prompt) if not isinstance(prompt, str) else None)
         out.append(conch.engine.prepare(gen, prompt_param="prompt"))

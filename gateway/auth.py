@@ -1,0 +1,166 @@
+"""API keys: who may call, which models each key may use, and the check every face runs first.
+
+Keys come from `--api-key KEY` (any model, no limits) and `--api-keys-file FILE` (YAML or JSON):
+    keys:
+      - key: sk-team-a          # the secret the client sends
+        name: team-a            # how logs, limits and metrics name it (default: a hash of the key)
+        models: [tiny]          # omitted: every model
+        rpm: 60                 # requests per minute; omitted: unlimited
+        tpm: 100000             # tokens (prompt + completion) per minute; omitted: unlimited
+No key configured: the server is open.
+
+Every face calls `Gate.check(authorization, model)`: HTTP passes the `Authorization` header (/v1 and /v2
+alike, through the `guard` dependency), gRPC the `authorization` metadata value. It raises Unauthorized
+(401), ModelNotFound (404: a model the key may not use is not revealed) or RateLimited (429).
+"""
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from fastapi import Request
+
+from engine.errors import ModelNotFound
+from gateway.errors import register_error
+
+log = logging.getLogger(__name__)
+
+
+class Unauthorized(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = None
+
+
+register_error(Unauthorized, 401, "invalid_request_error", "invalid_api_key")
+
+# The key of the request being served (set by Gate.check); token limits charge usage to it afterwards.
+current_key: contextvars.ContextVar["ApiKey | None"] = contextvars.ContextVar("conch_api_key", default=None)
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    secret: str = field(repr=False)
+    name: str = ""
+    models: frozenset[str] | None = None     # None: every model
+    rpm: int | None = None
+    tpm: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", "key-" + hashlib.sha256(self.secret.encode()).hexdigest()[:12])
+
+    def allows(self, model: str) -> bool:
+        return self.models is None or model in self.models
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> "ApiKey":
+        unknown = sorted(set(data) - {"key", "name", "models", "rpm", "tpm"})
+        if unknown or not isinstance(data.get("key"), str) or not data["key"]:
+            raise ValueError(f"an API key entry needs a non-empty 'key'; unknown fields: {unknown}")
+        models = data.get("models")
+        return cls(data["key"], data.get("name") or "", frozenset(models) if models is not None else None,
+                   data.get("rpm"), data.get("tpm"))
+
+
+class KeyRing:
+    def __init__(self, keys: list[ApiKey] = ()) -> None:
+        self._by_digest = {_digest(k.secret): k for k in keys}
+
+    @property
+    def open(self) -> bool:
+        return not self._by_digest
+
+    def __len__(self) -> int:
+        return len(self._by_digest)
+
+    def lookup(self, secret: str) -> ApiKey | None:
+        return self._by_digest.get(_digest(secret))   # compares digests: no timing leak of the secret
+
+    @classmethod
+    def load(cls, secrets: list[str] = (), file: Path | None = None) -> "KeyRing":
+        keys = [ApiKey(s) for s in secrets]
+        if file is not None:
+            text = Path(file).read_text()
+            data = json.loads(text) if str(file).endswith(".json") else yaml.safe_load(text)
+            entries = data.get("keys", []) if isinstance(data, dict) else data
+            keys += [ApiKey.from_mapping(e) for e in entries or []]
+        return cls(keys)
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def bearer(authorization: str | None) -> str | None:
+    """The token of `Bearer TOKEN` (the scheme is case-insensitive), or None."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+class Gate:
+    """Authentication, the key's models, and its rate limits; `rejections` counts 429s by (model, limit)."""
+
+    def __init__(self, keys: KeyRing | None = None, limiter=None) -> None:
+        self.keys = keys or KeyRing()
+        self.limiter = limiter                       # gateway.limits.Limiter, or None for no limits
+        self.rejections: Counter[tuple[str, str]] = Counter()
+        self.unauthorized = 0
+
+    def authenticate(self, authorization: str | None) -> ApiKey | None:
+        if self.keys.open:
+            return None
+        token = bearer(authorization)
+        key = self.keys.lookup(token) if token else None
+        if key is None:
+            self.unauthorized += 1
+            raise Unauthorized("Incorrect API key provided. You can find your API key in your server's key file."
+                               if token else "You didn't provide an API key. You need to provide your API key "
+                               "in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
+        return key
+
+    async def check(self, authorization: str | None, model: str | None = None) -> ApiKey | None:
+        key = self.authenticate(authorization)
+        current_key.set(key)
+        if key is None:
+            return None
+        if model is not None and not key.allows(model):
+            raise ModelNotFound(f"The model '{model}' does not exist", param="model")
+        if self.limiter is not None:
+            try:
+                await self.limiter.charge(key)
+            except Exception as exc:
+                limit = getattr(exc, "limit", None)
+                if limit is not None:
+                    self.rejections[(model or "", limit)] += 1
+                raise
+        return key
+
+
+async def guard(request: Request) -> None:
+    """FastAPI dependency for every authenticated route: the model comes from the path or the JSON body."""
+    gate: Gate | None = getattr(request.app.state, "gate", None)
+    if gate is None:
+        return
+    model = request.path_params.get("model_name") or request.path_params.get("model")
+    if model is None and request.method == "POST":
+        model = await _body_model(request)
+    await gate.check(request.headers.get("authorization"), model)
+
+
+async def _body_model(request: Request) -> str | None:
+    try:
+        body = json.loads(await request.body() or b"null")   # FastAPI has read (and cached) the body already
+    except (ValueError, UnicodeDecodeError):
+        return None
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) else None

@@ -1,0 +1,160 @@
+"""GET /metrics: Prometheus text. Triton's names where they apply, plus LLM histograms, all by model.
+
+Triton's (counters unless noted; labels model, version):
+  nv_inference_request_success, nv_inference_request_failure{reason=REJECTED|CANCELED|BACKEND},
+  nv_inference_count, nv_inference_exec_count, nv_inference_request_duration_us,
+  nv_inference_queue_duration_us, nv_inference_pending_request_count (gauge),
+  nv_cache_num_hits_per_model, nv_cache_num_misses_per_model.
+Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_latency_seconds,
+  conch_e2e_request_latency_seconds, conch_prompt_tokens, conch_generation_tokens (histograms);
+  conch_num_requests_running, conch_num_requests_waiting, conch_kv_cache_usage_ratio (gauges);
+  conch_request_cancelled, conch_rate_limit_rejections{limit}, conch_response_cache_errors (counters).
+Counters carry Triton's exact names (no `_total` suffix), as Triton's own exposition does.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.utils import floatToGoString
+
+from engine.admission import Trace
+from engine.engine import Engine
+
+router = APIRouter()
+
+_LATENCY = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
+_ITL = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5)
+_E2E = (0.01, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0)
+_TOKENS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000)
+_FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND")
+
+
+class Metrics:
+    """An engine observer (request outcomes and latencies) plus a collector read at scrape time."""
+
+    def __init__(self, engine: Engine, gate=None) -> None:
+        self.engine, self.gate = engine, gate
+        self.registry = CollectorRegistry(auto_describe=False)
+        hist = lambda name, doc, buckets: Histogram(name, doc, ["model"], buckets=buckets, registry=self.registry)
+        self.ttft = hist("conch_time_to_first_token_seconds", "Time to first token", _LATENCY)
+        self.itl = hist("conch_inter_token_latency_seconds", "Time between two tokens of a choice", _ITL)
+        self.e2e = hist("conch_e2e_request_latency_seconds", "End-to-end request latency", _E2E)
+        self.prompt = hist("conch_prompt_tokens", "Prompt tokens per request", _TOKENS)
+        self.generated = hist("conch_generation_tokens", "Generated tokens per request", _TOKENS)
+        self.counts: dict[str, Counter] = defaultdict(Counter)     # metric -> (model, version[, reason]) -> n
+        self.collector = _Collector(self)
+
+    def on_finish(self, t: Trace) -> None:
+        mv = (t.model, t.version)
+        if t.succeeded:
+            self.counts["success"][mv] += 1
+            self.counts["count"][mv] += 1
+        else:
+            reason = "REJECTED" if t.rejected else "CANCELED" if t.cancelled else "BACKEND"
+            self.counts["failure"][(*mv, reason)] += 1
+            if t.cancelled:
+                self.counts["cancelled"][mv] += 1
+        if t.cache_hit is not None:
+            self.counts["hits" if t.cache_hit else "misses"][mv] += 1
+        self.counts["queue_us"][mv] += t.queued * 1e6
+        self.counts["duration_us"][mv] += ((t.end or t.start) - t.start) * 1e6
+        if t.rejected:
+            return
+        model = t.model
+        if t.first_token is not None:
+            self.ttft.labels(model).observe(t.first_token - t.start)
+        if t.gaps:
+            itl = self.itl.labels(model)
+            for gap in t.gaps:
+                itl.observe(gap)
+        if t.succeeded:
+            self.e2e.labels(model).observe((t.end or t.start) - t.start)
+            self.prompt.labels(model).observe(t.prompt_tokens)
+            self.generated.labels(model).observe(t.completion_tokens)
+
+    def exposition(self) -> bytes:
+        """Our own families rendered by hand (prometheus-client would rename counters to `*_total`)."""
+        lines = []
+        for m in self.collector.collect():
+            lines += [f"# HELP {m.name} {m.documentation}", f"# TYPE {m.name} {m.type}"]
+            lines += [f"{s.name}{_labels(s.labels)} {floatToGoString(s.value)}" for s in m.samples]
+        return ("\n".join(lines) + "\n").encode() + generate_latest(self.registry)
+
+
+def _labels(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    esc = lambda v: str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return "{" + ",".join(f'{k}="{esc(v)}"' for k, v in labels.items()) + "}"
+
+
+def _metric(name: str, doc: str, kind: str, samples) -> Metric:
+    m = Metric(name, doc, kind)
+    for labels, value in samples:
+        m.add_sample(name, labels, value)
+    return m
+
+
+class _Collector:
+    def __init__(self, metrics: Metrics) -> None:
+        self.m = metrics
+
+    def collect(self):
+        c, engine = self.m.counts, self.m.engine
+        models = [(lm.name, lm.config.version, lm) for lm in engine.models()]
+        mv_labels = [((n, v), {"model": n, "version": v}) for n, v, _ in models]
+        for key, name, doc in (
+                ("success", "nv_inference_request_success", "Number of successful inference requests"),
+                ("count", "nv_inference_count", "Number of inferences performed"),
+                ("duration_us", "nv_inference_request_duration_us", "Cumulative inference request duration"),
+                ("queue_us", "nv_inference_queue_duration_us", "Cumulative time requests spend queued"),
+                ("hits", "nv_cache_num_hits_per_model", "Number of response cache hits per model"),
+                ("misses", "nv_cache_num_misses_per_model", "Number of response cache misses per model"),
+                ("cancelled", "conch_request_cancelled", "Requests aborted by the client (also counted as "
+                                                         "nv_inference_request_failure{reason=CANCELED})")):
+            yield _metric(name, doc, "counter", [(labels, c[key][mv]) for mv, labels in mv_labels])
+        yield _metric("nv_inference_request_failure", "Number of failed inference requests", "counter",
+                      [({**labels, "reason": r}, c["failure"][(*mv, r)])
+                       for mv, labels in mv_labels for r in _FAILURE_REASONS])
+        yield _metric("nv_inference_exec_count", "Number of model executions performed", "counter",
+                      [(labels, getattr(lm.backend, "steps", c["count"][mv]))
+                       for (mv, labels), (_, _, lm) in zip(mv_labels, models)])
+        yield _metric("nv_inference_pending_request_count", "Requests waiting for a slot", "gauge",
+                      [(labels, engine.admission.pending(mv[0])) for mv, labels in mv_labels])
+        yield from self._llm_gauges(models)
+        yield from self._gateway_counters()
+
+    def _llm_gauges(self, models):
+        engine = self.m.engine
+        running, waiting, kv = [], [], []
+        for name, _, lm in models:
+            b, labels = lm.backend, {"model": name}
+            r = getattr(b, "num_running", 0)
+            running.append((labels, r))
+            waiting.append((labels, getattr(b, "num_waiting", 0) + engine.admission.pending(name)))
+            usage = getattr(b, "kv_cache_usage", None)
+            kv.append((labels, usage if usage is not None else r / max(1, lm.config.max_batch_size)))
+        yield _metric("conch_num_requests_running", "Sequences in the running batch", "gauge", running)
+        yield _metric("conch_num_requests_waiting", "Sequences and requests waiting to run", "gauge", waiting)
+        yield _metric("conch_kv_cache_usage_ratio", "Fraction of the KV cache in use", "gauge", kv)
+
+    def _gateway_counters(self):
+        gate, cache = self.m.gate, self.m.engine.cache
+        if gate is not None:
+            yield _metric("conch_rate_limit_rejections", "Requests refused by a rate limit", "counter",
+                          [({"model": model, "limit": limit}, n) for (model, limit), n in sorted(gate.rejections.items())])
+            yield _metric("conch_unauthorized_requests", "Requests refused for a wrong or missing key", "counter",
+                          [({}, gate.unauthorized)])
+        if cache is not None:
+            yield _metric("conch_response_cache_errors", "Response cache store failures (served as misses)",
+                          "counter", [({"store": cache.store.name}, cache.errors)])
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    m: Metrics | None = getattr(request.app.state, "metrics", None)
+    body = m.exposition() if m is not None else b""
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

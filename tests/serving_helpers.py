@@ -1,0 +1,124 @@
+"""Helpers for the serving-layer tests (cache, admission, keys, limits, metrics): a real redis-server on a
+free loopback port, and a fake backend whose output is a pure function of the request."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from engine.backend import Capabilities
+from engine.engine import Engine, LoadedModel
+from engine.repository import ModelConfig
+from engine.types import GenerationDelta, GenerationRequest, PositionLogprobs, RequestStatus, TokenLogprob, Usage
+from tests.conftest import free_port
+
+
+@dataclass
+class RedisServer:
+    port: int
+    process: subprocess.Popen
+    dir: Path
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def restart(self) -> None:
+        self.stop()
+        self.process = _spawn(self.port, self.dir)
+
+
+def _spawn(port: int, dir: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(dir)],
+                            stdout=(dir / "redis.log").open("a"), stderr=subprocess.STDOUT)
+    import redis
+
+    client = redis.Redis(port=port, socket_timeout=1)
+    for _ in range(100):
+        try:
+            if client.ping():
+                return proc
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"redis-server did not start:\n{(dir / 'redis.log').read_text()[-2000:]}")
+
+
+def start_redis(dir: Path) -> RedisServer:
+    if shutil.which("redis-server") is None:
+        pytest.fail("redis-server is not installed: run `bash scripts/ensure-redis.sh` (make test does)")
+    port = free_port()
+    return RedisServer(port, _spawn(port, dir), dir)
+
+
+class FakeTokenizer:
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return [ord(c) for c in text]
+
+    def __len__(self) -> int:
+        return 0x110000
+
+
+class FakeBackend:
+    """Tokens derived from a hash of (prompt, params, choice): same request, same output. `gate`, when set,
+    holds every generation until released (to fill queues); `calls` counts generations."""
+
+    capabilities = Capabilities(logprobs=True, n=True, seed=True)
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config, self.tokenizer, self.context_length = config, FakeTokenizer(), 4096
+        self.calls = 0
+        self.seen: list[str] = []          # request ids, in the order they reached the backend
+        self.gate: asyncio.Event | None = None
+        self.fail = False
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def health(self) -> bool:
+        return True
+
+    async def abort(self, request_id: str) -> None: ...
+
+    async def generate(self, request: GenerationRequest):
+        self.calls += 1
+        self.seen.append(request.id)
+        if self.gate is not None:
+            await self.gate.wait()
+        p = request.params
+        for index in range(p.n):
+            seed = hashlib.sha256(repr((request.prompt_token_ids, p, request.grammar, index)).encode()).digest()
+            for i in range(p.max_tokens):
+                token = seed[i % len(seed)]
+                lp = (PositionLogprobs(TokenLogprob(token, chr(65 + token % 26), -0.5),
+                                       (TokenLogprob(1, "b", -1.5),)),) if p.logprobs is not None else ()
+                last = i == p.max_tokens - 1
+                if last and self.fail:
+                    yield GenerationDelta(request.id, index, status=RequestStatus.FINISHED_ERROR, error="boom")
+                    break
+                yield GenerationDelta(
+                    request.id, index, (token,), chr(65 + token % 26), lp,
+                    RequestStatus.FINISHED_LENGTH if last else RequestStatus.RUNNING,
+                    Usage(len(request.prompt_token_ids), p.max_tokens) if last else None)
+                await asyncio.sleep(0)
+
+
+def fake_engine(cache=None, max_queue_size: int | None = None, **config) -> Engine:
+    """An Engine serving model 'm' from a FakeBackend (reach it as engine.get('m').backend)."""
+    engine = Engine(cache=cache, max_queue_size=max_queue_size)
+    cfg = ModelConfig(name="m", backend="fake", **config)
+    engine._models["m"] = LoadedModel(cfg, FakeBackend(cfg))
+    return engine
