@@ -1,0 +1,175 @@
+"""`inference.GRPCInferenceService` end to end with tritonclient.grpc (sync and aio): health, metadata,
+config, infer, decoupled stream_infer with the LLM tensor contract, cancellation, errors, UNIMPLEMENTED."""
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import time
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as aioclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+from tests.gateway.kserve.triton_repo import build_repository, start_triton
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    server = start_triton(build_repository(tmp_path_factory.mktemp("repo"), vllm=False))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    c = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    yield c
+    c.close()
+
+
+def llm_inputs(module, text: str, params: dict, **flags: bool) -> list:
+    def tensor(name, value, datatype):
+        t = module.InferInput(name, [1], datatype)
+        t.set_data_from_numpy(np.array([value], dtype=np.object_ if datatype == "BYTES" else bool))
+        return t
+    return [tensor("text_input", text.encode(), "BYTES"),
+            tensor("sampling_parameters", json.dumps(params).encode(), "BYTES"),
+            *(tensor(k, v, "BOOL") for k, v in flags.items())]
+
+
+def test_health_metadata_config(client):
+    assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("tiny")
+    assert not client.is_model_ready("nope")
+    assert "generate" in client.get_server_metadata(as_json=True)["extensions"]
+    meta = client.get_model_metadata("tiny", as_json=True)
+    assert meta["name"] == "tiny" and meta["inputs"][0]["name"] == "text_input"
+    config = client.get_model_config("assistant").config
+    assert config.platform == "ensemble" and [s.model_name for s in config.ensemble_scheduling.step] == [
+        "preprocess", "smollm2", "postprocess"]
+    assert client.get_inference_statistics("tiny", as_json=True)["model_stats"][0]["name"] == "tiny"
+    names = {m.name for m in client.get_model_repository_index().models}
+    assert {"tiny", "assistant", "preprocess"} <= names
+
+
+def test_infer_contract(client):
+    inputs = llm_inputs(grpcclient, "Hello", {"max_tokens": 3, "temperature": 0}, return_finish_reason=True,
+                        return_num_output_tokens=True)
+    result = client.infer("tiny", inputs, request_id="abc")
+    assert result.get_response().id == "abc"
+    assert result.as_numpy("text_output")[0].startswith(b"Hello")
+    assert result.as_numpy("finish_reason")[0] in (b"length", b"stop")
+    assert result.as_numpy("num_output_tokens")[0] <= 3
+
+
+def test_infer_errors(client):
+    with pytest.raises(InferenceServerException) as err:
+        client.infer("nope", llm_inputs(grpcclient, "x", {}))
+    assert err.value.status() == "StatusCode.NOT_FOUND"
+    wrong = grpcclient.InferInput("text_input", [1], "FP32")
+    wrong.set_data_from_numpy(np.array([1.0], dtype=np.float32))
+    with pytest.raises(InferenceServerException) as err:
+        client.infer("tiny", [wrong])
+    assert err.value.status() == "StatusCode.INVALID_ARGUMENT" and "BYTES" in err.value.message()
+    with pytest.raises(InferenceServerException) as err:
+        client.infer("tiny", llm_inputs(grpcclient, "x", {"temperature": "hot"}))
+    assert err.value.status() == "StatusCode.INVALID_ARGUMENT" and "temperature" in err.value.message()
+
+
+def test_stream_infer_decoupled(client):
+    responses: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    try:
+        for rid in ("s1", "s2"):
+            client.async_stream_infer("tiny", llm_inputs(grpcclient, "Hello", {"max_tokens": 4}, stream=True,
+                                                         return_finish_reason=True),
+                                      request_id=rid, enable_empty_final_response=True)
+        finals, texts = set(), {"s1": [], "s2": []}
+        while len(finals) < 2:
+            result, error = responses.get(timeout=30)
+            assert error is None
+            response = result.get_response()
+            if response.parameters["triton_final_response"].bool_param:
+                finals.add(response.id)
+                continue
+            texts[response.id].append(result.as_numpy("text_output")[0])
+        assert all(1 <= len(t) <= 4 for t in texts.values())
+        assert not b"".join(texts["s1"]).startswith(b"Hello")      # streamed: only the new text
+    finally:
+        client.stop_stream()
+
+
+def test_stream_infer_error_in_stream(client):
+    responses: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    try:
+        client.async_stream_infer("nope", llm_inputs(grpcclient, "x", {}), request_id="bad")
+        _, error = responses.get(timeout=30)
+        assert error is not None and "nope" in error.message()
+    finally:
+        client.stop_stream()
+
+
+async def test_aio_stream_and_cancel(server):
+    async with aioclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as c:
+        assert await c.is_server_ready()
+
+        async def requests():
+            yield {"model_name": "tiny", "request_id": "a1",
+                   "inputs": llm_inputs(aioclient, "Hi", {"max_tokens": 1000, "ignore_eos": True}, stream=True)}
+            await asyncio.sleep(30)
+
+        stream = c.stream_infer(requests())
+        count = 0
+        async for result, error in stream:
+            assert error is None and result.get_response().id == "a1"
+            count += 1
+            if count == 3:
+                break
+        stream.cancel() if hasattr(stream, "cancel") else await stream.aclose()
+    # the aborted generation frees its slot: a fresh request still answers promptly
+    async with aioclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as c:
+        started = time.monotonic()
+        result = await c.infer("tiny", llm_inputs(aioclient, "Hi", {"max_tokens": 2}))
+        assert result.as_numpy("text_output") is not None and time.monotonic() - started < 20
+
+
+def test_ensemble_stream(client):
+    responses: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    try:
+        prompt = grpcclient.InferInput("prompt", [1], "BYTES")
+        prompt.set_data_from_numpy(np.array([b"Hi"], dtype=np.object_))
+        stream = grpcclient.InferInput("stream", [1], "BOOL")
+        stream.set_data_from_numpy(np.array([True]))
+        params = grpcclient.InferInput("sampling_parameters", [1], "BYTES")
+        params.set_data_from_numpy(np.array([b'{"max_tokens": "3"}'], dtype=np.object_))
+        client.async_stream_infer("assistant", [prompt, stream, params], request_id="e1",
+                                  enable_empty_final_response=True)
+        pieces = []
+        while True:
+            result, error = responses.get(timeout=30)
+            assert error is None and result.get_response().id == "e1"
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                break
+            pieces.append(result.as_numpy("text_output")[0])
+        assert 1 <= len(pieces) <= 3
+    finally:
+        client.stop_stream()
+
+
+def test_unsupported_rpcs_are_unimplemented(server):
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        for call, request in ((stub.SystemSharedMemoryStatus, service_pb2.SystemSharedMemoryStatusRequest()),
+                              (stub.TraceSetting, service_pb2.TraceSettingRequest())):
+            with pytest.raises(grpc.RpcError) as err:
+                call(request)
+            assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED and "Conch" in err.value.details()
+        with pytest.raises(grpc.RpcError) as err:
+            stub.ModelMetadata(service_pb2.ModelMetadataRequest(name="nope"))
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
