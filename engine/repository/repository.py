@@ -42,6 +42,8 @@ class ModelRepository:
         if not name or "/" in name or "\\" in name or name.startswith("."):
             raise ModelNotFound(f"model '{name}' is not in the repository")
         model_dir = self.root / name
+        if not model_dir.is_dir():
+            raise ModelNotFound(f"model '{name}' is not in the repository {self.root}")
         config = self._read(name, model_dir, version or latest_version(model_dir), override)
         if version is None:
             served = self.versions(name, config)
