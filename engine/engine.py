@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 class LoadedModel:
     config: ModelConfig
     backend: Backend
+    inflight: int = 0     # requests between Engine.generate's start and end; unload waits for them
 
     @property
     def name(self) -> str:
@@ -58,11 +59,13 @@ class Engine:
         async with lock:
             config = config or self.repository.config(name)
             backend = load_backend_class(config.backend)(config)
+            if hasattr(backend, "bind"):          # ensembles resolve their steps through the engine
+                backend.bind(self)
             await backend.start()                 # a failure leaves the serving version in place
             old = self._models.get(name)
             self._models[name] = LoadedModel(config, backend)
             if old is not None:
-                await old.backend.stop()
+                await _retire(old)
             log.info("model %s ready (backend %s)", name, config.backend)
             return self._models[name]
 
@@ -70,7 +73,7 @@ class Engine:
         model = self._models.pop(name, None)
         if model is None:
             raise ModelNotFound(f"model '{name}' is not loaded")
-        await model.backend.stop()
+        await _retire(model)
 
     def models(self) -> list[LoadedModel]:
         return [self._models[n] for n in sorted(self._models)]
@@ -110,6 +113,7 @@ class Engine:
         request = self.prepare(request)
         model = self.get(request.model)
         trace, failure = Trace(request, request.version or model.config.version), None
+        model.inflight += 1
         try:
             async with aclosing(self._answer(model, request, trace)) as deltas:
                 async for delta in deltas:
@@ -119,6 +123,7 @@ class Engine:
             failure = exc
             raise
         finally:
+            model.inflight -= 1
             trace.close(failure)
             for observer in self.observers:
                 observer.on_finish(trace)
@@ -143,3 +148,11 @@ class Engine:
                     yield delta
         if cache is not None:
             cache.put(model.config, request, recorded)
+
+
+async def _retire(model: LoadedModel, timeout: float = 600.0) -> None:
+    """Stop a model no longer served once its in-flight requests have finished."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while model.inflight > 0 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.02)
+    await model.backend.stop()

@@ -7,9 +7,12 @@ from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.engine import Engine
+from engine.repository import ModelControl
 from gateway import health, openai
+from gateway import kserve  # after openai: gateway.errors needs the openai package initialised first
 from gateway.auth import Gate, guard
 from gateway.errors import APIError, error_response, install_error_handlers
+from gateway.grpc import start_grpc, stop_grpc
 from gateway.metrics import Metrics, router as metrics_router
 from gateway.state import ConchState, Settings
 
@@ -34,21 +37,27 @@ class BodyLimit:
 
 
 def build_app(engine: Engine | None = None, settings: Settings | None = None,
-              load: list[str] | None = None, gate: Gate | None = None, metrics: bool = True) -> FastAPI:
+              load: list[str] | None = None, gate: Gate | None = None, metrics: bool = True,
+              control: ModelControl | None = None, grpc_port: int | None = None) -> FastAPI:
     engine = engine or Engine()
     settings = settings or Settings()
+    triton = kserve.TritonState(engine, control or ModelControl(engine))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        await engine.start(load)
+        await (control.start() if control is not None else engine.start(load))
+        grpc_server = await start_grpc(triton, settings.host, grpc_port) if grpc_port else None
         yield
-        await engine.stop()
+        if grpc_server is not None:
+            await stop_grpc(grpc_server)
+        await (control.stop() if control is not None else engine.stop())
         for closable in (engine.cache, gate and gate.limiter):
             if closable:
                 await closable.close()
 
     app = FastAPI(title="Conch", lifespan=lifespan)
     app.state.conch = ConchState(engine=engine, settings=settings)
+    app.state.triton = triton
     install_error_handlers(app)
     app.state.gate = gate                  # API keys and rate limits; None = open
     if gate is not None and gate.limiter is not None:
@@ -58,6 +67,7 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
         engine.observers.append(app.state.metrics)
         app.include_router(metrics_router)
     app.include_router(health.router)
+    app.include_router(kserve.router)
     app.include_router(openai.router, dependencies=[Depends(guard)])
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     return app

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from engine.engine import Engine
-from engine.repository import ModelRepository
+from engine.repository import ModelControl, ModelRepository
 from gateway.state import Settings
 
 
@@ -18,6 +18,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--grpc-port", type=int, default=None, help="serve KServe v2 gRPC on this port (e.g. 8001)")
+    serve.add_argument("--model-control-mode", choices=["none", "explicit", "poll"], default="none")
+    serve.add_argument("--load-model", action="append", default=[], help="explicit mode: load at start ('*' = all)")
+    serve.add_argument("--repository-poll-secs", type=float, default=15.0)
     serve.add_argument("--response-cache", default=None, metavar="memory|redis://HOST:PORT/DB",
                        help="cache deterministic responses (none by default)")
     serve.add_argument("--api-key", action="append", default=[], metavar="KEY",
@@ -46,7 +50,9 @@ def main(argv: list[str] | None = None) -> None:
                     max_queue_size=args.max_queue_size)
     keys = KeyRing.load(args.api_key, args.api_keys_file)
     gate = Gate(keys, open_limiter(args.rate_limits)) if not keys.open else None
-    app = build_app(engine, Settings(host=args.host, port=args.port), gate=gate, metrics=not args.no_metrics)
+    control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
+    app = build_app(engine, Settings(host=args.host, port=args.port), gate=gate, metrics=not args.no_metrics,
+                    control=control, grpc_port=args.grpc_port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
 
 
