@@ -93,6 +93,28 @@ def test_load_with_config_override(explicit):
     assert config["parameters"]["context_length"]["string_value"] == "64"
 
 
+def test_unload_lets_in_flight_requests_finish(explicit):
+    import threading
+    import json as _json
+
+    events: list = []
+
+    def stream() -> None:
+        body = {"text_input": "Hi", "parameters": {"max_tokens": 60, "ignore_eos": True}}
+        with httpx.stream("POST", f"{explicit.url}/v2/models/tiny/generate_stream", json=body, timeout=60) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    events.append(_json.loads(line[6:]))
+
+    worker = threading.Thread(target=stream)
+    worker.start()
+    assert _eventually(lambda: len(events) >= 1)
+    assert httpx.post(f"{explicit.url}/v2/repository/models/tiny/unload", timeout=60).status_code == 200
+    worker.join(60)
+    assert "error" not in events[-1] and len(events) >= 10      # the stream ran to its end
+    assert httpx.post(f"{explicit.url}/v2/models/tiny/generate", json={"text_input": "x"}).status_code in (404, 503)
+
+
 def test_poll_mode_new_and_broken_versions(tmp_path):
     root = build_repository(tmp_path, example=False, vllm=False)
     write_echo(root, 1, 10)
