@@ -67,8 +67,9 @@ class RedisStore:
 
     name = "redis"
 
-    def __init__(self, url: str, ttl: float | None = 3600.0, prefix: str = "conch:rc:", timeout: float = 0.25) -> None:
-        self.link = RedisLink(url, timeout=timeout)
+    def __init__(self, url: str, ttl: float | None = 3600.0, prefix: str = "conch:rc:", timeout: float = 0.25,
+                 pause: float = 1.0) -> None:
+        self.link = RedisLink(url, timeout=timeout, pause=pause)
         self.ttl, self.prefix = ttl, prefix
 
     @property

@@ -1,0 +1,81 @@
+"""Token buckets, the same cases in memory and in Redis; Redis down fails open; two gateway processes that
+share one Redis enforce one limit."""
+from __future__ import annotations
+
+
+import httpx
+import pytest
+
+from gateway.limits.bucket import MemoryBuckets, decide, refill
+from gateway.limits.redis_buckets import RedisBuckets
+from tests.conftest import start_server, write_repository
+from tests.serving_helpers import start_redis
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    server = start_redis(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+def test_bucket_math():
+    assert refill(0, 10, 0.5, 3) == 3 and refill(1, 1, 0.5, 3) == 1.5 and refill(1, -5, 1, 3) == 1
+    ok, level = decide(1.0, 1, 1, 0.5, 3)
+    assert ok.allowed and level == 0
+    refused, level = decide(0.25, 1, 1, 0.5, 3)
+    assert not refused.allowed and refused.retry_after == 1.5 and level == 0.25
+    debt, level = decide(1.0, 100, -1e18, 1, 3)
+    assert debt.allowed and level == -3                      # debt is bounded by the capacity
+
+
+@pytest.fixture(params=["memory", "redis"])
+def buckets(request, redis_server):
+    b = MemoryBuckets() if request.param == "memory" else RedisBuckets(redis_server.url, prefix=f"t{id(request)}:")
+    yield b
+
+
+async def test_capacity_then_refusal_with_a_wait(buckets):
+    results = [await buckets.take("k", 3, 0.01, 1, 1) for _ in range(4)]
+    assert [r.allowed for r in results] == [True, True, True, False]
+    assert 50 < results[-1].retry_after <= 100                # one token at 0.01/s
+    assert (await buckets.take("other", 3, 0.01, 1, 1)).allowed
+    assert (await buckets.take("k", 3, 0.01, 10, -1e18)).allowed       # a debit always goes through
+    assert not (await buckets.take("k", 3, 0.01, 0, 1)).allowed
+    await buckets.close()
+
+
+async def test_redis_down_fails_open(tmp_path):
+    server = start_redis(tmp_path)
+    b = RedisBuckets(server.url)
+    assert (await b.take("k", 1, 0.01, 1, 1)).allowed
+    assert not (await b.take("k", 1, 0.01, 1, 1)).allowed
+    server.stop()
+    assert all([(await b.take("k", 1, 0.01, 1, 1)).allowed for _ in range(3)])
+    assert b.errors >= 1
+    await b.close()
+
+
+@pytest.fixture(scope="module")
+def two_gateways(tmp_path_factory, redis_server):
+    root = write_repository(tmp_path_factory.mktemp("repo"), {
+        "tiny": {"weights": "builtin:tiny", "dtype": "float32", "max_batch_size": 8}})
+    (root / "keys.yaml").write_text("keys:\n  - {key: sk-shared, name: shared, rpm: 5}\n")
+    args = ["--model-repository", str(root), "--api-keys-file", str(root / "keys.yaml"),
+            "--rate-limits", redis_server.url]
+    servers = [start_server(args, root) for _ in range(2)]
+    yield servers
+    for s in servers:
+        s.stop()
+
+
+async def test_two_processes_share_one_limit(two_gateways):
+    headers = {"Authorization": "Bearer sk-shared"}
+    body = {"model": "tiny", "prompt": "hi", "max_tokens": 1}
+    async with httpx.AsyncClient(timeout=60, headers=headers) as client:
+        codes = []
+        for i in range(12):                              # alternate between the replicas
+            r = await client.post(two_gateways[i % 2].v1 + "/completions", json=body)
+            codes.append(r.status_code)
+    assert codes.count(200) == 5 and codes.count(429) == 7
+    assert codes[:5] == [200] * 5
