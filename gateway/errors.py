@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agents import ChatTemplateError
+from grammars import GrammarError
 from engine import errors as engine_errors
 from gateway.openai.schemas.common import ParamError
 
@@ -40,6 +41,7 @@ _TABLE: dict[type[Exception], _Mapping] = {
     engine_errors.BackendUnavailable: _Mapping(503, "service_unavailable", "backend_unavailable"),
     ChatTemplateError: _Mapping(400, "invalid_request_error"),
     ParamError: _Mapping(400, "invalid_request_error"),
+    GrammarError: _Mapping(400, "invalid_request_error", "invalid_grammar"),
 }
 
 

@@ -6,50 +6,69 @@ from typing import AsyncIterator
 from fastapi import APIRouter, Request
 
 from agents import render_chat
+from agents.tool_prompt import template_accepts_tools, tool_dicts, with_default_tool_prompt
+from agents.tools import get_parser
 from engine.types import GenerationDelta, GenerationRequest
 from gateway.errors import APIError, openai_body, to_api_error
+from gateway.openai.chat_output import ChatOutput
 from gateway.openai.choices import Choice, chat_logprobs, new_id, now, usage
 from gateway.openai.schemas.chat import ChatCompletionRequest
+from gateway.openai.structured import output_spec
+from gateway.openai.tools import ToolPlan, plan_tools
 from gateway.state import conch_state
 from gateway.streaming import prime, sse_event, sse_response, until_disconnect
 
 router = APIRouter()
 
-_NOT_YET = ("tools", "tool_choice", "parallel_tool_calls", "response_format", "structured_outputs",
-            "guided_json", "guided_regex", "guided_choice", "guided_grammar")
+
+def _prompt(body: ChatCompletionRequest, tokenizer, plan: ToolPlan) -> str:
+    messages = [m.to_template() for m in body.messages]
+    tools = None
+    if plan.tools and template_accepts_tools(tokenizer):
+        tools = tool_dicts(plan.tools)
+    elif plan.tools or any(m.role == "tool" or m.tool_calls for m in body.messages):
+        messages = with_default_tool_prompt(messages, plan.tools)
+    return render_chat(tokenizer, messages, tools=tools, add_generation_prompt=body.add_generation_prompt,
+                       continue_final_message=body.continue_final_message)
 
 
-def _reject_unsupported(body: ChatCompletionRequest) -> None:
-    for name in _NOT_YET:
-        if getattr(body, name) is not None:
-            raise APIError(400, f"'{name}' is not supported by this server yet", param=name,
-                           code="unsupported_parameter")
+def _grammar(body: ChatCompletionRequest, plan: ToolPlan):
+    spec, param = output_spec(body)
+    if spec is not None and plan.grammar is not None:
+        raise APIError(400, f"{param} cannot be combined with tool_choice '{plan.choice.mode}'", param=param)
+    return spec if spec is not None else plan.grammar
 
 
-def build_request(body: ChatCompletionRequest, request: Request) -> GenerationRequest:
+def build_request(body: ChatCompletionRequest, request: Request) -> tuple[GenerationRequest, ToolPlan]:
     conch = conch_state(request)
     model = conch.engine.get(body.model)
-    _reject_unsupported(body)
-    prompt = render_chat(model.tokenizer, [m.to_template() for m in body.messages],
-                         add_generation_prompt=body.add_generation_prompt,
-                         continue_final_message=body.continue_final_message)
+    plan = plan_tools(body)
     params = body.sampling_params(body.max_new_tokens, body.num_logprobs, len(model.tokenizer))
-    gen = GenerationRequest(id=new_id("chatcmpl"), model=body.model, prompt=prompt, params=params,
-                            stream=body.stream, add_special_tokens=False,
+    gen = GenerationRequest(id=new_id("chatcmpl"), model=body.model, prompt=_prompt(body, model.tokenizer, plan),
+                            params=params, grammar=_grammar(body, plan), stream=body.stream,
+                            add_special_tokens=False,
                             use_cache=body.cache and "no-cache" not in request.headers.get("cache-control", ""))
-    return conch.engine.prepare(gen, prompt_param="messages")
+    return conch.engine.prepare(gen, prompt_param="messages"), plan
+
+
+def _outputs(request: Request, body: ChatCompletionRequest, plan: ToolPlan) -> list[ChatOutput]:
+    if not plan.parses_calls:
+        return [ChatOutput(None) for _ in range(body.n)]
+    parser = get_parser(conch_state(request).engine.get(body.model).config.tool_call_parser)
+    return [ChatOutput(parser()) for _ in range(body.n)]
 
 
 @router.post("/v1/chat/completions")
 async def create_chat_completion(body: ChatCompletionRequest, request: Request):
-    gen = build_request(body, request)
+    gen, plan = build_request(body, request)
+    outputs = _outputs(request, body, plan)
     deltas = await prime(conch_state(request).engine.generate(gen))
     if body.stream:
-        return sse_response(_stream(gen, body, deltas))
+        return sse_response(_stream(gen, body, deltas, outputs))
     choices = await until_disconnect(request, _collect(deltas, body.n))
     return {
         "id": gen.id, "object": "chat.completion", "created": now(), "model": body.model,
-        "choices": [_choice(c, body.logprobs) for c in choices], "usage": usage(choices),
+        "choices": [_choice(c, body.logprobs, outputs[c.index]) for c in choices], "usage": usage(choices),
     }
 
 
@@ -63,17 +82,20 @@ async def _collect(deltas: AsyncIterator[GenerationDelta], n: int) -> list[Choic
     return choices
 
 
-def _choice(c: Choice, logprobs: bool) -> dict:
+def _choice(c: Choice, logprobs: bool, output: ChatOutput) -> dict:
+    content, calls = output.whole(c.content)
+    message: dict = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = calls
     return {
-        "index": c.index,
-        "message": {"role": "assistant", "content": c.content},
+        "index": c.index, "message": message,
         "logprobs": chat_logprobs(c.logprobs) if logprobs else None,
-        "finish_reason": c.finish_reason,
+        "finish_reason": output.finish_reason(c.finish_reason),
     }
 
 
-async def _stream(gen: GenerationRequest, body: ChatCompletionRequest,
-                  deltas: AsyncIterator[GenerationDelta]) -> AsyncIterator[str]:
+async def _stream(gen: GenerationRequest, body: ChatCompletionRequest, deltas: AsyncIterator[GenerationDelta],
+                  outputs: list[ChatOutput]) -> AsyncIterator[str]:
     base = {"id": gen.id, "object": "chat.completion.chunk", "created": now(), "model": body.model}
     with_usage = body.include_usage
 
@@ -92,10 +114,15 @@ async def _stream(gen: GenerationRequest, body: ChatCompletionRequest,
             if d.error:
                 yield sse_event(openai_body(APIError(500, d.error, type="internal_error")))
                 return
-            if d.text or (body.logprobs and d.logprobs):
-                yield chunk(d.index, {"content": d.text}, logprobs=chat_logprobs(list(d.logprobs)) if body.logprobs else None)
+            output = outputs[d.index]
+            parts = output.feed(d.text) + (output.finish() if d.finished else [])
+            logprobs = chat_logprobs(list(d.logprobs)) if body.logprobs and d.logprobs else None
+            if logprobs and not parts:
+                parts = [{"content": ""}]
+            for k, part in enumerate(parts):
+                yield chunk(d.index, part, logprobs=logprobs if k == 0 else None)
             if d.finished:
-                yield chunk(d.index, {}, d.finish_reason)
+                yield chunk(d.index, {}, output.finish_reason(d.finish_reason))
     except Exception as exc:  # mid-stream failure: an error event, then the stream closes
         yield sse_event(openai_body(to_api_error(exc)))
         return

@@ -10,27 +10,23 @@ from engine.types import GenerationDelta, GenerationRequest
 from gateway.errors import APIError, openai_body, to_api_error
 from gateway.openai.choices import Choice, completion_logprobs, new_id, now, usage
 from gateway.openai.schemas.completions import CompletionRequest
+from gateway.openai.structured import output_spec
 from gateway.state import conch_state
 from gateway.streaming import merge, prime, sse_event, sse_response, until_disconnect
 
 router = APIRouter()
 
-_NOT_YET = ("response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice",
-            "guided_grammar")
 
 
 def build_requests(body: CompletionRequest, request: Request) -> list[GenerationRequest]:
     conch = conch_state(request)
     model = conch.engine.get(body.model)
-    for name in _NOT_YET:
-        if getattr(body, name) is not None:
-            raise APIError(400, f"'{name}' is not supported by this server yet", param=name,
-                           code="unsupported_parameter")
+    grammar, _ = output_spec(body)
     params = body.sampling_params(body.max_tokens, body.logprobs, len(model.tokenizer))
     base_id = new_id("cmpl")
     out = []
     for i, prompt in enumerate(body.prompts()):
-        gen = GenerationRequest(id=f"{base_id}-{i}", model=body.model, params=params, stream=body.stream,
+        gen = GenerationRequest(id=f"{base_id}-{i}", model=body.model, params=params, stream=body.stream, grammar=grammar,
                                 use_cache=body.cache and "no-cache" not in request.headers.get("cache-control", ""),
                                 prompt=prompt if isinstance(prompt, str) else None,
                                 prompt_token_ids=tuple(prompt) if not isinstance(prompt, str) else None)

@@ -24,6 +24,27 @@ class ToolCallIn(WireModel):
     function: FunctionCall
 
 
+class FunctionDef(WireModel):
+    name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(WireModel):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(WireModel):
+    name: str
+
+
+class NamedToolChoice(WireModel):
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class Message(WireModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
@@ -57,8 +78,8 @@ class ChatCompletionRequest(SamplingFields):
     logprobs: bool = False
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     response_format: dict[str, Any] | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: Union[str, dict[str, Any]] | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Union[Literal["none", "auto", "required"], NamedToolChoice] | None = None
     parallel_tool_calls: bool | None = None
     structured_outputs: dict[str, Any] | None = None
     guided_json: dict[str, Any] | str | None = None

@@ -1,0 +1,58 @@
+"""One choice's model text as OpenAI message parts: content and tool calls, whole or as stream deltas.
+
+Streaming contract (what the openai SDK's stream helper and LangChain's tool_call_chunks need): a call's
+first delta carries index, id, type and function.name once; later deltas carry only argument fragments
+with the same index.
+"""
+from __future__ import annotations
+
+from agents.tools import ContentDelta, ToolCall, ToolCallDelta, ToolParser
+
+
+def call_dict(call: ToolCall) -> dict:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def _delta_dict(event: ToolCallDelta) -> dict:
+    if event.is_first:
+        part = {"index": event.index, "id": event.id, "type": "function",
+                "function": {"name": event.name, "arguments": event.arguments_fragment}}
+    else:
+        part = {"index": event.index, "function": {"arguments": event.arguments_fragment}}
+    return {"tool_calls": [part]}
+
+
+class ChatOutput:
+    def __init__(self, parser: ToolParser | None) -> None:
+        self._parser = parser
+        self.has_calls = False
+
+    def whole(self, text: str) -> tuple[str | None, list[dict]]:
+        """(content, tool_calls) of a complete text."""
+        if self._parser is None:
+            return text, []
+        parsed = self._parser.parse(text)
+        self.has_calls = bool(parsed.tool_calls)
+        return parsed.content, [call_dict(c) for c in parsed.tool_calls]
+
+    def feed(self, text: str) -> list[dict]:
+        if self._parser is None:
+            return [{"content": text}] if text else []
+        return self._deltas(self._parser.feed(text)) if text else []
+
+    def finish(self) -> list[dict]:
+        return self._deltas(self._parser.finish()) if self._parser is not None else []
+
+    def _deltas(self, events) -> list[dict]:
+        out: list[dict] = []
+        for event in events:
+            if isinstance(event, ContentDelta):
+                if event.text:
+                    out.append({"content": event.text})
+            else:
+                self.has_calls = True
+                out.append(_delta_dict(event))
+        return out
+
+    def finish_reason(self, engine_reason: str | None) -> str | None:
+        return "tool_calls" if self.has_calls and engine_reason == "stop" else engine_reason

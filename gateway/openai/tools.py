@@ -1,0 +1,74 @@
+"""The request's tools and tool_choice, checked once and turned into agents' types and a grammar."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.tool_grammar import ToolChoice, tool_call_grammar
+from agents.tools import ToolFunction
+from grammars import Grammar, GrammarError, JsonSchema, validate
+from gateway.errors import APIError
+from gateway.openai.schemas.chat import ChatCompletionRequest
+
+_EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+
+
+@dataclass(frozen=True)
+class ToolPlan:
+    tools: tuple[ToolFunction, ...]     # what the prompt offers (empty when tool_choice is none)
+    choice: ToolChoice
+    grammar: Grammar | None             # enforces required / named choices
+
+    @property
+    def parses_calls(self) -> bool:
+        return bool(self.tools)
+
+
+def plan_tools(body: ChatCompletionRequest) -> ToolPlan:
+    _check_tool_messages(body)
+    if not body.tools:
+        if body.tool_choice is not None and body.tool_choice != "none":
+            raise APIError(400, "tool_choice is set but no tools were given", param="tool_choice")
+        return ToolPlan((), ToolChoice("none"), None)
+    tools = tuple(_function(i, t.function) for i, t in enumerate(body.tools))
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise APIError(400, "tool function names must be unique", param="tools")
+    choice = _choice(body, names)
+    if choice.mode == "none":
+        return ToolPlan((), choice, None)
+    grammar = tool_call_grammar(tools, choice, parallel=body.parallel_tool_calls is not False)
+    return ToolPlan(tools, choice, grammar)
+
+
+def _function(index: int, fn) -> ToolFunction:
+    parameters = fn.parameters if fn.parameters is not None else _EMPTY_PARAMETERS
+    try:
+        validate(JsonSchema.from_dict(parameters))
+    except GrammarError as exc:
+        raise APIError(400, f"tools[{index}].function.parameters: {exc.message}",
+                       param=f"tools.{index}.function.parameters", code="invalid_schema") from exc
+    return ToolFunction(fn.name, fn.description or "", parameters)
+
+
+def _choice(body: ChatCompletionRequest, names: list[str]) -> ToolChoice:
+    value = body.tool_choice or "auto"
+    if isinstance(value, str):
+        return ToolChoice(value)
+    name = value.function.name
+    if name not in names:
+        raise APIError(400, f"tool_choice names function '{name}', which is not among the tools {names}",
+                       param="tool_choice")
+    return ToolChoice("function", name)
+
+
+def _check_tool_messages(body: ChatCompletionRequest) -> None:
+    seen: set[str] = set()
+    for i, message in enumerate(body.messages):
+        for call in message.tool_calls or ():
+            seen.add(call.id)
+        if message.role == "tool":
+            if not message.tool_call_id:
+                raise APIError(400, f"messages[{i}]: a tool message needs tool_call_id", param=f"messages.{i}.tool_call_id")
+            if message.tool_call_id not in seen:
+                raise APIError(400, f"messages[{i}]: tool_call_id '{message.tool_call_id}' matches no earlier "
+                               "assistant tool call", param=f"messages.{i}.tool_call_id")

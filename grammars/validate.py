@@ -1,0 +1,75 @@
+"""`validate(spec)`: the up-front check the server runs before a request queues.
+
+Fast and tokenizer-free: it never compiles. Two layers, in order: library-neutral checks (the
+schema parses, is valid JSON Schema, uses only enforced keywords; the regex parses; the choice
+is non-empty; the grammar is text), then the chosen library's own `check`, which refuses what
+that library cannot enforce exactly. Everything it refuses is a GrammarError: a 400 at the edge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Callable
+
+from .errors import GrammarError
+from .libraries import DEFAULT_LIBRARY, library_class
+from .regex_check import check_regex
+from .schema_check import check_json_schema
+from .spec import Choice, Grammar, GrammarSpec, JsonObject, JsonSchema, Regex
+
+_INLINE_JSON = re.compile(r"%json\s*")
+
+
+def validate(spec: GrammarSpec, library: str | None = None) -> None:
+    """Return if `library` (default llguidance) can enforce `spec` exactly; raise GrammarError if not."""
+    check = _CHECKS.get(type(spec))
+    if check is None:
+        raise GrammarError(f"not a grammar spec: {type(spec).__name__}")
+    check(spec)
+    library_class(library or DEFAULT_LIBRARY).check(spec)
+
+
+def _check_schema(spec: JsonSchema) -> None:
+    check_json_schema(spec.schema)
+
+
+def _check_regex(spec: Regex) -> None:
+    check_regex(spec.pattern)
+
+
+def _check_choice(spec: Choice) -> None:
+    if not isinstance(spec.options, tuple) or not spec.options:
+        raise GrammarError("a choice needs at least one option")
+    if not all(isinstance(option, str) and option for option in spec.options):
+        raise GrammarError("choice options must be non-empty strings")
+
+
+def _check_grammar(spec: Grammar) -> None:
+    if not isinstance(spec.lark, str) or not spec.lark.strip():
+        raise GrammarError("a grammar must be non-empty Lark text")
+    for schema in inline_schemas(spec.lark):
+        check_json_schema(schema)
+
+
+def inline_schemas(lark: str) -> list[str]:
+    """The JSON text of every `%json{...}` in a Lark grammar, so each is checked like a schema."""
+    decoder, found = json.JSONDecoder(), []
+    for match in _INLINE_JSON.finditer(lark):
+        try:
+            value, _ = decoder.raw_decode(lark, match.end())
+        except ValueError:
+            raise GrammarError(f"the %json at offset {match.start()} is not followed by a JSON schema") from None
+        if isinstance(value, dict):  # llguidance's layout options are not JSON Schema keywords
+            value.pop("x-guidance", None)
+        found.append(json.dumps(value, ensure_ascii=False))
+    return found
+
+
+_CHECKS: dict[type, Callable[..., None]] = {
+    JsonSchema: _check_schema,
+    JsonObject: lambda spec: None,
+    Regex: _check_regex,
+    Choice: _check_choice,
+    Grammar: _check_grammar,
+}
