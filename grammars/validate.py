@@ -9,16 +9,14 @@ that library cannot enforce exactly. Everything it refuses is a GrammarError: a 
 from __future__ import annotations
 
 import json
-import re
 from typing import Callable
 
 from .errors import GrammarError
+from .lark_json import inline_schemas
 from .libraries import DEFAULT_LIBRARY, library_class
 from .regex_check import check_regex
 from .schema_check import check_json_schema
 from .spec import Choice, Grammar, GrammarSpec, JsonObject, JsonSchema, Regex
-
-_INLINE_JSON = re.compile(r"%json\s*")
 
 
 def validate(spec: GrammarSpec, library: str | None = None) -> None:
@@ -48,22 +46,10 @@ def _check_choice(spec: Choice) -> None:
 def _check_grammar(spec: Grammar) -> None:
     if not isinstance(spec.lark, str) or not spec.lark.strip():
         raise GrammarError("a grammar must be non-empty Lark text")
-    for schema in inline_schemas(spec.lark):
-        check_json_schema(schema)
-
-
-def inline_schemas(lark: str) -> list[str]:
-    """The JSON text of every `%json{...}` in a Lark grammar, so each is checked like a schema."""
-    decoder, found = json.JSONDecoder(), []
-    for match in _INLINE_JSON.finditer(lark):
-        try:
-            value, _ = decoder.raw_decode(lark, match.end())
-        except ValueError:
-            raise GrammarError(f"the %json at offset {match.start()} is not followed by a JSON schema") from None
-        if isinstance(value, dict):  # llguidance's layout options are not JSON Schema keywords
-            value.pop("x-guidance", None)
-        found.append(json.dumps(value, ensure_ascii=False))
-    return found
+    for _, _, schema in inline_schemas(spec.lark):  # each inline %json{...} is a schema like any other
+        if isinstance(schema, dict):  # llguidance's layout options ride along; they are not JSON Schema
+            schema = {key: value for key, value in schema.items() if key != "x-guidance"}
+        check_json_schema(json.dumps(schema, ensure_ascii=False))
 
 
 _CHECKS: dict[type, Callable[..., None]] = {

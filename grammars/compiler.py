@@ -1,0 +1,54 @@
+"""`GrammarCompiler`: compile once per (tokenizer, library, spec), match per request.
+
+Compiling is synchronous and may take from microseconds (a cache hit) to a second (outlines on
+a large schema); the server calls `compile_async`, which runs it on a worker thread so that a
+slow schema never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from .cache import CacheStats, LRUCache
+from .compiled import CompiledGrammar
+from .libraries import DEFAULT_LIBRARY, library_class
+from .lowering import lower
+from .spec import GrammarSpec
+from .tokenizer import TokenizerInfo
+from .validate import validate
+
+
+class GrammarCompiler:
+    """One tokenizer, one library. Thread-safe.
+
+    The cache is keyed by (tokenizer fingerprint, library, lowered spec), so one `LRUCache` may be shared
+    by several compilers (pass `cache=`); otherwise each has its own of `cache_size` entries.
+    """
+
+    def __init__(
+        self,
+        tokenizer_info: TokenizerInfo,
+        library: str = DEFAULT_LIBRARY,
+        cache_size: int = 256,
+        cache: LRUCache[CompiledGrammar] | None = None,
+    ) -> None:
+        self.tokenizer_info = tokenizer_info
+        self.library = library
+        self._backend = library_class(library)(tokenizer_info)  # converts the tokenizer once
+        self._cache: LRUCache[CompiledGrammar] = cache if cache is not None else LRUCache(cache_size)
+
+    def compile(self, spec: GrammarSpec) -> CompiledGrammar:
+        """The compiled grammar for `spec`; the same object on every hit. GrammarError if refused."""
+        key = (self.tokenizer_info.fingerprint, self.library, lower(spec))  # JsonObject() == its schema
+        return self._cache.get_or_create(key, lambda: self._compile_new(spec))
+
+    async def compile_async(self, spec: GrammarSpec) -> CompiledGrammar:
+        """`compile` on a worker thread."""
+        return await asyncio.to_thread(self.compile, spec)
+
+    def cache_stats(self) -> CacheStats:
+        return self._cache.stats()
+
+    def _compile_new(self, spec: GrammarSpec) -> CompiledGrammar:
+        validate(spec, self.library)  # compile never enforces less than validate promised
+        return self._backend.compile(spec)

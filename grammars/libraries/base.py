@@ -1,0 +1,65 @@
+"""What a grammar library adapter provides: a cheap capability check and three builders.
+
+An adapter is built once per tokenizer (it converts the tokenizer into the library's own form,
+which can take a second) and then compiles specs. Specs reach it lowered (grammars/lowering.py):
+a JSON schema, a regex or a Lark grammar. Each builder returns a factory of matchers.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from typing import Callable, ClassVar
+
+from ..bitmask import vocabulary_row
+from ..compiled import CompiledGrammar
+from ..lowering import LoweredSpec, lower
+from ..matcher import Matcher
+from ..spec import Grammar, GrammarSpec, JsonSchema, Regex
+from ..tokenizer import TokenizerInfo
+
+MatcherFactory = Callable[[], Matcher]
+
+
+class Library(ABC):
+    name: ClassVar[str]
+
+    def __init__(self, tokenizer: TokenizerInfo) -> None:
+        self.tokenizer = tokenizer
+        # (W,) int32 every matcher ANDs into its row: no special tokens, no EOS, nothing past V.
+        self.keep_row = vocabulary_row(tokenizer.vocab_size, tokenizer.special_token_ids)
+
+    @classmethod
+    def check(cls, spec: GrammarSpec) -> None:
+        """Raise GrammarError if this library cannot honour `spec` exactly. No tokenizer, no compiling.
+
+        Called after the library-neutral checks of `grammars.validate`, so the spec is well formed.
+        """
+        cls.check_lowered(lower(spec))
+
+    @classmethod
+    def check_lowered(cls, spec: LoweredSpec) -> None:
+        """`check` on the lowered form; by default every lowered spec is honoured."""
+        return None
+
+    def compile(self, spec: GrammarSpec) -> CompiledGrammar:
+        """Build `spec` (already validated for this library); GrammarError if the library fails."""
+        lowered = lower(spec)
+        builders: dict[type, Callable[..., MatcherFactory]] = {
+            JsonSchema: self._build_json,
+            Regex: self._build_regex,
+            Grammar: self._build_lark,
+        }
+        start = time.perf_counter()
+        factory = builders[type(lowered)](lowered)
+        elapsed = time.perf_counter() - start
+        return CompiledGrammar(lowered, self.name, self.tokenizer.fingerprint, elapsed, factory)
+
+    @abstractmethod
+    def _build_json(self, spec: JsonSchema) -> MatcherFactory: ...
+
+    @abstractmethod
+    def _build_regex(self, spec: Regex) -> MatcherFactory: ...
+
+    @abstractmethod
+    def _build_lark(self, spec: Grammar) -> MatcherFactory: ...

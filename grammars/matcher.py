@@ -1,0 +1,109 @@
+"""One sequence's walk through a compiled grammar: fill its mask row, accept the sampled token.
+
+The EOS rules live here, once, so that every library behaves the same:
+- EOS is in the mask exactly where the grammar accepts what was produced so far;
+- accepting EOS finishes the matcher, and nothing is accepted after it;
+- special tokens other than EOS are never in the mask and never accepted;
+- a refused token (`accept` -> False) leaves the state as it was;
+- `rollback(n)` undoes the last n accepted tokens, EOS included.
+A library adapter implements the five `_` primitives over non-EOS tokens only, so a library's
+own EOS handling (outlines-core raises on EOS in a final state) is never reached.
+A matcher belongs to one sequence and is not shared between threads.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+from .bitmask import check_bitmask, set_tokens
+from .tokenizer import TokenizerInfo
+
+
+class Matcher(ABC):
+    def __init__(self, tokenizer: TokenizerInfo, keep_row: torch.Tensor) -> None:
+        self._eos_ids = tokenizer.eos_token_ids
+        self._eos = frozenset(tokenizer.eos_token_ids)
+        self._banned = tokenizer.banned_token_ids
+        self._vocab_size = tokenizer.vocab_size
+        self._keep = keep_row  # (W,) int32: the vocabulary minus special tokens and EOS
+        self._history: list[int] = []  # accepted token ids; EOS, if there, is last
+        self._ended = False  # EOS accepted
+
+    # -- what each library provides (non-EOS tokens only) --------------------------------------
+    @abstractmethod
+    def _fill(self, bitmask: torch.Tensor, row: int) -> None:
+        """Write the grammar's allowed tokens into bitmask[row]; EOS and special bits may be anything."""
+
+    @abstractmethod
+    def _advance(self, token_id: int) -> bool:
+        """Accept one non-EOS token; on False the state is unchanged."""
+
+    @abstractmethod
+    def _accepting(self) -> bool:
+        """Whether the output so far is a complete sentence of the grammar."""
+
+    @abstractmethod
+    def _stopped(self) -> bool:
+        """Whether no token but EOS can follow."""
+
+    @abstractmethod
+    def _undo(self, num_tokens: int) -> None:
+        """Roll back the last `num_tokens` non-EOS tokens."""
+
+    # -- the interface the sampler uses ----------------------------------------------------------
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
+        """Write the tokens allowed next into bitmask[row] ((B, W) int32 on CPU)."""
+        check_bitmask(bitmask, self._keep.numel())
+        if self.is_finished():  # only EOS, so a sampler that samples anyway ends the sequence
+            bitmask[row].zero_()
+            set_tokens(bitmask, row, self._eos_ids, allowed=True)
+            return
+        self._fill(bitmask, row)
+        bitmask[row] &= self._keep
+        if self._accepting():
+            set_tokens(bitmask, row, self._eos_ids, allowed=True)
+
+    def accept(self, token_id: int) -> bool:
+        """Advance by one token; False (and no change) if the grammar does not allow it here."""
+        if self._ended or token_id in self._banned or not 0 <= token_id < self._vocab_size:
+            return False
+        if token_id in self._eos:
+            if not self._accepting():
+                return False
+            self._ended = True
+        elif not self._advance(token_id):
+            return False
+        self._history.append(token_id)
+        return True
+
+    def is_finished(self) -> bool:
+        """EOS was accepted, or the grammar allows nothing but EOS (the output is complete)."""
+        return self._ended or self._stopped()
+
+    def can_finish(self) -> bool:
+        """Whether EOS is allowed now."""
+        return not self._ended and self._accepting()
+
+    is_accepting = can_finish
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last `num_tokens` accepted tokens (0 <= num_tokens <= num_tokens accepted)."""
+        if not 0 <= num_tokens <= len(self._history):
+            raise ValueError(f"cannot roll back {num_tokens} of {len(self._history)} accepted tokens")
+        if num_tokens == 0:
+            return
+        del self._history[-num_tokens:]
+        if self._ended:
+            self._ended, num_tokens = False, num_tokens - 1
+        if num_tokens:
+            self._undo(num_tokens)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self._history)
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        return tuple(self._history)

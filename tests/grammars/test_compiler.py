@@ -1,0 +1,45 @@
+"""grammars/compiler.py over every installed library: cached, validated, async."""
+
+from __future__ import annotations
+
+import pytest
+
+from grammars import GrammarError, JsonObject, JsonSchema, Regex
+
+
+def test_cache_hit_returns_the_same_object(compiler):
+    spec = JsonSchema('{"type":"object","properties":{"cached":{"type":"boolean"}},"required":["cached"]}')
+    first = compiler.compile(spec)
+    before = compiler.cache_stats()
+    assert compiler.compile(JsonSchema.from_dict(first.spec.as_dict())) is first  # equal spec, other instance
+    after = compiler.cache_stats()
+    assert after.hits == before.hits + 1 and after.misses == before.misses
+
+
+def test_compiled_grammar_records_its_origin(compiler, info, library):
+    grammar = compiler.compile(Regex("[0-9]{4}"))
+    assert (grammar.library, grammar.tokenizer_fingerprint) == (library, info.fingerprint)
+    assert grammar.compile_seconds >= 0
+    assert grammar.matcher() is not grammar.matcher()  # one per sequence
+
+
+def test_compile_refuses_what_validate_refuses(compiler):
+    with pytest.raises(GrammarError) as caught:
+        compiler.compile(JsonSchema('{"type":"object","patternProperties":{"a":{}}}'))
+    assert caught.value.keyword == "patternProperties"
+
+
+def test_failures_are_not_cached(compiler):
+    spec = Regex("a(")
+    for _ in range(2):
+        with pytest.raises(GrammarError):
+            compiler.compile(spec)
+
+
+async def test_compile_async_runs_off_the_loop(compiler):
+    grammar = await compiler.compile_async(Regex("[a-f]{8}"))
+    assert grammar is compiler.compile(Regex("[a-f]{8}"))
+
+
+def test_equivalent_specs_share_one_entry(compiler):
+    assert compiler.compile(JsonObject()) is compiler.compile(JsonSchema('{"type": "object"}'))

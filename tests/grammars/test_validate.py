@@ -1,0 +1,139 @@
+"""grammars/validate.py: every refusal is a GrammarError, up front, naming the keyword."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from grammars import Choice, Grammar, GrammarError, JsonObject, JsonSchema, Regex, validate
+from grammars.schema_check import check_json_schema
+
+from .conftest import LIBRARIES
+from .schemas import SCHEMAS
+
+UNSUPPORTED = {
+    "patternProperties": {"patternProperties": {"^x": {"type": "string"}}},
+    "not": {"not": {"type": "string"}},
+    "if": {"if": {"type": "string"}, "then": {"maxLength": 3}},
+    "uniqueItems": {"type": "array", "uniqueItems": True},
+    "contains": {"type": "array", "contains": {"type": "integer"}},
+    "minProperties": {"type": "object", "minProperties": 1},
+    "maxProperties": {"type": "object", "maxProperties": 2},
+    "propertyNames": {"type": "object", "propertyNames": {"maxLength": 3}},
+    "dependentRequired": {"type": "object", "dependentRequired": {"a": ["b"]}},
+    "unevaluatedProperties": {"type": "object", "unevaluatedProperties": False},
+    "contentEncoding": {"type": "string", "contentEncoding": "base64"},
+    "$anchor": {"$anchor": "here", "type": "string"},
+}
+
+
+def _nested(inner: dict) -> dict:
+    """`inner` deep inside properties, items, anyOf and $defs, to prove the walk goes everywhere."""
+    return {
+        "$defs": {"leaf": {"anyOf": [{"type": "null"}, inner]}},
+        "type": "object",
+        "properties": {"list": {"type": "array", "items": {"$ref": "#/$defs/leaf"}}},
+    }
+
+
+@pytest.mark.parametrize("keyword", sorted(UNSUPPORTED))
+def test_unsupported_keyword_is_named(keyword):
+    for schema in (UNSUPPORTED[keyword], _nested(UNSUPPORTED[keyword])):
+        with pytest.raises(GrammarError) as caught:
+            validate(JsonSchema.from_dict(schema))
+        assert caught.value.keyword == keyword
+        assert f"unsupported JSON Schema keyword '{keyword}'" in caught.value.message
+
+
+def test_property_named_like_a_keyword_is_fine():
+    validate(JsonSchema.from_dict({"type": "object", "properties": {"not": {"type": "integer"}, "if": {}}}))
+
+
+@pytest.mark.parametrize(
+    "text, keyword",
+    [
+        ("{not json", None),
+        ("[1, 2]", None),
+        ('{"type": "strin"}', "type"),
+        ('{"type": "string", "minLength": -1}', "minLength"),
+        ('{"type": "object", "required": "a"}', "required"),
+        ('{"type": "string", "pattern": "a("}', "pattern"),
+    ],
+)
+def test_malformed_schema_is_refused(text, keyword):
+    with pytest.raises(GrammarError) as caught:
+        validate(JsonSchema(text))
+    assert caught.value.keyword == keyword
+
+
+@pytest.mark.parametrize(
+    "schema, keyword",
+    [
+        ({"type": "string", "format": "credit-card"}, "format"),
+        ({"$ref": "https://example.com/schema.json"}, "$ref"),
+        ({"$ref": "#/$defs/missing"}, "$ref"),
+        ({"type": "string", "pattern": "(?=a)b"}, "pattern"),
+        ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "string"}, "$schema"),
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "string"}]}, "items"),
+        ({"type": "object", "properties": {"a": {"$id": "inner", "type": "string"}}}, "$id"),
+        ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf"),  # branches overlap: not provable
+    ],
+)
+def test_schema_outside_what_is_enforced_is_refused(schema, keyword):
+    with pytest.raises(GrammarError) as caught:
+        validate(JsonSchema.from_dict(schema))
+    assert caught.value.keyword == keyword
+
+
+def test_annotations_are_accepted():
+    validate(JsonSchema.from_dict({"title": "T", "description": "d", "$comment": "c", "examples": [1],
+                                   "default": 1, "deprecated": True, "readOnly": True, "type": "integer"}))
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [Regex("a("), Regex("(?<=x)y"), Regex(r"(a)\1"), Choice(()), Choice(("a", "")), Grammar(""), Grammar("start: nope"),
+     Grammar('start: "<call>" %json{"type": "object", "not": {}} "</call>"'), Grammar("start: %json{oops")],
+)
+def test_bad_regex_choice_and_grammar_are_refused(spec):
+    with pytest.raises(GrammarError):
+        validate(spec)
+
+
+def test_inline_schema_keyword_is_named():
+    with pytest.raises(GrammarError) as caught:
+        validate(Grammar('start: "<tool_call>" %json{"type": "object", "patternProperties": {}} "</tool_call>"'))
+    assert caught.value.keyword == "patternProperties"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [JsonObject(), Regex(r"\d{3}-[a-z]+"), Choice(("yes", "no")),
+     Grammar('start: "<tool_call>" %json{"type": "object", "properties": {"x": {"type": "integer"}}} "</tool_call>"')],
+)
+def test_good_specs_pass(spec):
+    validate(spec)
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_validate_names_library_limits(library):
+    refusals = {"outlines": [Grammar('start: "a"'), JsonSchema('{"type":"integer","minimum":0}')],
+                "xgrammar": [JsonSchema('{"allOf":[{"type":"string"},{"maxLength":3}]}')]}
+    for spec in refusals.get(library, []):
+        with pytest.raises(GrammarError):
+            validate(spec, library)
+
+
+def test_unknown_library_is_a_config_error():
+    with pytest.raises(ValueError):
+        validate(JsonObject(), "no-such-library")
+
+
+def test_validate_is_fast_without_a_tokenizer():
+    check_json_schema.cache_clear()
+    start = time.perf_counter()
+    for case in SCHEMAS:
+        validate(JsonSchema.from_dict(case.schema))
+    per_schema = (time.perf_counter() - start) / len(SCHEMAS)
+    assert per_schema < 0.05, f"{per_schema * 1000:.1f} ms per schema"
