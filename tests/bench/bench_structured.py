@@ -1,0 +1,128 @@
+"""Issues 6 and 4: what constrained decoding costs, as ratios measured in the same run.
+
+1. Tokens/s with a JSON schema vs without, at concurrency 1 and 16 (goal >= 0.95x), in-process engine,
+   SmolLM2 bf16. The schema's strings are long enough that no request finishes before its token budget.
+2. Compile time per library over the test schemas, cold and cached (goal: llguidance cold median <= 50 ms,
+   cached <= 1 ms).
+3. Time to first token of a constrained request vs an unconstrained one (goal <= 1.1x).
+4. Time to first token with 20 tools (tool_choice required), cold (grammar compiled) and warm (cached), vs the
+   same request without tools and vs the same 20-tool prompt unconstrained (goals: warm <= 1.2x, cold <= 2x).
+"""
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+
+from engine.engine import Engine
+from engine.models import DEFAULT_MODEL_ID
+from engine.repository import ModelRepository
+from engine.types import GenerationRequest, SamplingParams
+from grammars import GrammarCompiler, GrammarError, JsonSchema, TokenizerInfo, available_libraries
+from tests.grammars.schemas import SCHEMAS
+
+NEW_TOKENS = 48
+LONG_TEXT = {"type": "object", "properties": {"story": {"type": "string", "minLength": 400}}, "required": ["story"]}
+_ids = iter(range(10**9))
+
+
+def _request(ids, grammar=None, max_tokens=NEW_TOKENS) -> GenerationRequest:
+    return GenerationRequest(id=f"s{next(_ids)}", model=DEFAULT_MODEL_ID, prompt_token_ids=tuple(ids), grammar=grammar,
+                             params=SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True),
+                             use_cache=False)
+
+
+async def _tokens_per_s(engine, ids, grammar, concurrency: int, total: int) -> float:
+    async def one() -> int:
+        return sum([len(d.token_ids) async for d in engine.generate(_request(ids, grammar))])
+
+    start = time.perf_counter()
+    done = 0
+    for _ in range(total // concurrency):
+        done += sum(await asyncio.gather(*[one() for _ in range(concurrency)]))
+    return done / (time.perf_counter() - start)
+
+
+async def _ttft(engine, ids, grammar=None) -> float:
+    start = time.perf_counter()
+    async for d in engine.generate(_request(ids, grammar, max_tokens=1)):
+        if d.token_ids:
+            return time.perf_counter() - start
+    return time.perf_counter() - start
+
+
+async def _median_ttft(engine, ids, grammar=None, runs: int = 5) -> float:
+    return statistics.median([await _ttft(engine, ids, grammar) for _ in range(runs)])
+
+
+def _chat(tokenizer, text: str, tools=None) -> list[int]:
+    from agents.tool_prompt import with_default_tool_prompt
+
+    messages = with_default_tool_prompt([{"role": "user", "content": text}], tools or [])
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tokenizer.encode(prompt, add_special_tokens=False)
+
+
+def _twenty_tools():
+    from agents.tools import ToolFunction
+
+    return [ToolFunction(f"tool_{i}", f"Tool number {i}", {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}},
+        "required": ["city"]}) for i in range(20)]
+
+
+def compile_figures(tokenizer) -> None:
+    info = TokenizerInfo.from_hf(tokenizer)
+    for library in available_libraries():
+        compiler, cold, warm = GrammarCompiler(info, library=library), [], []
+        for case in SCHEMAS:
+            spec = JsonSchema.from_dict(case.schema)
+            try:
+                t = time.perf_counter()
+                compiler.compile(spec)
+                cold.append(time.perf_counter() - t)
+            except GrammarError:
+                continue
+            t = time.perf_counter()
+            compiler.compile(spec)
+            warm.append(time.perf_counter() - t)
+        print(f"  compile {library:<11} {len(cold)} schemas: cold median {statistics.median(cold) * 1e3:7.2f} ms, "
+              f"cached median {statistics.median(warm) * 1e3:6.3f} ms")
+
+
+async def _run() -> None:
+    from agents.tool_grammar import ToolChoice, tool_call_grammar
+
+    engine = Engine(ModelRepository())
+    await engine.start()
+    tokenizer = engine.get(DEFAULT_MODEL_ID).tokenizer
+    ids = _chat(tokenizer, "Write a long story as JSON.")
+    schema = JsonSchema.from_dict(LONG_TEXT)
+    await _tokens_per_s(engine, ids, schema, 2, 2)                                 # warm-up, compiles
+    for c, total in ((1, 2), (16, 32)):
+        free = await _tokens_per_s(engine, ids, None, c, total)
+        constrained = await _tokens_per_s(engine, ids, schema, c, total)
+        print(f"  c={c:<2} free {free:6.1f} tok/s, schema {constrained:6.1f} tok/s: {constrained / free:4.2f}x (goal >= 0.95x)")
+    free, constrained = await _median_ttft(engine, ids), await _median_ttft(engine, ids, schema)
+    print(f"  ttft free {free * 1e3:6.1f} ms, schema {constrained * 1e3:6.1f} ms: {constrained / free:4.2f}x (goal <= 1.1x)")
+    compile_figures(tokenizer)
+    tools = _twenty_tools()
+    plain, with_tools = _chat(tokenizer, "Weather in Paris?"), _chat(tokenizer, "Weather in Paris?", tools)
+    grammar = tool_call_grammar(tools, ToolChoice("required"))
+    cold = await _ttft(engine, with_tools, grammar)
+    warm = await _median_ttft(engine, with_tools, grammar)
+    base, same_prompt = await _median_ttft(engine, plain), await _median_ttft(engine, with_tools)
+    print(f"  20 tools: prompt {len(with_tools)} tokens vs {len(plain)} without tools")
+    print(f"  ttft no tools {base * 1e3:6.1f} ms; 20-tool prompt unconstrained {same_prompt * 1e3:6.1f} ms; "
+          f"cold {cold * 1e3:6.1f} ms; warm {warm * 1e3:6.1f} ms")
+    print(f"  warm / no tools {warm / base:5.2f}x (goal <= 1.2x), cold / no tools {cold / base:5.2f}x (goal <= 2x)")
+    print(f"  grammar alone: warm / same prompt {warm / same_prompt:4.2f}x, cold / same prompt {cold / same_prompt:4.2f}x")
+    await engine.stop()
+
+
+def main() -> None:
+    asyncio.run(_run())
+
+
+if __name__ == "__main__":
+    main()
