@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from agents.tools.assemble import assemble
 from agents.tools.parsers.call_sink import CallSink
-from agents.tools.parsers.content import WHITESPACE, find_marker, held_from
+from agents.tools.parsers.content import WHITESPACE, find_marker, held_from, skip_whitespace
 from agents.tools.types import ContentDelta, ParsedOutput, StreamEvent, ToolCallDelta
 
 State = Callable[[], bool]
@@ -121,6 +121,24 @@ class ToolParser:
         self._sink = None
         self._after_call = True
         self._seg = self._pos if region_open else None
+
+    def _list_separator(self, next_item: State) -> bool:
+        """After an element of a `[call, call, ...]` list: ',' reads the next, ']' closes the region (and
+        so does the end of the text, forgiving the missing ']')."""
+        pos = skip_whitespace(self._buf, self._pos)
+        if pos == len(self._buf):
+            if not self._final:
+                return False
+            self._pos = pos
+            return self._end_region()
+        ch = self._buf[pos]
+        if ch == ",":
+            self._pos, self._state = pos + 1, next_item
+            return True
+        if ch != "]":
+            return self._fail(pos)
+        self._pos = pos + 1
+        return self._end_region()
 
     def _end_region(self) -> bool:
         """The call region closed cleanly (its closing markup, if any, consumed and dropped): content again."""

@@ -79,20 +79,7 @@ class MistralParser(ToolParser):
         return True
 
     def _array_next(self) -> bool:
-        pos = skip_whitespace(self._buf, self._pos)
-        if pos == len(self._buf):
-            if not self._final:
-                return False
-            self._pos = pos  # the closing ']' never came: forgiven
-            return self._end_region()
-        ch = self._buf[pos]
-        if ch == ",":
-            self._pos, self._state = pos + 1, self._array_item
-            return True
-        if ch != "]":
-            return self._fail(pos)
-        self._pos = pos + 1
-        return self._end_region()
+        return self._list_separator(self._array_item)
 
     # -- [TOOL_CALLS]name[CALL_ID]id[ARGS]{...} --------------------------------------------------------
 
