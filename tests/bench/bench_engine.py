@@ -13,7 +13,7 @@ import torch
 
 from engine.engine import Engine
 from engine.models import DEFAULT_MODEL_ID
-from engine.repository import ModelConfig, ModelRepository
+from engine.repository import ModelRepository
 from engine.types import GenerationRequest, SamplingParams
 
 NEW_TOKENS = 64

@@ -57,7 +57,7 @@ async def test_metrics_move_as_requests_flow(server):
         for _ in range(2):                                             # a miss, then a hit
             assert (await client.post("/v1/completions", json=body)).status_code == 200
         for _ in range(50):                                            # the miss is stored in the background
-            r = await client.post("/v1/completions", json=body)
+            await client.post("/v1/completions", json=body)
             if _value(_metrics((await client.get("/metrics")).text), "nv_cache_num_hits_per_model", model="tiny") > 0:
                 break
         after = _metrics((await client.get("/metrics")).text)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agents.tools import ContentDelta, ParsedOutput, StreamEvent, ToolCallDelta, assemble
+from agents.tools import ContentDelta, ParsedOutput, StreamEvent, assemble
 from agents.tools.canonical import dumps
 from agents.tools.parsers.base import ToolParser
 
