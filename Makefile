@@ -7,6 +7,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
+GRPC_PORT ?= 8001
 PYTEST_ARGS ?=
 
 .PHONY: run test test-slow bench setup setup-dev clean
@@ -29,7 +30,7 @@ setup: $(VENV)/.setup
 setup-dev: $(VENV)/.setup-dev
 
 run: setup
-	$(VENV)/bin/conch serve --host $(HOST) --port $(PORT)
+	$(VENV)/bin/conch serve --host $(HOST) --port $(PORT) --grpc-port $(GRPC_PORT)
 
 test: setup-dev
 	bash scripts/ensure-redis.sh
