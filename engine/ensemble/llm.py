@@ -11,6 +11,7 @@ import numpy as np
 
 from engine.ensemble.contract import tensor_interface
 from engine.ensemble.sampling import parse_json_object, sampling_params
+from engine.ensemble.structured import split_grammar
 from engine.ensemble.tensors import (InferenceError, InferRequest, Tensors, bytes_tensor, check_inputs, first_bool,
                                      first_string)
 from engine.repository.config import ModelConfig
@@ -37,8 +38,9 @@ class LLMTensorModel:
                                             "sampling_parameters"))
         flags = {f: first_bool(inputs, f, _param_bool(params, f)) for f in _FLAGS}
         stream = first_bool(inputs, "stream", _param_bool(params, "stream"))
+        grammar, values = split_grammar(values)
         gen = GenerationRequest(id=request.id, model=self.config.name, prompt=text, params=sampling_params(values),
-                                stream=stream)
+                                grammar=grammar, stream=stream)
         return self.engine.prepare(gen, prompt_param="text_input"), flags
 
     async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:

@@ -12,6 +12,7 @@ from tritonclient.grpc import service_pb2 as pb
 from engine import errors
 from engine.ensemble.tensors import InferRequest, Tensors, datatype_of
 from gateway.kserve.codec import check_shape, dtype_for, from_raw, to_raw
+from grammars import GrammarError
 
 _CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
              "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents",
@@ -23,6 +24,7 @@ _CODES: dict[type[Exception], grpc.StatusCode] = {
     errors.ModelNotReady: grpc.StatusCode.UNAVAILABLE,
     errors.Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.BackendUnavailable: grpc.StatusCode.UNAVAILABLE,
+    GrammarError: grpc.StatusCode.INVALID_ARGUMENT,
 }
 
 
