@@ -46,7 +46,7 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         await (control.start() if control is not None else engine.start(load))
-        grpc_server = await start_grpc(triton, settings.host, grpc_port) if grpc_port else None
+        grpc_server = await start_grpc(triton, settings.host, grpc_port, gate) if grpc_port else None
         yield
         if grpc_server is not None:
             await stop_grpc(grpc_server)
@@ -67,7 +67,8 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
         engine.observers.append(app.state.metrics)
         app.include_router(metrics_router)
     app.include_router(health.router)
-    app.include_router(kserve.router)
+    app.include_router(kserve.open_router)
+    app.include_router(kserve.router, dependencies=[Depends(guard)])
     app.include_router(openai.router, dependencies=[Depends(guard)])
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     return app

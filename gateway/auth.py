@@ -99,6 +99,12 @@ def _digest(secret: str) -> bytes:
     return hashlib.sha256(secret.encode()).digest()
 
 
+def may_use(model: str) -> bool:
+    """Whether the key of the request being served (None: an open server) may use `model`; listings show only these."""
+    key = current_key.get()
+    return key is None or key.allows(model)
+
+
 def bearer(authorization: str | None) -> str | None:
     """The token of `Bearer TOKEN` (the scheme is case-insensitive), or None."""
     if not authorization:

@@ -11,7 +11,9 @@ from tritonclient.grpc import service_pb2 as pb
 
 from engine import errors
 from engine.ensemble.tensors import InferRequest, Tensors, datatype_of
+from gateway.auth import Unauthorized
 from gateway.kserve.codec import check_shape, dtype_for, from_raw, to_raw
+from gateway.limits import RateLimited
 from grammars import GrammarError
 
 _CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
@@ -25,6 +27,8 @@ _CODES: dict[type[Exception], grpc.StatusCode] = {
     errors.Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.BackendUnavailable: grpc.StatusCode.UNAVAILABLE,
     GrammarError: grpc.StatusCode.INVALID_ARGUMENT,
+    Unauthorized: grpc.StatusCode.UNAUTHENTICATED,
+    RateLimited: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 

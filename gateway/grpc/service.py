@@ -3,6 +3,10 @@
 ModelStreamInfer is decoupled: every request on the stream runs as its own task and may answer many
 times; each response echoes the request id. Cancelling the stream cancels the tasks, which closes their
 generations (the engine aborts them).
+
+API keys: every RPC that names or lists models checks the `authorization` metadata (`Bearer KEY`) with the
+gate, in the task that then runs the request (the gate's token charge follows the request's context);
+ServerLive, ServerReady and ServerMetadata stay open, as /v2/health/* and GET /v2 do.
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
 from engine.ensemble.contract import tensor_model
+from engine.errors import EngineError
+from gateway.auth import Gate, may_use
 from gateway.grpc.convert import status_of, to_infer_request, to_infer_response
 from gateway.kserve import metadata
 from gateway.kserve.infer import single_response
@@ -36,9 +42,18 @@ async def _guard(context: grpc.aio.ServicerContext, work):
         await context.abort(code, message)
 
 
+def _authorization(context: grpc.aio.ServicerContext) -> str | None:
+    return next((v for k, v in context.invocation_metadata() or () if k == "authorization"), None)
+
+
 class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
-    def __init__(self, state: TritonState) -> None:
-        self.state = state
+    def __init__(self, state: TritonState, gate: Gate | None = None) -> None:
+        self.state, self.gate = state, gate
+
+    async def _authorize(self, authorization: str | None, model: str | None) -> None:
+        """Raises Unauthorized, ModelNotFound (a model the key may not use) or RateLimited."""
+        if self.gate is not None:
+            await self.gate.check(authorization, model or None)
 
     # -- health and metadata --------------------------------------------------------------------------
     async def ServerLive(self, request, context):
@@ -49,51 +64,65 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         return pb.ServerReadyResponse(ready=bool(models) and all(m.backend.health() for m in models))
 
     async def ModelReady(self, request, context):
-        try:
-            self.state.model(request.name, request.version or None)
-        except Exception:
-            return pb.ModelReadyResponse(ready=False)
-        return pb.ModelReadyResponse(ready=True)
+        async def work():
+            try:
+                await self._authorize(_authorization(context), request.name)
+                self.state.model(request.name, request.version or None)
+            except EngineError:
+                return pb.ModelReadyResponse(ready=False)
+            return pb.ModelReadyResponse(ready=True)
+        return await _guard(context, work())
 
     async def ServerMetadata(self, request, context):
         return pb.ServerMetadataResponse(**metadata.server_metadata())
 
     async def ModelMetadata(self, request, context):
         async def work():
+            await self._authorize(_authorization(context), request.name)
             data = metadata.model_metadata(self.state.model(request.name, request.version or None))
             return json_format.ParseDict(data, pb.ModelMetadataResponse())
         return await _guard(context, work())
 
     async def ModelConfig(self, request, context):
         async def work():
+            await self._authorize(_authorization(context), request.name)
             model = self.state.model(request.name, request.version or None)
             return pb.ModelConfigResponse(config=metadata.model_config(model))
         return await _guard(context, work())
 
     async def ModelStatistics(self, request, context):
         async def work():
+            await self._authorize(_authorization(context), request.name)
             data = metadata.model_statistics(self.state, request.name or None, request.version or None)
             return json_format.ParseDict(data, pb.ModelStatisticsResponse(), ignore_unknown_fields=True)
         return await _guard(context, work())
 
     # -- the repository extension -----------------------------------------------------------------------
     async def RepositoryIndex(self, request, context):
-        states = self.state.control.index(ready_only=request.ready)
+        await _guard(context, self._authorize(_authorization(context), None))
+        states = [s for s in self.state.control.index(ready_only=request.ready) if may_use(s.name)]
         return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**s.as_index())
                                                   for s in states])
 
     async def RepositoryModelLoad(self, request, context):
-        config = request.parameters["config"].string_param if "config" in request.parameters else None
-        await _guard(context, self.state.control.load(request.model_name, config or None))
+        async def work():
+            await self._authorize(_authorization(context), request.model_name)
+            config = request.parameters["config"].string_param if "config" in request.parameters else None
+            await self.state.control.load(request.model_name, config or None)
+        await _guard(context, work())
         return pb.RepositoryModelLoadResponse()
 
     async def RepositoryModelUnload(self, request, context):
-        await _guard(context, self.state.control.unload(request.model_name))
+        async def work():
+            await self._authorize(_authorization(context), request.model_name)
+            await self.state.control.unload(request.model_name)
+        await _guard(context, work())
         return pb.RepositoryModelUnloadResponse()
 
     # -- inference ------------------------------------------------------------------------------------
     async def ModelInfer(self, request, context):
         async def work():
+            await self._authorize(_authorization(context), request.model_name)
             infer = to_infer_request(request)
             outputs = await single_response(self.state, request.model_name, request.model_version or None, infer)
             model = self.state.model(request.model_name)
@@ -104,10 +133,11 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ModelStreamInfer(self, request_iterator, context) -> AsyncIterator[pb.ModelStreamInferResponse]:
         out: asyncio.Queue = asyncio.Queue()
         tasks: set[asyncio.Task] = set()
+        authorization = _authorization(context)
 
         async def read() -> None:
             async for request in request_iterator:
-                task = asyncio.create_task(self._stream_one(request, out))
+                task = asyncio.create_task(self._stream_one(request, authorization, out))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             await asyncio.gather(*list(tasks), return_exceptions=True)
@@ -122,9 +152,12 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             for task in list(tasks):
                 task.cancel()
 
-    async def _stream_one(self, request: pb.ModelInferRequest, out: asyncio.Queue) -> None:
-        """One request of a stream: its responses, then (if asked) an empty final one; or an error."""
+    async def _stream_one(self, request: pb.ModelInferRequest, authorization: str | None,
+                          out: asyncio.Queue) -> None:
+        """One request of a stream (checked and run in its own task): its responses, then (if asked) an empty
+        final one; or an error."""
         try:
+            await self._authorize(authorization, request.model_name)
             infer = to_infer_request(request)
             model = self.state.model(request.model_name, request.model_version or None)
             wanted = [o.name for o in request.outputs]

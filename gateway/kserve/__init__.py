@@ -8,8 +8,11 @@ from gateway.kserve.state import TritonState
 
 register_error(InferenceError, 500, "internal_error")
 
+# `open_router`: server metadata, open like /v2/health/*; `router`: everything that names or lists models,
+# which the app puts behind the API-key guard.
+open_router = models.server_router
 router = APIRouter()
 for _module in (models, generate, infer, repository):
     router.include_router(_module.router)
 
-__all__ = ["TritonState", "router"]
+__all__ = ["TritonState", "open_router", "router"]

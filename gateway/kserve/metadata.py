@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine.engine import LoadedModel
 from engine.ensemble.contract import tensor_interface
 from engine.repository.pbtxt import to_triton
+from gateway.auth import may_use
 from gateway.kserve.state import EXTENSIONS, SERVER_NAME, SERVER_VERSION, TritonState
 
 
@@ -29,7 +30,7 @@ def model_config(model: LoadedModel):
 
 
 def model_statistics(state: TritonState, name: str | None, version: str | None) -> dict:
-    models = [state.model(name, version)] if name else state.engine.models()
+    models = [state.model(name, version)] if name else [m for m in state.engine.models() if may_use(m.name)]
     return {"model_stats": [_stats(state, m) for m in models]}
 
 

@@ -9,9 +9,10 @@ from gateway.kserve import metadata
 from gateway.kserve.state import triton_state
 
 router = APIRouter()
+server_router = APIRouter()
 
 
-@router.get("/v2")
+@server_router.get("/v2")
 async def server_metadata() -> dict:
     return metadata.server_metadata()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from engine.errors import InvalidRequest
+from gateway.auth import may_use
 from gateway.kserve.generate import json_body
 from gateway.kserve.state import triton_state
 
@@ -17,7 +18,7 @@ async def _optional_body(request: Request) -> dict:
 @router.post("/v2/repository/index")
 async def index(request: Request) -> list[dict]:
     ready = bool((await _optional_body(request)).get("ready", False))
-    return [s.as_index() for s in triton_state(request).control.index(ready_only=ready)]
+    return [s.as_index() for s in triton_state(request).control.index(ready_only=ready) if may_use(s.name)]
 
 
 @router.post("/v2/repository/models/{model}/load")
