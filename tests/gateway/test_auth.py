@@ -100,3 +100,19 @@ async def test_tokens_per_minute_charge_usage_after_the_fact():
         r = await _complete(client, "sk-tpm")
     assert r.status_code == 429 and r.json()["error"]["type"] == "tokens"
     assert r.headers["x-ratelimit-limit-tokens"] == "20" and int(r.headers["retry-after"]) >= 1
+
+
+async def test_models_lists_only_what_the_key_may_use():
+    client, _ = _client()
+    async with client:
+        async def ids(key: str) -> set[str]:
+            r = await client.get("/models", headers={"Authorization": f"Bearer {key}"})
+            return {m["id"] for m in r.json()["data"]}
+        everything, only_m = await ids("sk-all"), await ids("sk-m")
+        hidden = await client.get("/models/hidden", headers={"Authorization": "Bearer sk-m"})
+        missing = await client.get("/models/no-such-model", headers={"Authorization": "Bearer sk-m"})
+        shown = await client.get("/models/hidden", headers={"Authorization": "Bearer sk-all"})
+    assert "hidden" in everything and only_m == {"m"}
+    assert hidden.status_code == missing.status_code == 404 and shown.json()["id"] == "hidden"
+    assert hidden.json()["error"]["message"].replace("hidden", "X") == \
+        missing.json()["error"]["message"].replace("no-such-model", "X")
