@@ -26,6 +26,7 @@ class ModelConfig:
     context_length: int = 2048
     dtype: str = "bfloat16"
     max_queue_size: int = 256
+    prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off)
     queue_timeout: float | None = None  # seconds a request may wait for a slot; None = no limit
     response_cache: bool = True
     num_threads: int | None = None

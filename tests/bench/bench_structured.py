@@ -5,8 +5,10 @@
 2. Compile time per library over the test schemas, cold and cached (goal: llguidance cold median <= 50 ms,
    cached <= 1 ms).
 3. Time to first token of a constrained request vs an unconstrained one (goal <= 1.1x).
-4. Time to first token with 20 tools (tool_choice required), cold (grammar compiled) and warm (cached), vs the
-   same request without tools and vs the same 20-tool prompt unconstrained (goals: warm <= 1.2x, cold <= 2x).
+4. Time to first token with 20 tools (tool_choice required), cold (its grammar compiled in the request) and
+   warm (grammar cached), vs the same request without tools (goals: warm <= 1.2x, cold <= 2x). Both run with
+   the tools' prompt head in the prefix cache; the very first request with these tools, which prefills all
+   of it, is printed too.
 """
 from __future__ import annotations
 
@@ -109,14 +111,16 @@ async def _run() -> None:
     tools = _twenty_tools()
     plain, with_tools = _chat(tokenizer, "Weather in Paris?"), _chat(tokenizer, "Weather in Paris?", tools)
     grammar = tool_call_grammar(tools, ToolChoice("required"))
-    cold = await _ttft(engine, with_tools, grammar)
+    first = await _ttft(engine, with_tools)                       # nothing cached: the whole prompt is prefilled
+    same_prompt = await _median_ttft(engine, with_tools)          # the tools' prompt head is now cached
+    cold = await _ttft(engine, with_tools, grammar)               # the grammar is compiled in this request
     warm = await _median_ttft(engine, with_tools, grammar)
-    base, same_prompt = await _median_ttft(engine, plain), await _median_ttft(engine, with_tools)
+    base = await _median_ttft(engine, plain)
     print(f"  20 tools: prompt {len(with_tools)} tokens vs {len(plain)} without tools")
-    print(f"  ttft no tools {base * 1e3:6.1f} ms; 20-tool prompt unconstrained {same_prompt * 1e3:6.1f} ms; "
-          f"cold {cold * 1e3:6.1f} ms; warm {warm * 1e3:6.1f} ms")
-    print(f"  warm / no tools {warm / base:5.2f}x (goal <= 1.2x), cold / no tools {cold / base:5.2f}x (goal <= 2x)")
-    print(f"  grammar alone: warm / same prompt {warm / same_prompt:4.2f}x, cold / same prompt {cold / same_prompt:4.2f}x")
+    print(f"  ttft no tools {base * 1e3:6.1f} ms; 20 tools: first ever {first * 1e3:6.1f} ms (full prefill), "
+          f"unconstrained {same_prompt * 1e3:6.1f} ms, cold grammar {cold * 1e3:6.1f} ms, warm {warm * 1e3:6.1f} ms")
+    print(f"  warm / no tools {warm / base:5.2f}x (goal <= 1.2x), cold / no tools {cold / base:5.2f}x (goal <= 2x), "
+          f"first ever / no tools {first / base:5.2f}x")
     await engine.stop()
 
 

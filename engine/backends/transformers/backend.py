@@ -17,6 +17,7 @@ import torch
 
 from engine.backend import Capabilities
 from engine.backends.transformers import loader
+from engine.backends.transformers.prefix_cache import PrefixCache
 from engine.backends.transformers.runner import ModelRunner
 from engine.backends.transformers.sampler import Sampler
 from engine.backends.transformers.scheduler import Scheduler
@@ -54,7 +55,7 @@ class TransformersBackend:
         model, self.tokenizer = await asyncio.to_thread(loader.load, self.config)
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.runner = ModelRunner(model, pad)
+        self.runner = ModelRunner(model, pad, PrefixCache(self.config.prefix_cache_mb * 2**20))
         self.sampler = Sampler(self.tokenizer, model.config.vocab_size)
         self._eos = frozenset(_eos_ids(model, self.tokenizer))
         self._thread = threading.Thread(target=self._run, name=f"engine-{self.config.name}", daemon=True)

@@ -5,16 +5,18 @@ import torch
 from transformers import DynamicCache
 
 from engine.backends.transformers.kv_cache import BatchKVCache
+from engine.backends.transformers.prefix_cache import PrefixCache
 from engine.backends.transformers.scheduler import Batch
 
 
 class ModelRunner:
     """Owns the model and the running batch's KV cache. Not thread-safe: the engine loop thread only."""
 
-    def __init__(self, model: torch.nn.Module, pad_id: int) -> None:
+    def __init__(self, model: torch.nn.Module, pad_id: int, prefix_cache: PrefixCache | None = None) -> None:
         self.model = model
         self.pad_id = pad_id
         self.kv = BatchKVCache()
+        self.prefixes = prefix_cache or PrefixCache(0)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         """Logits (len(batch.seqs), V): the decode rows first, then the newcomers, as in `batch.seqs`."""
@@ -26,9 +28,41 @@ class ModelRunner:
             parts.append(self.prefill([seq.prompt_ids for seq in batch.prefill]))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
-    @torch.inference_mode()
     def prefill(self, prompts: list[list[int]]) -> torch.Tensor:
-        """Prefill prompts (left-padded together) and append them to the batch. Returns (k, V) logits."""
+        """Prefill prompts and append them to the batch, in order. Returns (k, V) logits.
+
+        A prompt whose head is in the prefix cache is prefilled alone from that head; runs of the others
+        are prefilled together, left-padded.
+        """
+        parts, misses = [], []
+        for prompt in prompts:
+            hit = self.prefixes.lookup(prompt)
+            if hit is None:
+                misses.append(prompt)
+                continue
+            if misses:
+                parts.append(self._prefill_together(misses))
+                misses = []
+            parts.append(self._prefill_from_prefix(prompt, *hit))
+        if misses:
+            parts.append(self._prefill_together(misses))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    @torch.inference_mode()
+    def _prefill_from_prefix(self, prompt: list[int], cached: int, layers) -> torch.Tensor:
+        cache = DynamicCache(config=self.model.config)
+        for i, (k, v) in enumerate(layers):
+            cache.update(k, v, i)                                  # copies: the cached prefix stays intact
+        rest = torch.tensor(prompt[cached:]).unsqueeze(0)          # (1, L - P)
+        mask = torch.ones((1, len(prompt)), dtype=torch.long)
+        out = self.model(input_ids=rest, attention_mask=mask, position_ids=torch.arange(cached, len(prompt)).unsqueeze(0),
+                         cache=cache, use_cache=True, cache_position=torch.arange(cached, len(prompt)),
+                         logits_to_keep=1)
+        self.kv.merge(cache, mask)
+        return out.logits[:, -1, :].float()
+
+    @torch.inference_mode()
+    def _prefill_together(self, prompts: list[list[int]]) -> torch.Tensor:
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -39,8 +73,17 @@ class ModelRunner:
         cache = DynamicCache(config=self.model.config)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                          cache=cache, use_cache=True, logits_to_keep=1)
+        self._remember(prompts, cache, width)
         self.kv.merge(cache, mask)
         return out.logits[:, -1, :].float()
+
+    def _remember(self, prompts: list[list[int]], cache: DynamicCache, width: int) -> None:
+        """Offer each long prompt's KV (its real, left-padded columns) to the prefix cache."""
+        for row, prompt in enumerate(prompts):
+            if self.prefixes.wants(prompt):
+                start = width - len(prompt)
+                self.prefixes.store(prompt, [(layer.keys[row:row + 1, :, start:], layer.values[row:row + 1, :, start:])
+                                             for layer in cache.layers])
 
     @torch.inference_mode()
     def decode(self, last_tokens: list[int]) -> torch.Tensor:

@@ -1,0 +1,66 @@
+"""Prefix caching: a prompt prefilled from a cached head generates exactly what a full prefill does."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.backends.transformers.backend import TransformersBackend
+from engine.backends.transformers.prefix_cache import BLOCK, PrefixCache
+from engine.repository import ModelConfig
+from engine.types import GenerationRequest, SamplingParams
+
+HEAD = list(range(1000, 1000 + 5 * BLOCK + 7))          # a long shared head (a system prompt, tools...)
+
+
+async def _greedy(backend, ids: list[int], rid: str) -> list[int]:
+    req = GenerationRequest(id=rid, model="m", prompt_token_ids=tuple(ids),
+                            params=SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True))
+    return [t async for d in backend.generate(req) for t in d.token_ids]
+
+
+@pytest.fixture(scope="module")
+async def backends():
+    cached = TransformersBackend(ModelConfig(name="m", weights="builtin:smollm2", dtype="float32"))
+    plain = TransformersBackend(ModelConfig(name="m", weights="builtin:smollm2", dtype="float32", prefix_cache_mb=0))
+    await cached.start()
+    await plain.start()
+    yield cached, plain
+    await cached.stop()
+    await plain.stop()
+
+
+async def test_reused_head_gives_the_same_tokens(backends):
+    cached, plain = backends
+    first = HEAD + [5, 6, 7]
+    second = HEAD + [9, 10, 11, 12, 13]
+    assert await _greedy(cached, first, "a") == await _greedy(plain, first, "a2")
+    hits = cached.runner.prefixes.hits
+    assert await _greedy(cached, second, "b") == await _greedy(plain, second, "b2")
+    assert cached.runner.prefixes.hits == hits + 1          # the second prompt really reused the head
+
+
+async def test_hit_and_miss_prefilled_in_one_step_stay_in_order(backends):
+    import asyncio
+
+    cached, plain = backends
+    prompts = [HEAD + [21, 22], [7, 8, 9], HEAD + [31], [4, 5]]
+    together = await asyncio.gather(*[_greedy(cached, p, f"t{i}") for i, p in enumerate(prompts)])
+    alone = [await _greedy(plain, p, f"p{i}") for i, p in enumerate(prompts)]
+    assert together == alone
+
+
+def test_budget_evicts_least_recently_used():
+    layer = (torch.zeros(1, 1, 4 * BLOCK, 2), torch.zeros(1, 1, 4 * BLOCK, 2))
+    one_entry = 2 * layer[0].nbytes
+    cache = PrefixCache(budget_bytes=one_entry, min_tokens=BLOCK)
+    a, b = list(range(4 * BLOCK)), list(range(1, 4 * BLOCK + 1))
+    cache.store(a, [layer])
+    cache.store(b, [layer])
+    assert cache.lookup(a + [1]) is None and cache.lookup(b + [1]) is not None
+    assert cache.nbytes == one_entry
+
+
+def test_short_prompts_are_not_stored():
+    cache = PrefixCache(budget_bytes=1 << 30)
+    assert not cache.wants(list(range(BLOCK)))
+    assert cache.wants(list(range(4 * BLOCK)))
