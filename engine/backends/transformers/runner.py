@@ -51,8 +51,11 @@ class ModelRunner:
     @torch.inference_mode()
     def _prefill_from_prefix(self, prompt: list[int], cached: int, layers) -> torch.Tensor:
         cache = DynamicCache(config=self.model.config)
-        for i, (k, v) in enumerate(layers):
-            cache.update(k, v, i)                                  # copies: the cached prefix stays intact
+        for layer, (k, v) in zip(cache.layers, layers):
+            # Shared, not copied: DynamicLayer.update and BatchKVCache only ever build new tensors (cat,
+            # index_select), so nothing writes into the prefix cache's tensors.
+            layer.lazy_initialization(k, v)
+            layer.keys, layer.values = k, v
         rest = torch.tensor(prompt[cached:]).unsqueeze(0)          # (1, L - P)
         mask = torch.ones((1, len(prompt)), dtype=torch.long)
         out = self.model(input_ids=rest, attention_mask=mask, position_ids=torch.arange(cached, len(prompt)).unsqueeze(0),
