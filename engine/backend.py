@@ -20,6 +20,8 @@ class Capabilities:
     seed: bool = False
     embeddings: bool = False
     max_top_logprobs: int = 20
+    text_prompt: bool = False   # takes the prompt as text and tokenizes it later itself (an ensemble whose
+                                # first steps transform the text): Engine.prepare leaves the limits to that step
 
 
 @runtime_checkable

@@ -29,7 +29,11 @@ class LoadedModel:
 
     @property
     def tokenizer(self):
-        return self.backend.tokenizer
+        tokenizer = self.backend.tokenizer
+        if tokenizer is None:                 # a python, tokenizer-less or tensor-only model
+            raise InvalidRequest(f"model '{self.name}' ({self.config.backend} backend) does not generate text "
+                                 f"from a prompt; use /v2 infer or gRPC", param="model")
+        return tokenizer
 
     @property
     def context_length(self) -> int:
@@ -94,6 +98,8 @@ class Engine:
             ids = tuple(model.tokenizer.encode(request.prompt or "", add_special_tokens=request.add_special_tokens))
         if not ids:
             raise InvalidRequest("the prompt is empty", param=prompt_param)
+        if model.backend.capabilities.text_prompt:   # its own steps change the text, then tokenize and check it
+            return replace(request, prompt_token_ids=ids)
         limit, params = model.context_length, request.params
         if len(ids) >= limit:
             raise InvalidRequest(

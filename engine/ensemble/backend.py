@@ -1,31 +1,34 @@
-"""The `ensemble` backend: runs its steps in DAG order, streaming through them.
+"""The `ensemble` backend: runs its steps in DAG order, streaming through them (engine/ensemble/run.py).
 
-A step that answers many times (the LLM when streaming) runs every later step once per answer, as
-Triton's decoupled ensembles do, so a streamed ensemble streams end to end."""
+Named tensors in and out (/v2 infer, generate, gRPC); an ensemble with one LLM step also serves text prompts
+as an LLM does (/v1), through engine/ensemble/generation.py."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, AsyncIterator
 
 from engine.backend import Capabilities
-from engine.ensemble.contract import tensor_model
+from engine.ensemble.generation import TextPipeline, text_plan
 from engine.ensemble.graph import plan
+from engine.ensemble.run import run_steps
 from engine.ensemble.tensors import InferRequest, Tensors, check_inputs
-from engine.errors import BackendUnavailable, InvalidRequest, ModelNotFound
+from engine.errors import BackendUnavailable, InvalidRequest, ModelNotFound, ModelNotReady
 from engine.repository.config import ModelConfig
 from engine.repository.specs import EnsembleStep
+from engine.types import GenerationDelta, GenerationRequest
 
 if TYPE_CHECKING:
     from engine.engine import Engine
 
 
 class EnsembleBackend:
-    capabilities = Capabilities()
-
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
         self.inputs, self.outputs = config.inputs, config.outputs
         self.engine: Engine | None = None
         self.order: tuple[EnsembleStep, ...] = ()
+        self.text: TextPipeline | None = None   # set when the ensemble can serve text prompts (/v1)
+        self.text_refusal = ""
 
     def bind(self, engine: "Engine") -> None:
         self.engine = engine
@@ -34,6 +37,10 @@ class EnsembleBackend:
         if self.engine is None:
             raise BackendUnavailable(f"ensemble '{self.config.name}' needs an engine to run its steps")
         self.order = plan(self.config, self._lookup)
+        try:
+            self.text = TextPipeline(self.engine, self.config.name, text_plan(self.config, self.order, self._lookup))
+        except InvalidRequest as exc:           # a tensor-only ensemble: /v2 infer and gRPC still serve it
+            self.text_refusal = exc.message
 
     def _lookup(self, name: str) -> ModelConfig:
         try:
@@ -44,35 +51,41 @@ class EnsembleBackend:
     async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
         check_inputs(self.inputs, request.inputs, self.config.name)
         wanted = {t.name for t in self.outputs}
-        async for tensors in self._run(0, dict(request.inputs), request):
+        async for tensors in run_steps(self.engine, self.order, dict(request.inputs), request):
             yield {k: v for k, v in tensors.items() if k in wanted}
 
-    async def _run(self, index: int, tensors: Tensors, request: InferRequest) -> AsyncIterator[Tensors]:
-        if index == len(self.order):
-            yield tensors
-            return
-        step = self.order[index]
-        inputs = {key: tensors[t] for key, t in step.input_map if t in tensors}
-        model = tensor_model(self.engine, step.model)
-        sub = InferRequest(f"{request.id}/{index}", inputs, request.parameters)
-        responses = model.infer(sub)
+    # -- the Backend protocol: text generation through the LLM step, when the ensemble has one -------------
+    def _llm(self):
+        if self.text is None:
+            raise InvalidRequest(f"ensemble '{self.config.name}' cannot generate from a text prompt: "
+                                 f"{self.text_refusal}; use /v2 infer or gRPC", param="model")
+        step = self.text.plan.llm.model
         try:
-            async for outputs in responses:
-                produced = {t: outputs[key] for key, t in step.output_map if key in outputs}
-                async for result in self._run(index + 1, {**tensors, **produced}, request):
-                    yield result
-        finally:
-            await responses.aclose()
+            return self.engine.get(step)
+        except ModelNotFound:
+            raise ModelNotReady(f"ensemble '{self.config.name}': its LLM step '{step}' is not loaded") from None
 
-    # -- the Backend protocol: an ensemble answers tensors, not GenerationRequests ----------------------
     @property
     def tokenizer(self):
-        return None
+        return self._llm().tokenizer           # the LLM step's: its chat template renders /v1 chat prompts
 
-    context_length = 0
+    @property
+    def context_length(self) -> int:
+        try:
+            return self._llm().context_length
+        except (InvalidRequest, ModelNotReady):
+            return 0
 
-    def generate(self, request):
-        raise InvalidRequest(f"model '{self.config.name}' is an ensemble: use /v2 infer, generate or gRPC")
+    @property
+    def capabilities(self) -> Capabilities:
+        try:
+            return replace(self._llm().backend.capabilities, text_prompt=True)
+        except (InvalidRequest, ModelNotReady):
+            return Capabilities()
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+        self._llm()
+        return self.text.generate(request)
 
     async def abort(self, request_id: str) -> None:
         return None

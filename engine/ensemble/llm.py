@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from engine.engine import Engine
 
 _FLAGS = ("exclude_input_in_output", "return_finish_reason", "return_num_input_tokens", "return_num_output_tokens")
+ALL_FLAGS = {f: True for f in _FLAGS}     # every output of the contract (an ensemble's later steps may read any)
 
 
 class LLMTensorModel:
@@ -51,7 +52,7 @@ class LLMTensorModel:
                 async for delta in deltas:
                     _raise_on_error(delta)
                     if delta.text or delta.finished:
-                        yield _outputs(delta.text, delta, flags, len(gen.prompt_token_ids))
+                        yield llm_outputs(delta.text, delta, flags, len(gen.prompt_token_ids))
             else:
                 text, last = [], None
                 async for delta in deltas:
@@ -59,7 +60,7 @@ class LLMTensorModel:
                     text.append(delta.text)
                     last = delta
                 prefix = "" if flags["exclude_input_in_output"] else (gen.prompt or "")
-                yield _outputs(prefix + "".join(text), last, flags, len(gen.prompt_token_ids))
+                yield llm_outputs(prefix + "".join(text), last, flags, len(gen.prompt_token_ids))
         finally:
             await deltas.aclose()
 
@@ -74,7 +75,7 @@ def _raise_on_error(delta: GenerationDelta) -> None:
         raise InferenceError(delta.error)
 
 
-def _outputs(text: str, delta: GenerationDelta | None, flags: dict[str, bool], prompt_tokens: int) -> Tensors:
+def llm_outputs(text: str, delta: GenerationDelta | None, flags: dict[str, bool], prompt_tokens: int) -> Tensors:
     out: Tensors = {"text_output": bytes_tensor(text)}
     finished = delta is not None and delta.finished
     if flags["return_finish_reason"] and finished:
