@@ -24,6 +24,7 @@ from grammars import GrammarCompiler, GrammarError, JsonSchema, TokenizerInfo, a
 from tests.grammars.schemas import SCHEMAS
 
 NEW_TOKENS = 48
+ROUNDS = 5
 LONG_TEXT = {"type": "object", "properties": {"story": {"type": "string", "minLength": 400}}, "required": ["story"]}
 _ids = iter(range(10**9))
 
@@ -101,10 +102,14 @@ async def _run() -> None:
     ids = _chat(tokenizer, "Write a long story as JSON.")
     schema = JsonSchema.from_dict(LONG_TEXT)
     await _tokens_per_s(engine, ids, schema, 2, 2)                                 # warm-up, compiles
-    for c, total in ((1, 2), (16, 32)):
-        free = await _tokens_per_s(engine, ids, None, c, total)
-        constrained = await _tokens_per_s(engine, ids, schema, c, total)
-        print(f"  c={c:<2} free {free:6.1f} tok/s, schema {constrained:6.1f} tok/s: {constrained / free:4.2f}x (goal >= 0.95x)")
+    for c, total in ((1, 2), (16, 16)):
+        ratios, free, constrained = [], [], []
+        for _ in range(ROUNDS):  # free/constrained pairs back to back: background load hits both alike
+            free.append(await _tokens_per_s(engine, ids, None, c, total))
+            constrained.append(await _tokens_per_s(engine, ids, schema, c, total))
+            ratios.append(constrained[-1] / free[-1])
+        print(f"  c={c:<2} free {statistics.median(free):6.1f} tok/s, schema {statistics.median(constrained):6.1f} "
+              f"tok/s: median pair ratio {statistics.median(ratios):4.2f}x (goal >= 0.95x)")
     free, constrained = await _median_ttft(engine, ids), await _median_ttft(engine, ids, schema)
     print(f"  ttft free {free * 1e3:6.1f} ms, schema {constrained * 1e3:6.1f} ms: {constrained / free:4.2f}x (goal <= 1.1x)")
     compile_figures(tokenizer)
