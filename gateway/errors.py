@@ -16,6 +16,7 @@ from agents import ChatTemplateError
 from grammars import GrammarError
 from engine import errors as engine_errors
 from gateway.openai.schemas.common import ParamError
+from gateway.streaming import ClientDisconnected
 
 
 class APIError(Exception):
@@ -42,6 +43,8 @@ _TABLE: dict[type[Exception], _Mapping] = {
     ChatTemplateError: _Mapping(400, "invalid_request_error"),
     ParamError: _Mapping(400, "invalid_request_error"),
     GrammarError: _Mapping(400, "invalid_request_error", "invalid_grammar"),
+    # nginx's 499: nobody reads it, but a hang-up is handled here instead of surfacing as a server error
+    ClientDisconnected: _Mapping(499, "client_closed_request"),
 }
 
 

@@ -62,9 +62,10 @@ def _outputs(request: Request, body: ChatCompletionRequest, plan: ToolPlan) -> l
 async def create_chat_completion(body: ChatCompletionRequest, request: Request):
     gen, plan = build_request(body, request)
     outputs = _outputs(request, body, plan)
-    deltas = await prime(conch_state(request).engine.generate(gen))
-    if body.stream:
-        return sse_response(_stream(gen, body, deltas, outputs))
+    deltas = conch_state(request).engine.generate(gen)
+    if body.stream:                         # primed: an error before the first delta is a status, not an event
+        return sse_response(_stream(gen, body, await prime(deltas), outputs))
+    # Not primed: a client that hangs up while the request still waits in the queue aborts it there.
     choices = await until_disconnect(request, _collect(deltas, body.n))
     return {
         "id": gen.id, "object": "chat.completion", "created": now(), "model": body.model,

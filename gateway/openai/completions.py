@@ -45,14 +45,17 @@ def _indexed(gen: GenerationRequest, offset: int, deltas: AsyncIterator[Generati
 async def create_completion(body: CompletionRequest, request: Request):
     engine = conch_state(request).engine
     gens = build_requests(body, request)
-    streams = [_indexed(g, k * body.n, await prime(engine.generate(g))) for k, g in enumerate(gens)]
-    deltas = merge(streams)
+    streams = [engine.generate(g) for g in gens]
+    if body.stream:                         # primed: an error before the first delta is a status, not an event
+        streams = [await prime(s) for s in streams]
+    deltas = merge([_indexed(g, k * body.n, s) for k, (g, s) in enumerate(zip(gens, streams))])
     response_id = gens[0].id.rsplit("-", 1)[0]
     tokenizer = engine.get(body.model).tokenizer
     echoes = [tokenizer.decode(g.prompt_token_ids) if g.prompt is None else g.prompt for g in gens] if body.echo else None
     prompt_tokens = sum(len(g.prompt_token_ids) for g in gens)
     if body.stream:
         return sse_response(_stream(response_id, body, deltas, len(gens), echoes, prompt_tokens))
+    # Not primed: a client that hangs up while its requests still wait in the queue aborts them there.
     choices = await until_disconnect(request, _collect(deltas, len(gens) * body.n))
     return {
         "id": response_id, "object": "text_completion", "created": now(), "model": body.model,
