@@ -118,10 +118,11 @@ def test_grpc_with_the_key(grpc_client):
 def test_grpc_stream_requests_are_checked(grpc_client):
     for headers, expect_error in ((None, True), (GRPC_TINY_ONLY, False)):
         results: queue.Queue = queue.Queue()
-        grpc_client.start_stream(callback=lambda result, error: results.put((result, error)), headers=headers)
+        grpc_client.start_stream(callback=lambda result, error, results=results: results.put((result, error)),
+                                 headers=headers)
         try:
             grpc_client.async_stream_infer("tiny", llm_inputs(grpcclient, "Hello", {"max_tokens": 1}))
-            result, error = results.get(timeout=60)
+            _, error = results.get(timeout=60)
         finally:
             grpc_client.stop_stream()
         assert (error is not None) == expect_error
