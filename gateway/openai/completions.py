@@ -47,7 +47,7 @@ async def create_completion(body: CompletionRequest, request: Request):
     gens = build_requests(body, request)
     streams = [engine.generate(g) for g in gens]
     if body.stream:                         # primed: an error before the first delta is a status, not an event
-        streams = [await prime(s) for s in streams]
+        streams = await _prime_all(streams)
     deltas = merge([_indexed(g, k * body.n, s) for k, (g, s) in enumerate(zip(gens, streams))])
     response_id = gens[0].id.rsplit("-", 1)[0]
     tokenizer = engine.get(body.model).tokenizer
@@ -61,6 +61,19 @@ async def create_completion(body: CompletionRequest, request: Request):
         "id": response_id, "object": "text_completion", "created": now(), "model": body.model,
         "choices": [_choice(c, body, echoes) for c in choices], "usage": usage(choices, prompt_tokens),
     }
+
+
+async def _prime_all(streams: list[AsyncIterator[GenerationDelta]]) -> list[AsyncIterator[GenerationDelta]]:
+    """Prime every prompt's stream; if one fails, close those already started (aborting them) and raise."""
+    primed: list[AsyncIterator[GenerationDelta]] = []
+    try:
+        for stream in streams:
+            primed.append(await prime(stream))
+    except BaseException:
+        for stream in primed + streams[len(primed):]:
+            await stream.aclose()
+        raise
+    return primed
 
 
 async def _collect(deltas: AsyncIterator[GenerationDelta], total: int) -> list[Choice]:
