@@ -11,7 +11,7 @@ from agents.tools import get_parser
 from engine.types import GenerationDelta, GenerationRequest
 from gateway.errors import APIError, openai_body, to_api_error
 from gateway.openai.chat_output import ChatOutput
-from gateway.openai.choices import Choice, chat_logprobs, new_id, now, usage
+from gateway.openai.choices import Choice, collect, chat_logprobs, new_id, now, usage
 from gateway.openai.schemas.chat import ChatCompletionRequest
 from gateway.openai.structured import output_spec
 from gateway.openai.tools import ToolPlan, plan_tools
@@ -66,21 +66,11 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request):
     if body.stream:                         # primed: an error before the first delta is a status, not an event
         return sse_response(_stream(gen, body, await prime(deltas), outputs))
     # Not primed: a client that hangs up while the request still waits in the queue aborts it there.
-    choices = await until_disconnect(request, _collect(deltas, body.n))
+    choices = await until_disconnect(request, collect(deltas, body.n))
     return {
         "id": gen.id, "object": "chat.completion", "created": now(), "model": body.model,
         "choices": [_choice(c, body.logprobs, outputs[c.index]) for c in choices], "usage": usage(choices),
     }
-
-
-async def _collect(deltas: AsyncIterator[GenerationDelta], n: int) -> list[Choice]:
-    choices = [Choice(i) for i in range(n)]
-    async for delta in deltas:
-        choices[delta.index].add(delta)
-    for choice in choices:
-        if choice.error:
-            raise APIError(500, choice.error, type="internal_error")
-    return choices
 
 
 def _choice(c: Choice, logprobs: bool, output: ChatOutput) -> dict:

@@ -5,7 +5,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from typing import AsyncIterator
+
 from engine.types import GenerationDelta, PositionLogprobs
+from gateway.errors import APIError
 
 
 @dataclass
@@ -33,6 +36,17 @@ class Choice:
     @property
     def content(self) -> str:
         return "".join(self.text)
+
+
+async def collect(deltas: AsyncIterator[GenerationDelta], total: int) -> list[Choice]:
+    """Every delta of a non-streamed request, gathered into `total` choices; a failed choice is a 500."""
+    choices = [Choice(i) for i in range(total)]
+    async for delta in deltas:
+        choices[delta.index].add(delta)
+    for choice in choices:
+        if choice.error:
+            raise APIError(500, choice.error, type="internal_error")
+    return choices
 
 
 def usage(choices: list[Choice], prompt_tokens: int | None = None) -> dict:

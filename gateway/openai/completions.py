@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 
 from engine.types import GenerationDelta, GenerationRequest
 from gateway.errors import APIError, openai_body, to_api_error
-from gateway.openai.choices import Choice, completion_logprobs, new_id, now, usage
+from gateway.openai.choices import Choice, collect, completion_logprobs, new_id, now, usage
 from gateway.openai.schemas.completions import CompletionRequest
 from gateway.openai.structured import output_spec
 from gateway.state import conch_state
@@ -56,7 +56,7 @@ async def create_completion(body: CompletionRequest, request: Request):
     if body.stream:
         return sse_response(_stream(response_id, body, deltas, len(gens), echoes, prompt_tokens))
     # Not primed: a client that hangs up while its requests still wait in the queue aborts them there.
-    choices = await until_disconnect(request, _collect(deltas, len(gens) * body.n))
+    choices = await until_disconnect(request, collect(deltas, len(gens) * body.n))
     return {
         "id": response_id, "object": "text_completion", "created": now(), "model": body.model,
         "choices": [_choice(c, body, echoes) for c in choices], "usage": usage(choices, prompt_tokens),
@@ -74,16 +74,6 @@ async def _prime_all(streams: list[AsyncIterator[GenerationDelta]]) -> list[Asyn
             await stream.aclose()
         raise
     return primed
-
-
-async def _collect(deltas: AsyncIterator[GenerationDelta], total: int) -> list[Choice]:
-    choices = [Choice(i) for i in range(total)]
-    async for d in deltas:
-        choices[d.index].add(d)
-    for c in choices:
-        if c.error:
-            raise APIError(500, c.error, type="internal_error")
-    return choices
 
 
 def _choice(c: Choice, body: CompletionRequest, echoes: list[str] | None) -> dict:
