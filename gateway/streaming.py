@@ -18,6 +18,15 @@ def sse_event(payload: Any) -> str:
     return f"data: {data}\n\n"
 
 
+def error_event(error: str | Exception) -> str:
+    """The OpenAI error event for a failure after a /v1 stream has started: an engine's error message (an
+    internal error) or an exception, mapped as a response's would be. The stream closes after it."""
+    from gateway.errors import APIError, openai_body, to_api_error  # gateway.errors imports this module
+
+    err = APIError(500, error, type="internal_error") if isinstance(error, str) else to_api_error(error)
+    return sse_event(openai_body(err))
+
+
 def sse_response(events: AsyncIterator[str]) -> StreamingResponse:
     """Starlette cancels `events` when the client disconnects, which aborts the generation below it."""
     return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)

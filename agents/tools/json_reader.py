@@ -16,6 +16,7 @@ import enum
 import re
 
 from agents.tools.canonical import encode_string_body
+from agents.tools.reader import Reader
 
 MAX_DEPTH = 128
 _WS_RUN = re.compile(r"[ \t\n\r]*")
@@ -42,7 +43,7 @@ class _Mode(enum.Enum):
     FAILED = enum.auto()
 
 
-class JsonReader:
+class JsonReader(Reader, modes=_Mode):
     """Reads one JSON value. `kind` is the first character of the value once it has started."""
 
     def __init__(self) -> None:
@@ -54,14 +55,6 @@ class JsonReader:
         self._high: int | None = None  # a \uD8xx escape waiting to learn whether a low surrogate follows
         self._out: list[str] = []
         self.kind: str | None = None
-
-    @property
-    def done(self) -> bool:
-        return self._mode is _Mode.DONE
-
-    @property
-    def failed(self) -> bool:
-        return self._mode is _Mode.FAILED
 
     def take(self) -> str:
         """The canonical text written since the last take."""
@@ -240,10 +233,6 @@ class JsonReader:
             self._out.append(self._literal)
             self._value_done()
         return pos + 1
-
-    def _fail(self, pos: int) -> int:
-        self._mode = _Mode.FAILED
-        return pos
 
 
 _STEPS = {

@@ -9,14 +9,14 @@ from agents import render_chat
 from agents.tool_prompt import template_accepts_tools, tool_dicts, with_default_tool_prompt
 from agents.tools import get_parser
 from engine.types import GenerationDelta, GenerationRequest
-from gateway.errors import APIError, openai_body, to_api_error
+from gateway.errors import APIError
 from gateway.openai.chat_output import ChatOutput
 from gateway.openai.choices import Choice, collect, chat_logprobs, new_id, now, usage
 from gateway.openai.schemas.chat import ChatCompletionRequest
 from gateway.openai.structured import output_spec
 from gateway.openai.tools import ToolPlan, plan_tools
 from gateway.state import conch_state
-from gateway.streaming import prime, sse_event, sse_response, until_disconnect
+from gateway.streaming import error_event, prime, sse_event, sse_response, until_disconnect
 
 router = APIRouter()
 
@@ -103,7 +103,7 @@ async def _stream(gen: GenerationRequest, body: ChatCompletionRequest, deltas: A
         async for d in deltas:
             choices[d.index].add(d)
             if d.error:
-                yield sse_event(openai_body(APIError(500, d.error, type="internal_error")))
+                yield error_event(d.error)
                 return
             output = outputs[d.index]
             parts = output.feed(d.text) + (output.finish() if d.finished else [])
@@ -115,7 +115,7 @@ async def _stream(gen: GenerationRequest, body: ChatCompletionRequest, deltas: A
             if d.finished:
                 yield chunk(d.index, {}, output.finish_reason(d.finish_reason))
     except Exception as exc:  # mid-stream failure: an error event, then the stream closes
-        yield sse_event(openai_body(to_api_error(exc)))
+        yield error_event(exc)
         return
     if with_usage:
         yield sse_event({**base, "choices": [], "usage": usage(choices)})

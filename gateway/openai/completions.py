@@ -7,12 +7,11 @@ from typing import AsyncIterator
 from fastapi import APIRouter, Request
 
 from engine.types import GenerationDelta, GenerationRequest
-from gateway.errors import APIError, openai_body, to_api_error
 from gateway.openai.choices import Choice, collect, completion_logprobs, new_id, now, usage
 from gateway.openai.schemas.completions import CompletionRequest
 from gateway.openai.structured import output_spec
 from gateway.state import conch_state
-from gateway.streaming import merge, prime, sse_event, sse_response, until_disconnect
+from gateway.streaming import error_event, merge, prime, sse_event, sse_response, until_disconnect
 
 router = APIRouter()
 
@@ -105,14 +104,14 @@ async def _stream(response_id: str, body: CompletionRequest, deltas: AsyncIterat
         async for d in deltas:
             choices[d.index].add(d)
             if d.error:
-                yield sse_event(openai_body(APIError(500, d.error, type="internal_error")))
+                yield error_event(d.error)
                 return
             lp = completion_logprobs(list(d.logprobs), offsets[d.index]) if body.logprobs is not None else None
             offsets[d.index] += len(d.text)
             if d.text or d.finished:
                 yield chunk(d.index, d.text, d.finish_reason if d.finished else None, lp)
     except Exception as exc:
-        yield sse_event(openai_body(to_api_error(exc)))
+        yield error_event(exc)
         return
     if body.include_usage:
         yield sse_event({**base, "choices": [], "usage": usage(choices, prompt_tokens)})

@@ -17,6 +17,7 @@ import re
 
 from agents.tools.json_reader import JsonReader, canonical_object
 from agents.tools.parsers.call_sink import CallSink
+from agents.tools.reader import Reader
 
 ARGUMENT_KEYS = frozenset({"arguments", "parameters"})
 _WS_RUN = re.compile(r"[ \t\n\r]*")
@@ -34,7 +35,7 @@ class _Mode(enum.Enum):
     FAILED = enum.auto()
 
 
-class CallObjectReader:
+class CallObjectReader(Reader, modes=_Mode):
     def __init__(self, sink: CallSink, *, require_arguments: bool = False) -> None:
         self._sink = sink
         self._require_arguments = require_arguments
@@ -43,14 +44,6 @@ class CallObjectReader:
         self._key = ""
         self._seen: set[str] = set()   # "name" and "arguments" once the call has them
         self._value_text: list[str] = []  # canonical text of a value the sink does not stream
-
-    @property
-    def done(self) -> bool:
-        return self._mode is _Mode.DONE
-
-    @property
-    def failed(self) -> bool:
-        return self._mode is _Mode.FAILED
 
     def feed(self, text: str, pos: int) -> int:
         """Consume text[pos:] up to the object's closing brace; return the first index not consumed."""
@@ -145,7 +138,3 @@ class CallObjectReader:
             self._sink.add_arguments("{}")
         self._mode = _Mode.DONE
         return pos + 1
-
-    def _fail(self, pos: int) -> int:
-        self._mode = _Mode.FAILED
-        return pos

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from agents.tools.canonical import dumps
+from agents.tools.reader import Reader
 
 _BODY_RUN = re.compile(r"""[^'"()\[\]{}#\\]+""")
 _STRING_RUN = re.compile(r"""[^'"\\]+""")
@@ -29,7 +30,7 @@ class _Mode(enum.Enum):
     FAILED = enum.auto()
 
 
-class CallScanner:
+class CallScanner(Reader, modes=_Mode):
     """Consumes one `name(...)` expression. Invariant: `text` is exactly what it consumed."""
 
     def __init__(self) -> None:
@@ -38,14 +39,6 @@ class CallScanner:
         self._quote = ""
         self._head_chars = 0  # characters of the dotted name read so far
         self.text = ""
-
-    @property
-    def done(self) -> bool:
-        return self._mode is _Mode.DONE
-
-    @property
-    def failed(self) -> bool:
-        return self._mode is _Mode.FAILED
 
     def feed(self, buf: str, pos: int, final: bool) -> int:
         """Consume buf[pos:] up to the call's closing ')'; return the first index not consumed."""
@@ -106,10 +99,6 @@ class CallScanner:
                 return pos  # may be the start of the closing triple quote
             return pos + 1
         return _STRING_RUN.match(buf, pos).end()
-
-    def _fail(self, pos: int) -> int:
-        self._mode = _Mode.FAILED
-        return pos
 
 
 def literal_call(source: str) -> tuple[str, str] | None:

@@ -25,13 +25,6 @@ def server(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    c = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
-    yield c
-    c.close()
-
-
 def llm_inputs(module, text: str, params: dict, **flags: bool) -> list:
     def tensor(name, value, datatype):
         t = module.InferInput(name, [1], datatype)
@@ -42,52 +35,51 @@ def llm_inputs(module, text: str, params: dict, **flags: bool) -> list:
             *(tensor(k, v, "BOOL") for k, v in flags.items())]
 
 
-def test_health_metadata_config(client):
-    assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("tiny")
-    assert not client.is_model_ready("nope")
-    assert "generate" in client.get_server_metadata(as_json=True)["extensions"]
-    meta = client.get_model_metadata("tiny", as_json=True)
+def test_health_metadata_config(grpc_client):
+    assert grpc_client.is_server_live() and grpc_client.is_server_ready() and grpc_client.is_model_ready("tiny")
+    assert not grpc_client.is_model_ready("nope")
+    assert "generate" in grpc_client.get_server_metadata(as_json=True)["extensions"]
+    meta = grpc_client.get_model_metadata("tiny", as_json=True)
     assert meta["name"] == "tiny" and meta["inputs"][0]["name"] == "text_input"
-    config = client.get_model_config("assistant").config
+    config = grpc_client.get_model_config("assistant").config
     assert config.platform == "ensemble" and [s.model_name for s in config.ensemble_scheduling.step] == [
         "preprocess", "smollm2", "postprocess"]
-    assert client.get_inference_statistics("tiny", as_json=True)["model_stats"][0]["name"] == "tiny"
-    names = {m.name for m in client.get_model_repository_index().models}
+    assert grpc_client.get_inference_statistics("tiny", as_json=True)["model_stats"][0]["name"] == "tiny"
+    names = {m.name for m in grpc_client.get_model_repository_index().models}
     assert {"tiny", "assistant", "preprocess"} <= names
 
 
-def test_infer_contract(client):
+def test_infer_contract(grpc_client):
     inputs = llm_inputs(grpcclient, "Hello", {"max_tokens": 3, "temperature": 0}, return_finish_reason=True,
                         return_num_output_tokens=True)
-    result = client.infer("tiny", inputs, request_id="abc")
+    result = grpc_client.infer("tiny", inputs, request_id="abc")
     assert result.get_response().id == "abc"
     assert result.as_numpy("text_output")[0].startswith(b"Hello")
     assert result.as_numpy("finish_reason")[0] in (b"length", b"stop")
     assert result.as_numpy("num_output_tokens")[0] <= 3
 
 
-def test_infer_errors(client):
+def test_infer_errors(grpc_client):
     with pytest.raises(InferenceServerException) as err:
-        client.infer("nope", llm_inputs(grpcclient, "x", {}))
+        grpc_client.infer("nope", llm_inputs(grpcclient, "x", {}))
     assert err.value.status() == "StatusCode.NOT_FOUND"
     wrong = grpcclient.InferInput("text_input", [1], "FP32")
     wrong.set_data_from_numpy(np.array([1.0], dtype=np.float32))
     with pytest.raises(InferenceServerException) as err:
-        client.infer("tiny", [wrong])
+        grpc_client.infer("tiny", [wrong])
     assert err.value.status() == "StatusCode.INVALID_ARGUMENT" and "BYTES" in err.value.message()
     with pytest.raises(InferenceServerException) as err:
-        client.infer("tiny", llm_inputs(grpcclient, "x", {"temperature": "hot"}))
+        grpc_client.infer("tiny", llm_inputs(grpcclient, "x", {"temperature": "hot"}))
     assert err.value.status() == "StatusCode.INVALID_ARGUMENT" and "temperature" in err.value.message()
 
 
-def test_stream_infer_decoupled(client):
+def test_stream_infer_decoupled(grpc_client):
     responses: queue.Queue = queue.Queue()
-    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    grpc_client.start_stream(callback=lambda result, error: responses.put((result, error)))
     try:
         for rid in ("s1", "s2"):
-            client.async_stream_infer("tiny", llm_inputs(grpcclient, "Hello", {"max_tokens": 4}, stream=True,
-                                                         return_finish_reason=True),
-                                      request_id=rid, enable_empty_final_response=True)
+            inputs = llm_inputs(grpcclient, "Hello", {"max_tokens": 4}, stream=True, return_finish_reason=True)
+            grpc_client.async_stream_infer("tiny", inputs, request_id=rid, enable_empty_final_response=True)
         finals, texts = set(), {"s1": [], "s2": []}
         while len(finals) < 2:
             result, error = responses.get(timeout=30)
@@ -100,18 +92,18 @@ def test_stream_infer_decoupled(client):
         assert all(1 <= len(t) <= 4 for t in texts.values())
         assert not b"".join(texts["s1"]).startswith(b"Hello")      # streamed: only the new text
     finally:
-        client.stop_stream()
+        grpc_client.stop_stream()
 
 
-def test_stream_infer_error_in_stream(client):
+def test_stream_infer_error_in_stream(grpc_client):
     responses: queue.Queue = queue.Queue()
-    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    grpc_client.start_stream(callback=lambda result, error: responses.put((result, error)))
     try:
-        client.async_stream_infer("nope", llm_inputs(grpcclient, "x", {}), request_id="bad")
+        grpc_client.async_stream_infer("nope", llm_inputs(grpcclient, "x", {}), request_id="bad")
         _, error = responses.get(timeout=30)
         assert error is not None and "nope" in error.message()
     finally:
-        client.stop_stream()
+        grpc_client.stop_stream()
 
 
 async def test_aio_stream_and_cancel(server):
@@ -138,9 +130,9 @@ async def test_aio_stream_and_cancel(server):
         assert result.as_numpy("text_output") is not None and time.monotonic() - started < 20
 
 
-def test_ensemble_stream(client):
+def test_ensemble_stream(grpc_client):
     responses: queue.Queue = queue.Queue()
-    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    grpc_client.start_stream(callback=lambda result, error: responses.put((result, error)))
     try:
         prompt = grpcclient.InferInput("prompt", [1], "BYTES")
         prompt.set_data_from_numpy(np.array([b"Hi"], dtype=np.object_))
@@ -148,8 +140,8 @@ def test_ensemble_stream(client):
         stream.set_data_from_numpy(np.array([True]))
         params = grpcclient.InferInput("sampling_parameters", [1], "BYTES")
         params.set_data_from_numpy(np.array([b'{"max_tokens": "3"}'], dtype=np.object_))
-        client.async_stream_infer("assistant", [prompt, stream, params], request_id="e1",
-                                  enable_empty_final_response=True)
+        grpc_client.async_stream_infer("assistant", [prompt, stream, params], request_id="e1",
+                                       enable_empty_final_response=True)
         pieces = []
         while True:
             result, error = responses.get(timeout=30)
@@ -159,7 +151,7 @@ def test_ensemble_stream(client):
             pieces.append(result.as_numpy("text_output")[0])
         assert 1 <= len(pieces) <= 3
     finally:
-        client.stop_stream()
+        grpc_client.stop_stream()
 
 
 def test_unsupported_rpcs_are_unimplemented(server):

@@ -80,12 +80,11 @@ def test_generate_refuses_bad_specs_up_front(server, parameters, words):
         assert all(w in r.json()["error"] for w in words), r.json()
 
 
-def test_grpc_sampling_parameters_json_schema(server):
-    with grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as client:
-        result = client.infer("tiny", llm_inputs(grpcclient, "Ball:", {"max_tokens": 40, "json_schema": SCHEMA},
-                                                 exclude_input_in_output=True))
-        jsonschema.validate(json.loads(result.as_numpy("text_output")[0]), SCHEMA)
-        with pytest.raises(InferenceServerException) as err:
-            client.infer("tiny", llm_inputs(grpcclient, "x", {"json_schema": UNSUPPORTED}))
-        assert err.value.status() == "StatusCode.INVALID_ARGUMENT"
-        assert "patternProperties" in err.value.message()
+def test_grpc_sampling_parameters_json_schema(grpc_client):
+    result = grpc_client.infer("tiny", llm_inputs(grpcclient, "Ball:", {"max_tokens": 40, "json_schema": SCHEMA},
+                                                  exclude_input_in_output=True))
+    jsonschema.validate(json.loads(result.as_numpy("text_output")[0]), SCHEMA)
+    with pytest.raises(InferenceServerException) as err:
+        grpc_client.infer("tiny", llm_inputs(grpcclient, "x", {"json_schema": UNSUPPORTED}))
+    assert err.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "patternProperties" in err.value.message()

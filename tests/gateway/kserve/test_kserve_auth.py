@@ -34,23 +34,9 @@ def server(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def http(server):
-    c = httpclient.InferenceServerClient(server.url.removeprefix("http://"))
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def grpc_client(server):
-    c = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
-    yield c
-    c.close()
-
-
-def test_http_health_and_server_metadata_stay_open(server, http):
-    assert http.is_server_live() and http.is_server_ready()
-    assert http.get_server_metadata()["name"] == "conch"
+def test_http_health_and_server_metadata_stay_open(server, http_client):
+    assert http_client.is_server_live() and http_client.is_server_ready()
+    assert http_client.get_server_metadata()["name"] == "conch"
     assert httpx.get(f"{server.url}/v2/models/tiny").status_code == 401
 
 
@@ -69,24 +55,25 @@ def test_http_a_model_the_key_may_not_use_is_not_found(server):
     assert httpx.post(f"{server.url}/v2/models/other/generate", json=GENERATE, headers=ALL).status_code == 200
 
 
-def test_tritonclient_http_with_and_without_the_key(http):
+def test_tritonclient_http_with_and_without_the_key(http_client):
     with pytest.raises(InferenceServerException) as err:
-        http.get_model_metadata("tiny")
+        http_client.get_model_metadata("tiny")
     assert err.value.status() == "401"
     with pytest.raises(InferenceServerException) as err:
-        http.infer("tiny", llm_inputs(httpclient, "Hello", {"max_tokens": 2}))
+        http_client.infer("tiny", llm_inputs(httpclient, "Hello", {"max_tokens": 2}))
     assert err.value.status() == "401"
-    assert http.get_model_metadata("tiny", headers=TINY_ONLY)["name"] == "tiny"
-    result = http.infer("tiny", llm_inputs(httpclient, "Hello", {"max_tokens": 2}), headers=TINY_ONLY)
+    assert http_client.get_model_metadata("tiny", headers=TINY_ONLY)["name"] == "tiny"
+    result = http_client.infer("tiny", llm_inputs(httpclient, "Hello", {"max_tokens": 2}), headers=TINY_ONLY)
     assert result.as_numpy("text_output")[0].startswith(b"Hello")
-    assert http.is_model_ready("tiny", headers=TINY_ONLY) and not http.is_model_ready("other", headers=TINY_ONLY)
-    assert not http.is_model_ready("tiny")
+    assert http_client.is_model_ready("tiny", headers=TINY_ONLY)
+    assert not http_client.is_model_ready("other", headers=TINY_ONLY)
+    assert not http_client.is_model_ready("tiny")
 
 
-def test_http_listings_show_only_the_keys_models(http):
+def test_http_listings_show_only_the_keys_models(http_client):
     def names(headers):
-        index = {m["name"] for m in http.get_model_repository_index(headers=headers)}
-        stats = {m["name"] for m in http.get_inference_statistics(headers=headers)["model_stats"]}
+        index = {m["name"] for m in http_client.get_model_repository_index(headers=headers)}
+        stats = {m["name"] for m in http_client.get_inference_statistics(headers=headers)["model_stats"]}
         return index, stats
     assert names(ALL) == ({"tiny", "other"}, {"tiny", "other"})
     assert names(TINY_ONLY) == ({"tiny"}, {"tiny"})

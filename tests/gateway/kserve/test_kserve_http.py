@@ -20,13 +20,6 @@ def server(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    c = httpclient.InferenceServerClient(server.url.removeprefix("http://"))
-    yield c
-    c.close()
-
-
 def _llm_inputs(text: str, params: dict, **flags: bool) -> list:
     def tensor(name, value, datatype):
         t = httpclient.InferInput(name, [1], datatype)
@@ -37,21 +30,21 @@ def _llm_inputs(text: str, params: dict, **flags: bool) -> list:
     return inputs + [tensor(k, v, "BOOL") for k, v in flags.items()]
 
 
-def test_server_metadata_and_health(server, client):
-    meta = client.get_server_metadata()
+def test_server_metadata_and_health(server, http_client):
+    meta = http_client.get_server_metadata()
     assert meta["name"] == "conch" and "generate" in meta["extensions"] and "binary_tensor_data" in meta["extensions"]
-    assert client.is_server_live() and client.is_server_ready()
-    assert client.is_model_ready("tiny") and client.is_model_ready("tiny", "1")
-    assert not client.is_model_ready("tiny", "7") and not client.is_model_ready("nope")
+    assert http_client.is_server_live() and http_client.is_server_ready()
+    assert http_client.is_model_ready("tiny") and http_client.is_model_ready("tiny", "1")
+    assert not http_client.is_model_ready("tiny", "7") and not http_client.is_model_ready("nope")
 
 
-def test_model_metadata_config_and_stats(client):
-    meta = client.get_model_metadata("tiny")
+def test_model_metadata_config_and_stats(http_client):
+    meta = http_client.get_model_metadata("tiny")
     assert meta["versions"] == ["1"] and {"text_input", "sampling_parameters"} <= {i["name"] for i in meta["inputs"]}
-    config = client.get_model_config("tiny")
+    config = http_client.get_model_config("tiny")
     assert config["name"] == "tiny" and config["backend"] == "transformers"
-    assert client.get_model_config("assistant")["platform"] == "ensemble"
-    assert client.get_inference_statistics("tiny")["model_stats"][0]["name"] == "tiny"
+    assert http_client.get_model_config("assistant")["platform"] == "ensemble"
+    assert http_client.get_inference_statistics("tiny")["model_stats"][0]["name"] == "tiny"
 
 
 def test_generate(server):
@@ -97,36 +90,37 @@ def test_unknown_model_and_version(server):
     assert httpx.get(f"{server.url}/v2/models/nope").status_code == 404
 
 
-def test_infer_binary_contract(client):
+def test_infer_binary_contract(http_client):
     inputs = _llm_inputs("Hi", {"max_tokens": "3", "temperature": "0"}, exclude_input_in_output=True,
                          return_finish_reason=True, return_num_input_tokens=True, return_num_output_tokens=True)
     outputs = [httpclient.InferRequestedOutput(n) for n in
                ("text_output", "finish_reason", "num_input_tokens", "num_output_tokens")]
-    result = client.infer("tiny", inputs, outputs=outputs, request_id="r1")
+    result = http_client.infer("tiny", inputs, outputs=outputs, request_id="r1")
     assert result.get_response()["id"] == "r1"
     assert result.as_numpy("finish_reason")[0] in (b"length", b"stop")
     assert result.as_numpy("num_input_tokens")[0] >= 1 and 1 <= result.as_numpy("num_output_tokens")[0] <= 3
     assert not result.as_numpy("text_output")[0].startswith(b"Hi")
 
 
-def test_infer_json_tensors_include_prompt(client):
+def test_infer_json_tensors_include_prompt(http_client):
     inputs = [httpclient.InferInput("text_input", [1], "BYTES"),
               httpclient.InferInput("sampling_parameters", [1], "BYTES")]
     inputs[0].set_data_from_numpy(np.array([b"Hi there"], dtype=np.object_), binary_data=False)
     inputs[1].set_data_from_numpy(np.array([b'{"max_tokens": 2}'], dtype=np.object_), binary_data=False)
-    result = client.infer("tiny", inputs, outputs=[httpclient.InferRequestedOutput("text_output", binary_data=False)])
+    outputs = [httpclient.InferRequestedOutput("text_output", binary_data=False)]
+    result = http_client.infer("tiny", inputs, outputs=outputs)
     assert result.as_numpy("text_output")[0].startswith("Hi there")   # JSON BYTES come back as str
 
 
-def test_infer_bad_datatype_and_shape(client):
+def test_infer_bad_datatype_and_shape(http_client):
     wrong = httpclient.InferInput("text_input", [1], "INT32")
     wrong.set_data_from_numpy(np.array([1], dtype=np.int32))
     with pytest.raises(InferenceServerException, match="must be BYTES"):
-        client.infer("tiny", [wrong])
+        http_client.infer("tiny", [wrong])
     shaped = httpclient.InferInput("text_input", [2], "BYTES")
     shaped.set_data_from_numpy(np.array([b"a", b"b"], dtype=np.object_))
     with pytest.raises(InferenceServerException, match="shape"):
-        client.infer("tiny", [shaped])
+        http_client.infer("tiny", [shaped])
 
 
 def test_infer_raw_errors(server):
@@ -155,8 +149,8 @@ def test_ensemble_generate_and_stream(server):
     assert 1 <= len(events) <= 3 and not "".join(e["text_output"] for e in events).startswith("Question")
 
 
-def test_vllm_layout_fails_clearly_and_the_rest_serves(server, client):
-    index = {m["name"]: m for m in client.get_model_repository_index()}
+def test_vllm_layout_fails_clearly_and_the_rest_serves(server, http_client):
+    index = {m["name"]: m for m in http_client.get_model_repository_index()}
     assert index["vllm_model"]["state"] == "UNAVAILABLE" and "vllm" in index["vllm_model"]["reason"]
     assert index["tiny"]["state"] == "READY" and index["assistant"]["state"] == "READY"
     r = httpx.post(f"{server.url}/v2/models/vllm_model/generate", json={"text_input": "hi"})

@@ -3,23 +3,10 @@ from __future__ import annotations
 
 import asyncio
 
-import openai
-import pytest
-
 from engine.models import DEFAULT_MODEL_ID
 
 MODEL = DEFAULT_MODEL_ID
 HI = [{"role": "user", "content": "Say hello."}]
-
-
-@pytest.fixture(scope="module")
-def client(smollm2_server):
-    return openai.OpenAI(base_url=smollm2_server.v1, api_key="none", max_retries=0)
-
-
-@pytest.fixture(scope="module")
-def aclient(smollm2_server):
-    return openai.AsyncOpenAI(base_url=smollm2_server.v1, api_key="none", max_retries=0)
 
 
 def test_chat_sync(client):

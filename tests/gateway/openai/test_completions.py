@@ -12,16 +12,6 @@ MODEL = DEFAULT_MODEL_ID
 TOKENIZER = AutoTokenizer.from_pretrained(ensure_smollm2())
 
 
-@pytest.fixture(scope="module")
-def client(smollm2_server):
-    return openai.OpenAI(base_url=smollm2_server.v1, api_key="none", max_retries=0)
-
-
-@pytest.fixture(scope="module")
-def aclient(smollm2_server):
-    return openai.AsyncOpenAI(base_url=smollm2_server.v1, api_key="none", max_retries=0)
-
-
 def test_models(client):
     ids = [m.id for m in client.models.list()]
     assert ids == [MODEL]
