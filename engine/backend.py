@@ -22,6 +22,8 @@ class Capabilities:
     max_top_logprobs: int = 20
     text_prompt: bool = False   # takes the prompt as text and tokenizes it later itself (an ensemble whose
                                 # first steps transform the text): Engine.prepare leaves the limits to that step
+    text_output: bool = False   # its deltas carry text, stop strings applied (it detokenizes itself, as vLLM
+                                # does); otherwise they carry token ids and the pipeline's detokenize step runs
 
 
 @runtime_checkable
@@ -36,7 +38,8 @@ class Backend(Protocol):
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]: ...
 
-    async def abort(self, request_id: str) -> None: ...
+    async def abort(self, request_id: str, index: int | None = None) -> None:
+        """Stop one choice of a request, or (index None) all of them; each still ends with a final delta."""
 
     def health(self) -> bool: ...
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import aclosing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import AsyncIterator
 
 from engine.admission import Admission, Observer, Trace
 from engine.backend import Backend, load_backend_class
 from engine.cache import ResponseCache
 from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
+from engine.pipeline import detokenize, tokenize
 from engine.repository import ModelConfig, ModelRepository
 from engine.types import GenerationDelta, GenerationRequest
 
@@ -47,7 +48,7 @@ class Engine:
         self.cache = cache                           # None: no response cache
         self.admission = Admission(max_queue_size)   # a bounded priority queue per model
         self.observers: list[Observer] = []          # told about every request once it is over
-        self._models: dict[str, LoadedModel] = {}
+        self._models: dict[str, dict[str, LoadedModel]] = {}   # name -> version -> the model serving it
         self._loading: dict[str, asyncio.Lock] = {}
 
     async def start(self, names: list[str] | None = None) -> None:
@@ -59,6 +60,7 @@ class Engine:
             await self.unload(name)
 
     async def load(self, name: str, config: ModelConfig | None = None) -> LoadedModel:
+        """Bring up one version (config.version) of a model; the other versions it serves are untouched."""
         lock = self._loading.setdefault(name, asyncio.Lock())
         async with lock:
             config = config or self.repository.config(name)
@@ -66,59 +68,62 @@ class Engine:
             if hasattr(backend, "bind"):          # ensembles resolve their steps through the engine
                 backend.bind(self)
             await backend.start()                 # a failure leaves the serving version in place
-            old = self._models.get(name)
-            self._models[name] = LoadedModel(config, backend)
+            versions = self._models.setdefault(name, {})
+            old = versions.get(config.version)
+            versions[config.version] = loaded = LoadedModel(config, backend)
+            self._models[name] = dict(sorted(versions.items(), key=lambda kv: _version_key(kv[0])))
             if old is not None:
                 await _retire(old)
-            log.info("model %s ready (backend %s)", name, config.backend)
-            return self._models[name]
+            log.info("model %s version %s ready (backend %s)", name, config.version, config.backend)
+            return loaded
 
-    async def unload(self, name: str) -> None:
-        model = self._models.pop(name, None)
-        if model is None:
-            raise ModelNotFound(f"model '{name}' is not loaded")
-        await _retire(model)
+    async def unload(self, name: str, version: str | None = None) -> None:
+        """Stop serving one version of a model, or (version None) all of them."""
+        versions = self._models.get(name, {})
+        if not versions or (version is not None and version not in versions):
+            raise ModelNotFound(f"model '{name}'{f' version {version}' if version else ''} is not loaded")
+        retired = [versions.pop(version)] if version is not None else list(versions.values())
+        if version is None or not versions:
+            self._models.pop(name, None)
+        for model in retired:
+            await _retire(model)
 
     def models(self) -> list[LoadedModel]:
-        return [self._models[n] for n in sorted(self._models)]
+        """The newest loaded version of every model (what a request naming no version gets)."""
+        return [list(self._models[n].values())[-1] for n in sorted(self._models)]
 
-    def get(self, name: str) -> LoadedModel:
-        model = self._models.get(name)
-        if model is None:
+    def all_versions(self) -> list[LoadedModel]:
+        """Every loaded (model, version), by name then version."""
+        return [m for n in sorted(self._models) for m in self._models[n].values()]
+
+    def versions(self, name: str) -> list[str]:
+        """The loaded versions of a model, ascending."""
+        return list(self._models.get(name, {}))
+
+    def get(self, name: str, version: str | None = None) -> LoadedModel:
+        """The model serving `version` of `name` (None or "": the newest loaded)."""
+        versions = self._models.get(name)
+        if not versions:
             if name in self._loading and self._loading[name].locked():
                 raise ModelNotReady(f"model '{name}' is loading")
             raise ModelNotFound(f"The model '{name}' does not exist", param="model")
+        if not version:
+            return list(versions.values())[-1]
+        model = versions.get(version)
+        if model is None:
+            raise ModelNotFound(f"model '{name}' has no version '{version}' ready "
+                                f"(serving version(s) {', '.join(versions)})", param="model")
         return model
 
     def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
-        """Tokenize and check the request against the model; raises InvalidRequest naming the field."""
-        model = self.get(request.model)
-        ids = request.prompt_token_ids
-        if ids is None:
-            ids = tuple(model.tokenizer.encode(request.prompt or "", add_special_tokens=request.add_special_tokens))
-        if not ids:
-            raise InvalidRequest("the prompt is empty", param=prompt_param)
-        if model.backend.capabilities.text_prompt:   # its own steps change the text, then tokenize and check it
-            return replace(request, prompt_token_ids=ids)
-        limit, params = model.context_length, request.params
-        if len(ids) >= limit:
-            raise InvalidRequest(
-                f"This model's maximum context length is {limit} tokens. However, your prompt has "
-                f"{len(ids)} tokens. Please reduce the length of the prompt.", param=prompt_param)
-        if params.max_tokens is None:
-            params = replace(params, max_tokens=limit - len(ids))
-        if len(ids) + params.max_tokens > limit:
-            raise InvalidRequest(
-                f"This model's maximum context length is {limit} tokens. However, you requested "
-                f"{len(ids) + params.max_tokens} tokens ({len(ids)} in the prompt, {params.max_tokens} in the "
-                f"completion). Please reduce the prompt or max_tokens.", param=prompt_param)
-        return replace(request, prompt_token_ids=ids, params=params)
+        """The pipeline's tokenize step: raises InvalidRequest naming the field (engine/pipeline/tokenize.py)."""
+        return tokenize(self.get(request.model, request.version), request, prompt_param)
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
         """Deltas of every choice of the request, interleaved; each choice ends with a finished delta."""
         request = self.prepare(request)
-        model = self.get(request.model)
-        trace, failure = Trace(request, request.version or model.config.version), None
+        model = self.get(request.model, request.version)
+        trace, failure = Trace(request, model.config.version), None
         model.inflight += 1
         try:
             async with aclosing(self._answer(model, request, trace)) as deltas:
@@ -147,13 +152,24 @@ class Engine:
                 return
         recorded: list[GenerationDelta] = []
         async with self.admission.queue(model.config).slot(request, trace):
-            async with aclosing(model.backend.generate(request)) as deltas:
+            async with aclosing(model.backend.generate(request)) as generated, \
+                    aclosing(_text(model.backend, request, generated)) as deltas:
                 async for delta in deltas:
                     if cache is not None:
                         recorded.append(delta)
                     yield delta
         if cache is not None:
             cache.put(model.config, request, recorded)
+
+
+def _text(backend: Backend, request: GenerationRequest,
+          deltas: AsyncIterator[GenerationDelta]) -> AsyncIterator[GenerationDelta]:
+    """The generate step's deltas, through the detokenize step unless the backend wrote the text itself."""
+    return deltas if backend.capabilities.text_output else detokenize(backend, request, deltas)
+
+
+def _version_key(version: str) -> tuple[int, str]:
+    return (int(version), "") if version.isdigit() else (-1, version)
 
 
 async def _retire(model: LoadedModel, timeout: float = 600.0) -> None:

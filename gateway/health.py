@@ -9,7 +9,7 @@ router = APIRouter()
 
 
 def _ready(request: Request) -> bool:
-    models = conch_state(request).engine.models()
+    models = conch_state(request).engine.all_versions()
     return bool(models) and all(m.backend.health() for m in models)
 
 

@@ -104,7 +104,7 @@ class _Collector:
 
     def collect(self):
         c, engine = self.m.counts, self.m.engine
-        models = [(lm.name, lm.config.version, lm) for lm in engine.models()]
+        models = [(lm.name, lm.config.version, lm) for lm in engine.all_versions()]
         mv_labels = [((n, v), {"model": n, "version": v}) for n, v, _ in models]
         for key, name, doc in (
                 ("success", "nv_inference_request_success", "Number of successful inference requests"),

@@ -75,7 +75,7 @@ class FakeBackend:
     """Tokens derived from a hash of (prompt, params, choice): same request, same output. `gate`, when set,
     holds every generation until released (to fill queues); `calls` counts generations."""
 
-    capabilities = Capabilities(logprobs=True, n=True, seed=True)
+    capabilities = Capabilities(logprobs=True, n=True, seed=True, text_output=True)
 
     def __init__(self, config: ModelConfig) -> None:
         self.config, self.tokenizer, self.context_length = config, FakeTokenizer(), 4096
@@ -91,7 +91,7 @@ class FakeBackend:
     def health(self) -> bool:
         return True
 
-    async def abort(self, request_id: str) -> None: ...
+    async def abort(self, request_id: str, index: int | None = None) -> None: ...
 
     async def generate(self, request: GenerationRequest):
         self.calls += 1
@@ -120,5 +120,5 @@ def fake_engine(cache=None, max_queue_size: int | None = None, **config) -> Engi
     """An Engine serving model 'm' from a FakeBackend (reach it as engine.get('m').backend)."""
     engine = Engine(cache=cache, max_queue_size=max_queue_size)
     cfg = ModelConfig(name="m", backend="fake", **config)
-    engine._models["m"] = LoadedModel(cfg, FakeBackend(cfg))
+    engine._models["m"] = {cfg.version: LoadedModel(cfg, FakeBackend(cfg))}
     return engine

@@ -59,11 +59,11 @@ class EnsembleBackend:
         if self.text is None:
             raise InvalidRequest(f"ensemble '{self.config.name}' cannot generate from a text prompt: "
                                  f"{self.text_refusal}; use /v2 infer or gRPC", param="model")
-        step = self.text.plan.llm.model
+        step = self.text.plan.llm
         try:
-            return self.engine.get(step)
+            return self.engine.get(step.model, step.model_version)
         except ModelNotFound:
-            raise ModelNotReady(f"ensemble '{self.config.name}': its LLM step '{step}' is not loaded") from None
+            raise ModelNotReady(f"ensemble '{self.config.name}': its LLM step '{step.model}' is not loaded") from None
 
     @property
     def tokenizer(self):
@@ -79,7 +79,7 @@ class EnsembleBackend:
     @property
     def capabilities(self) -> Capabilities:
         try:
-            return replace(self._llm().backend.capabilities, text_prompt=True)
+            return replace(self._llm().backend.capabilities, text_prompt=True, text_output=True)
         except (InvalidRequest, ModelNotReady):
             return Capabilities()
 
@@ -87,7 +87,7 @@ class EnsembleBackend:
         self._llm()
         return self.text.generate(request)
 
-    async def abort(self, request_id: str) -> None:
+    async def abort(self, request_id: str, index: int | None = None) -> None:
         return None
 
     def health(self) -> bool:

@@ -44,9 +44,10 @@ def tensor_interface(config: ModelConfig) -> tuple[tuple[TensorSpec, ...], tuple
     return config.inputs, config.outputs
 
 
-def tensor_model(engine: "Engine", name: str) -> "TensorModel":
-    """The loaded model as named tensors: its own `infer`, or the LLM contract over `Engine.generate`."""
-    model = engine.get(name)
+def tensor_model(engine: "Engine", name: str, version: str | None = None) -> "TensorModel":
+    """The loaded model (that version, or the newest) as named tensors: its own `infer`, or the LLM contract
+    over `Engine.generate`."""
+    model = engine.get(name, version)
     if hasattr(model.backend, "infer"):
         return model.backend
     from engine.ensemble.llm import LLMTensorModel

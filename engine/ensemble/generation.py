@@ -71,11 +71,12 @@ class TextPipeline:
         self.engine, self.name, self.plan = engine, name, plan
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
-        llm = self.engine.get(self.plan.llm.model)
+        step = self.plan.llm
+        llm = self.engine.get(step.model, step.model_version)
         text = request.prompt if request.prompt is not None else llm.tokenizer.decode(request.prompt_token_ids)
         tensors = await self._pre(request.id, text)
         prompt = first_string(tensors[self.plan.llm_input], self.plan.llm_input)
-        inner = replace(request, id=f"{request.id}/llm", model=llm.name, version=None, prompt=prompt,
+        inner = replace(request, id=f"{request.id}/llm", model=llm.name, version=llm.config.version, prompt=prompt,
                         prompt_token_ids=None)
         async with aclosing(self.engine.generate(inner)) as deltas:
             steps = self._streamed(tensors, deltas) if request.stream else self._whole(tensors, deltas)

@@ -40,8 +40,8 @@ class LLMTensorModel:
         flags = {f: first_bool(inputs, f, _param_bool(params, f)) for f in _FLAGS}
         stream = first_bool(inputs, "stream", _param_bool(params, "stream"))
         grammar, values = split_grammar(values)
-        gen = GenerationRequest(id=request.id, model=self.config.name, prompt=text, params=sampling_params(values),
-                                grammar=grammar, stream=stream)
+        gen = GenerationRequest(id=request.id, model=self.config.name, version=self.config.version, prompt=text,
+                                params=sampling_params(values), grammar=grammar, stream=stream)
         return self.engine.prepare(gen, prompt_param="text_input"), flags
 
     async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:

@@ -23,7 +23,7 @@ async def run_steps(engine: "Engine", steps: tuple[EnsembleStep, ...], tensors: 
     step = steps[index]
     inputs = {key: tensors[t] for key, t in step.input_map if t in tensors}
     sub = InferRequest(f"{request.id}/{index}", inputs, request.parameters)
-    responses = tensor_model(engine, step.model).infer(sub)
+    responses = tensor_model(engine, step.model, step.model_version).infer(sub)
     try:
         async for outputs in responses:
             produced = {t: outputs[key] for key, t in step.output_map if key in outputs}

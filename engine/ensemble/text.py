@@ -34,7 +34,7 @@ class _TextModel:
     def generate(self, request):
         raise InvalidRequest(f"model '{self.config.name}' is a {self.config.backend}: use /v2 infer or gRPC")
 
-    async def abort(self, request_id: str) -> None:
+    async def abort(self, request_id: str, index: int | None = None) -> None:
         return None
 
     def health(self) -> bool:

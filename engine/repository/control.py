@@ -34,12 +34,17 @@ class ModelState:
 
 
 class ModelControl:
+    """Which versions of which models the engine serves. A model serves every version its version policy
+    selects; versions it no longer selects are retired only once all the selected ones are up, so a broken new
+    version leaves the serving ones in place."""
+
     def __init__(self, engine: "Engine", mode: ControlMode | str = ControlMode.NONE,
                  startup: list[str] | None = None, poll_secs: float = 15.0) -> None:
         self.engine, self.mode, self.poll_secs = engine, ControlMode(mode), poll_secs
         self.startup = startup or []
-        self._states: dict[str, ModelState] = {}
-        self._seen: dict[str, tuple] = {}
+        self._states: dict[str, ModelState] = {}    # a model's last failure or LOADING/unloaded; not READY ones
+        self._seen: dict[str, tuple] = {}           # model -> fingerprint of its folder (poll mode)
+        self._loaded_from: dict[tuple[str, str], tuple] = {}   # (model, version) -> fingerprint it loaded from
         self._poller: asyncio.Task | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -57,29 +62,35 @@ class ModelControl:
 
     # -- the repository extension ---------------------------------------------------------------------
     async def load(self, name: str, override: Any = None) -> None:
+        """(Re)load every version the policy selects; raises the first version's failure."""
         self._require_explicit("load")
         config = self.engine.repository.config(name, override=override)   # unknown model: ModelNotFound
         for step in config.steps:                       # an ensemble brings up the models it runs
-            if step.model not in {m.name for m in self.engine.models()}:
+            if not self.engine.versions(step.model):
                 await self.load(step.model)
-        await self._load(name, config)
+        failures = await self._serve(name, config, override)
+        if failures:
+            raise failures[0]
 
     async def unload(self, name: str) -> None:
         self._require_explicit("unload")
         self.engine.repository.config(name)
-        if name in {m.name for m in self.engine.models()}:
+        if self.engine.versions(name):
             await self.engine.unload(name)
         self._states[name] = ModelState(name, self._states.get(name, ModelState(name, "", "")).version,
                                         "UNAVAILABLE", "unloaded")
 
     def index(self, ready_only: bool = False) -> list[ModelState]:
-        states = {m.name: ModelState(m.name, m.config.version, "READY") for m in self.engine.models()}
-        for name in self.engine.repository.names():
-            if name not in states:
-                states[name] = self._states.get(name) or ModelState(name, "", "UNAVAILABLE", "unloaded")
-            elif self._states.get(name) and self._states[name].reason:
-                states[name] = ModelState(name, states[name].version, "READY", self._states[name].reason)
-        listed = [states[n] for n in sorted(states)]
+        """One entry per served version (READY, with the reason a newer one failed), else the model's state."""
+        listed = []
+        for name in sorted(set(self.engine.repository.names()) | {m.name for m in self.engine.models()}):
+            failure = self._states.get(name)
+            versions = self.engine.versions(name)
+            if versions:
+                reason = failure.reason if failure is not None and failure.state != "LOADING" else ""
+                listed += [ModelState(name, v, "READY", reason) for v in versions]
+            else:
+                listed.append(failure or ModelState(name, "", "UNAVAILABLE", "unloaded"))
         return [s for s in listed if s.state == "READY"] if ready_only else listed
 
     def state(self, name: str) -> ModelState | None:
@@ -89,12 +100,11 @@ class ModelControl:
     async def poll_once(self) -> None:
         names = set(self.engine.repository.names())
         for name in sorted(names):
-            fingerprint = self.engine.repository.fingerprint(name)
-            if self._seen.get(name) != fingerprint:
+            if self._seen.get(name) != self.engine.repository.fingerprint(name):
                 await self._try_load(name)
         for name in sorted(set(self._seen) - names):
             self._seen.pop(name, None)
-            if name in {m.name for m in self.engine.models()}:
+            if self.engine.versions(name):
                 await self.engine.unload(name)
             self._states.pop(name, None)
 
@@ -108,28 +118,48 @@ class ModelControl:
 
     # -- loading --------------------------------------------------------------------------------------
     async def _try_load(self, name: str) -> None:
+        """Serve what the folder holds now, reloading only versions whose files changed; failures are
+        recorded and everything else keeps serving."""
         self._seen[name] = self.engine.repository.fingerprint(name)
         try:
-            await self._load(name, self.engine.repository.config(name))
-        except Exception as exc:                               # recorded; everything else keeps serving
+            await self._serve(name, self.engine.repository.config(name), changed_only=True)
+        except Exception as exc:                               # the config itself is broken
             self._record_failure(name, exc)
 
-    async def _load(self, name: str, config) -> None:
-        self._states[name] = ModelState(name, config.version, "LOADING")
-        try:
-            await self.engine.load(name, config)
-        except Exception as exc:
-            self._record_failure(name, exc, config.version)
-            raise
-        self._states[name] = ModelState(name, config.version, "READY")
+    async def _serve(self, name: str, config, override: Any = None,
+                     changed_only: bool = False) -> list[Exception]:
+        """Load the versions the policy selects, then retire the others if all of them came up."""
+        repository, failures = self.engine.repository, []
+        wanted = repository.served_versions(name, config)
+        for version in wanted:
+            files = repository.fingerprint(name, version)
+            unchanged = self._loaded_from.get((name, version)) == files and version in self.engine.versions(name)
+            if changed_only and unchanged:
+                continue
+            self._states[name] = ModelState(name, version, "LOADING")
+            try:
+                await self.engine.load(name, config if version == config.version
+                                       else repository.config(name, version, override))
+                self._loaded_from[(name, version)] = files
+            except Exception as exc:
+                failures.append((version, exc))
+        self._states.pop(name, None)
+        if failures:
+            self._record_failure(name, failures[0][1], failures[0][0])
+            return [exc for _, exc in failures]
+        for version in set(self.engine.versions(name)) - set(wanted):
+            await self.engine.unload(name, version)
+            self._loaded_from.pop((name, version), None)
+        return []
 
     def _record_failure(self, name: str, exc: Exception, version: str = "") -> None:
         reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-        serving = next((m for m in self.engine.models() if m.name == name), None)
-        log.error("model %s failed to load: %s", name, reason)
-        if serving is not None:
-            reason = f"version {version or '?'} failed to load, serving version {serving.config.version}: {reason}"
-            self._states[name] = ModelState(name, serving.config.version, "READY", reason)
+        serving = self.engine.versions(name)
+        log.error("model %s version %s failed to load: %s", name, version or "?", reason)
+        if serving:
+            reason = (f"version {version or '?'} failed to load, serving version(s) {', '.join(serving)}: "
+                      f"{reason}")
+            self._states[name] = ModelState(name, serving[-1], "READY", reason)
         else:
             self._states[name] = ModelState(name, version, "UNAVAILABLE", reason)
 

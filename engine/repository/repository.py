@@ -58,13 +58,24 @@ class ModelRepository:
         config = config or self.config(name)
         return [str(v) for v in config.version_policy.select(disk_versions(self.root / name))]
 
-    def fingerprint(self, name: str) -> tuple:
-        """Changes whenever the model's config or version folders change (what poll mode watches)."""
+    def served_versions(self, name: str, config: ModelConfig) -> list[str]:
+        """The versions to serve, ascending; a model without version folders serves its config's version."""
+        return self.versions(name, config) or [config.version]
+
+    def fingerprint(self, name: str, version: str | None = None) -> tuple:
+        """Changes whenever the model's files change (what poll mode watches); with `version`, only when its
+        config or that version's folder changes."""
         model_dir = self.root / name if self.root is not None else None
         if model_dir is None or not model_dir.is_dir():
             return ()
-        return tuple(sorted((str(p.relative_to(model_dir)), p.stat().st_mtime_ns)
-                            for p in model_dir.rglob("*") if "__pycache__" not in p.parts))
+        files = []
+        for p in model_dir.rglob("*"):
+            rel = p.relative_to(model_dir)
+            if "__pycache__" in rel.parts or (version is not None and rel.parts[0].isdigit()
+                                                and rel.parts[0] != version):
+                continue
+            files.append((str(rel), p.stat().st_mtime_ns))
+        return tuple(sorted(files))
 
     def _read(self, name: str, model_dir: Path, version: str, override: Any) -> ModelConfig:
         extra = {"path": str(model_dir), "version": version}

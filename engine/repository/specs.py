@@ -69,7 +69,11 @@ class EnsembleStep:
     model: str
     input_map: tuple[tuple[str, str], ...]
     output_map: tuple[tuple[str, str], ...]
-    version: int = -1
+    version: int = -1        # -1: the newest version the step model serves
+
+    @property
+    def model_version(self) -> str | None:
+        return str(self.version) if self.version >= 0 else None
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any]) -> "EnsembleStep":

@@ -69,7 +69,7 @@ async def _responses(state: TritonState, request: Request, model: str, version: 
                      stream: bool) -> tuple[LoadedModel, Any, AsyncIterator[Tensors]]:
     body = await json_body(request)
     loaded = state.model(model, version)
-    tm = tensor_model(state.engine, model)
+    tm = tensor_model(state.engine, model, loaded.config.version)
     infer = to_infer_request(body, tm.inputs, stream)
     return loaded, body.get("id"), await prime(tm.infer(infer))
 

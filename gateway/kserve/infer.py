@@ -22,7 +22,7 @@ async def single_response(state: TritonState, model: str, version: str | None, r
     loaded = state.model(model, version)
     stats, started = state.stats_for(loaded.name, loaded.config.version), time.monotonic_ns()
     try:
-        outputs = await _only(tensor_model(state.engine, model).infer(request))
+        outputs = await _only(tensor_model(state.engine, model, loaded.config.version).infer(request))
     except BaseException:
         stats.record(started, ok=False)
         raise

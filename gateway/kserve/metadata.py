@@ -13,11 +13,11 @@ def server_metadata() -> dict:
     return {"name": SERVER_NAME, "version": SERVER_VERSION, "extensions": list(EXTENSIONS)}
 
 
-def model_metadata(model: LoadedModel) -> dict:
+def model_metadata(model: LoadedModel, versions: list[str]) -> dict:
     inputs, outputs = tensor_interface(model.config)
     return {
         "name": model.name,
-        "versions": [model.config.version],
+        "versions": versions,
         "platform": _platform(model),
         "inputs": [t.as_metadata() for t in inputs],
         "outputs": [t.as_metadata() for t in outputs],
@@ -30,7 +30,13 @@ def model_config(model: LoadedModel):
 
 
 def model_statistics(state: TritonState, name: str | None, version: str | None) -> dict:
-    models = [state.model(name, version)] if name else [m for m in state.engine.models() if may_use(m.name)]
+    if name and version:
+        models = [state.model(name, version)]
+    elif name:
+        state.model(name)                                          # 404 / 503 for a model not served
+        models = [m for m in state.engine.all_versions() if m.name == name]
+    else:
+        models = [m for m in state.engine.all_versions() if may_use(m.name)]
     return {"model_stats": [_stats(state, m) for m in models]}
 
 

@@ -36,7 +36,9 @@ def _route(suffix: str, method: str = "GET"):
 
 @_route("")
 async def model_metadata(request: Request, model: str, version: str | None = None) -> dict:
-    return metadata.model_metadata(triton_state(request).model(model, version))
+    state = triton_state(request)
+    loaded = state.model(model, version)
+    return metadata.model_metadata(loaded, state.engine.versions(loaded.name))
 
 
 @_route("/ready")

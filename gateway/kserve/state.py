@@ -44,17 +44,13 @@ class TritonState:
 
     def model(self, name: str, version: str | None = None) -> LoadedModel:
         """The serving model; 404 for a model or version that is not there, 503 while loading."""
-        try:
-            model = self.engine.get(name)
-        except ModelNotFound:
+        if not self.engine.versions(name):
             state = self.control.state(name)
             if state is not None and state.state == "UNAVAILABLE":
-                raise ModelNotReady(f"model '{name}' is not ready: {state.reason}") from None
-            raise ModelNotFound(f"model '{name}' is not found") from None
-        if version not in (None, "", model.config.version):
-            raise ModelNotFound(f"model '{name}' has no version '{version}' ready "
-                                f"(serving version {model.config.version})")
-        return model
+                raise ModelNotReady(f"model '{name}' is not ready: {state.reason}")
+            if state is None or state.state != "LOADING":
+                raise ModelNotFound(f"model '{name}' is not found")
+        return self.engine.get(name, version)
 
     def stats_for(self, name: str, version: str) -> ModelStats:
         return self.stats.setdefault((name, version), ModelStats())

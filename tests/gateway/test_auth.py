@@ -17,7 +17,7 @@ KEYS = [ApiKey("sk-all", "all"), ApiKey("sk-m", "only-m", frozenset({"m"})),
 def _client(keys=KEYS) -> tuple[httpx.AsyncClient, Gate]:
     engine = fake_engine()
     hidden = ModelConfig(name="hidden", backend="fake")
-    engine._models["hidden"] = LoadedModel(hidden, FakeBackend(hidden))
+    engine._models["hidden"] = {hidden.version: LoadedModel(hidden, FakeBackend(hidden))}
     gate = Gate(KeyRing(keys), open_limiter("memory")) if keys else None
     app = build_app(engine, gate=gate)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t/v1"), gate

@@ -61,7 +61,7 @@ class PythonBackend:
     def generate(self, request):
         raise InvalidRequest(f"model '{self.config.name}' is a python model: use /v2 infer, generate or gRPC")
 
-    async def abort(self, request_id: str) -> None:
+    async def abort(self, request_id: str, index: int | None = None) -> None:
         return None
 
     def health(self) -> bool:

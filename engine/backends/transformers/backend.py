@@ -22,9 +22,7 @@ from engine.backends.transformers.runner import ModelRunner
 from engine.backends.transformers.sampler import Sampler
 from engine.backends.transformers.scheduler import Scheduler
 from engine.backends.transformers.sequence import Sequence
-from engine.detokenizer import IncrementalDetokenizer
 from engine.repository.config import ModelConfig
-from engine.stop import StopChecker
 from engine.types import GenerationDelta, GenerationRequest, RequestStatus
 
 log = logging.getLogger(__name__)
@@ -95,18 +93,16 @@ class TransformersBackend:
         finally:
             self._queues.pop(request.id, None)
             if remaining:                       # the consumer went away: free the batch slots
-                self._send(("abort", request.id))
+                self._send(("abort", (request.id, None)))
 
-    async def abort(self, request_id: str) -> None:
-        self._send(("abort", request_id))
+    async def abort(self, request_id: str, index: int | None = None) -> None:
+        self._send(("abort", (request_id, index)))
 
     def _sequence(self, request: GenerationRequest, index: int, prompt_ids: list[int], compiled) -> Sequence:
         p = request.params
         gen = torch.Generator().manual_seed(p.seed + index if p.seed is not None else secrets.randbits(63))
         return Sequence(
             request=request, index=index, prompt_ids=prompt_ids,
-            detokenizer=IncrementalDetokenizer(self.tokenizer),
-            stop=StopChecker(p.stop, p.include_stop_str_in_output),
             eos_ids=self._eos | frozenset(p.stop_token_ids),
             max_total=self.context_length, generator=gen,
             matcher=compiled.matcher() if compiled is not None else None,
@@ -149,7 +145,7 @@ class TransformersBackend:
                 for seq in arg:
                     self.scheduler.add(seq)
             else:
-                self.scheduler.abort(arg)
+                self.scheduler.abort(*arg)
 
     def step(self) -> list[GenerationDelta]:
         batch = self.scheduler.schedule()            # who leaves, who joins, who decodes this step

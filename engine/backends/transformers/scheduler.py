@@ -54,14 +54,18 @@ class Scheduler:
     def add(self, seq: Sequence) -> None:
         heapq.heappush(self._waiting, (seq.request.priority, next(self._arrival), seq))
 
-    def abort(self, request_id: str) -> None:
+    def abort(self, request_id: str, index: int | None = None) -> None:
+        """Abort the request's sequences (only choice `index` if given), running or waiting."""
+        def hit(seq: Sequence) -> bool:
+            return seq.request_id == request_id and (index is None or seq.index == index)
+
         for seq in self.running:
-            if seq.request_id == request_id and not seq.status.is_finished:
+            if hit(seq) and not seq.status.is_finished:
                 seq.finish(RequestStatus.FINISHED_ABORTED)
                 self._dropped.append(seq)          # its final delta goes out with the next step
-        kept = [item for item in self._waiting if item[2].request_id != request_id]
+        kept = [item for item in self._waiting if not hit(item[2])]
         for _, _, seq in self._waiting:
-            if seq.request_id == request_id:
+            if hit(seq):
                 seq.finish(RequestStatus.FINISHED_ABORTED)
                 self._dropped.append(seq)
         self._waiting = kept

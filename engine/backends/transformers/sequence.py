@@ -1,4 +1,7 @@
-"""One sequence being generated: the per-choice state that the scheduler, runner and sampler share."""
+"""One sequence being generated: the per-choice state that the scheduler, runner and sampler share.
+
+Its deltas carry token ids, logprobs and the finish; the text is the pipeline's detokenize step's
+(engine/pipeline/detokenize.py), which also applies stop strings."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,8 +9,6 @@ from typing import Any
 
 import torch
 
-from engine.detokenizer import IncrementalDetokenizer
-from engine.stop import StopChecker
 from engine.types import (
     GenerationDelta, GenerationRequest, PositionLogprobs, RequestStatus, SamplingParams, Usage,
 )
@@ -18,8 +19,6 @@ class Sequence:
     request: GenerationRequest
     index: int                               # choice index, 0..n-1
     prompt_ids: list[int]
-    detokenizer: IncrementalDetokenizer
-    stop: StopChecker
     eos_ids: frozenset[int]                  # EOS and the request's stop_token_ids
     max_total: int                           # context length: prompt + output never exceed it
     generator: torch.Generator | None = None
@@ -29,7 +28,6 @@ class Sequence:
     stop_reason: str | int | None = None
     # Produced but not yet delivered; drained into one GenerationDelta per step.
     _ids: list[int] = field(default_factory=list)
-    _text: list[str] = field(default_factory=list)
     _logprobs: list[PositionLogprobs] = field(default_factory=list)
     _closed: bool = False                    # the final delta has been drained
 
@@ -50,27 +48,17 @@ class Sequence:
         return self.output_ids[-1] if self.output_ids else self.prompt_ids[-1]
 
     def append(self, token_id: int, logprobs: PositionLogprobs | None = None) -> None:
-        """Add one sampled token; detokenize, check stops and length, and finish if due."""
+        """Add one sampled token; finish on a stop token, a finished grammar or the length limit."""
         self.output_ids.append(token_id)
         self._ids.append(token_id)
         if logprobs is not None:
             self._logprobs.append(logprobs)
         if token_id in self.eos_ids and not self.params.ignore_eos:
-            self._finish_with_flush(RequestStatus.FINISHED_STOPPED, token_id)
-            return
-        result = self.stop.feed(self.detokenizer.add(token_id))
-        self._text.append(result.text)
-        if result.stopped_by is not None:
-            self.finish(RequestStatus.FINISHED_STOPPED, result.stopped_by)
+            self.finish(RequestStatus.FINISHED_STOPPED, token_id)
         elif self.matcher is not None and self.matcher.is_finished():
-            self._finish_with_flush(RequestStatus.FINISHED_STOPPED, None)
+            self.finish(RequestStatus.FINISHED_STOPPED, None)
         elif len(self.output_ids) >= self.params.max_tokens or self.num_tokens >= self.max_total:
-            self._finish_with_flush(RequestStatus.FINISHED_LENGTH, None)
-
-    def _finish_with_flush(self, status: RequestStatus, reason: str | int | None) -> None:
-        tail = self.stop.feed(self.detokenizer.flush())
-        self._text.append(tail.text if tail.stopped_by else tail.text + self.stop.flush())
-        self.finish(RequestStatus.FINISHED_STOPPED if tail.stopped_by else status, tail.stopped_by or reason)
+            self.finish(RequestStatus.FINISHED_LENGTH, None)
 
     def finish(self, status: RequestStatus, reason: str | int | None = None) -> None:
         if not self.status.is_finished:
@@ -86,13 +74,11 @@ class Sequence:
             request_id=self.request_id,
             index=self.index,
             token_ids=tuple(self._ids),
-            text="".join(self._text),
             logprobs=tuple(self._logprobs),
             status=self.status,
             usage=Usage(len(self.prompt_ids), len(self.output_ids)) if finished else None,
             stop_reason=self.stop_reason,
         )
         self._ids.clear()
-        self._text.clear()
         self._logprobs.clear()
         return delta

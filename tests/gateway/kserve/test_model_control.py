@@ -2,14 +2,13 @@
 poll mode picking up a new version, a broken newer version leaving the serving one untouched."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.gateway.kserve.triton_repo import build_repository, start_triton
+from tests.gateway.kserve.triton_repo import build_repository, eventually, start_triton
 
 ECHO = '''
 import numpy as np
@@ -94,8 +93,8 @@ def test_load_with_config_override(explicit):
 
 
 def test_unload_lets_in_flight_requests_finish(explicit):
-    import threading
     import json as _json
+    import threading
 
     events: list = []
 
@@ -108,7 +107,7 @@ def test_unload_lets_in_flight_requests_finish(explicit):
 
     worker = threading.Thread(target=stream)
     worker.start()
-    assert _eventually(lambda: len(events) >= 1)
+    assert eventually(lambda: len(events) >= 1)
     assert httpx.post(f"{explicit.url}/v2/repository/models/tiny/unload", timeout=60).status_code == 200
     worker.join(60)
     assert "error" not in events[-1] and len(events) >= 10      # the stream ran to its end
@@ -122,10 +121,10 @@ def test_poll_mode_new_and_broken_versions(tmp_path):
     try:
         assert echo(server.url) == (200, [10, 20])
         write_echo(root, 2, 100)
-        assert _eventually(lambda: echo(server.url) == (200, [100, 200]))
+        assert eventually(lambda: echo(server.url) == (200, [100, 200]))
         write_echo(root, 3, 1000, broken=True)
         index = lambda: {m["name"]: m for m in httpx.post(f"{server.url}/v2/repository/index").json()}  # noqa: E731
-        assert _eventually(lambda: "broken weights" in index()["echo"]["reason"])
+        assert eventually(lambda: "broken weights" in index()["echo"]["reason"])
         assert echo(server.url) == (200, [100, 200])             # version 2 still serves
         assert index()["echo"]["version"] == "2"
         r = httpx.post(f"{server.url}/v2/repository/models/echo/unload")
@@ -133,11 +132,3 @@ def test_poll_mode_new_and_broken_versions(tmp_path):
     finally:
         server.stop()
 
-
-def _eventually(check, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.2)
-    return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 from tests.conftest import Server, free_port, start_server, write_repository
@@ -30,3 +31,13 @@ def start_triton(root: Path, *args: str) -> Server:
     server = start_server(["--model-repository", str(root), "--grpc-port", str(grpc_port), *args], root)
     server.grpc_port = grpc_port
     return server
+
+
+def eventually(check, timeout: float = 20.0) -> bool:
+    """Whether `check()` comes true within `timeout` seconds (what poll-mode tests wait on)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False

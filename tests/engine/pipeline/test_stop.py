@@ -1,4 +1,4 @@
-from engine.stop import StopChecker
+from engine.pipeline.stop import StopChecker
 
 
 def _run(stops, pieces, include=False):

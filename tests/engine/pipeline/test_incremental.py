@@ -1,7 +1,7 @@
 import pytest
 from transformers import AutoTokenizer
 
-from engine.detokenizer import IncrementalDetokenizer
+from engine.pipeline.incremental import IncrementalDetokenizer
 from engine.models import ensure_smollm2
 
 
