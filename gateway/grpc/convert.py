@@ -62,14 +62,51 @@ def to_infer_request(message: pb.ModelInferRequest) -> InferRequest:
 def to_infer_response(outputs: Tensors, model: str, version: str, request_id: str,
                       wanted: list[str] | None = None, final: bool | None = None) -> pb.ModelInferResponse:
     response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
-    for name, array in outputs.items():
-        if wanted and name not in wanted:
-            continue
-        response.outputs.add(name=name, datatype=datatype_of(array), shape=list(array.shape))
-        response.raw_output_contents.append(to_raw(array))
+    _add_outputs(response, outputs, wanted, {})
     if final is not None:
         response.parameters["triton_final_response"].bool_param = final
     return response
+
+
+class StreamResponses:
+    """The responses of one streamed request. What every one repeats (model, version, request id, the
+    `triton_final_response` parameter, each output's name, datatype and shape) is built once per request, and
+    each response is a copy of that head plus the outputs' raw contents."""
+
+    def __init__(self, model: str, version: str, request_id: str, wanted: list[str] | None = None) -> None:
+        self._head = pb.ModelStreamInferResponse()
+        head = self._head.infer_response
+        head.model_name, head.model_version, head.id = model, version, request_id
+        head.parameters["triton_final_response"].bool_param = False
+        self._wanted = wanted
+        self._metadata: dict[tuple, pb.ModelInferResponse.InferOutputTensor] = {}
+
+    def response(self, outputs: Tensors, final: bool = False) -> pb.ModelStreamInferResponse:
+        message = pb.ModelStreamInferResponse()
+        message.CopyFrom(self._head)
+        _add_outputs(message.infer_response, outputs, self._wanted, self._metadata)
+        if final:
+            message.infer_response.parameters["triton_final_response"].bool_param = True
+        return message
+
+
+_METADATA_CACHE = 16        # (name, dtype, shape) entries kept per request; a model with ever-new shapes builds the rest
+
+
+def _add_outputs(response: pb.ModelInferResponse, outputs: Tensors, wanted: list[str] | None,
+                 metadata: dict[tuple, pb.ModelInferResponse.InferOutputTensor]) -> None:
+    for name, array in outputs.items():
+        if wanted and name not in wanted:
+            continue
+        key = (name, array.dtype, array.shape)
+        tensor = metadata.get(key)
+        if tensor is None:
+            tensor = pb.ModelInferResponse.InferOutputTensor(name=name, datatype=datatype_of(array),
+                                                             shape=array.shape)
+            if len(metadata) < _METADATA_CACHE:
+                metadata[key] = tensor
+        response.outputs.append(tensor)
+        response.raw_output_contents.append(to_raw(array))
 
 
 def _from_contents(tensor: pb.ModelInferRequest.InferInputTensor, shape: tuple[int, ...]) -> np.ndarray:

@@ -11,7 +11,7 @@ ServerLive, ServerReady and ServerMetadata stay open, as /v2/health/* and GET /v
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 import grpc
 from google.protobuf import json_format
@@ -21,7 +21,7 @@ from tritonclient.grpc import service_pb2_grpc
 from engine.ensemble.contract import tensor_model
 from engine.errors import EngineError
 from gateway.auth import Gate, may_use
-from gateway.grpc.convert import status_of, to_infer_request, to_infer_response
+from gateway.grpc.convert import StreamResponses, status_of, to_infer_request, to_infer_response
 from gateway.kserve import metadata
 from gateway.kserve.infer import single_response
 from gateway.kserve.state import TritonState
@@ -60,7 +60,7 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         return pb.ServerLiveResponse(live=True)
 
     async def ServerReady(self, request, context):
-        models = self.state.engine.models()
+        models = self.state.engine.all_versions()
         return pb.ServerReadyResponse(ready=bool(models) and all(m.backend.health() for m in models))
 
     async def ModelReady(self, request, context):
@@ -79,7 +79,8 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ModelMetadata(self, request, context):
         async def work():
             await self._authorize(_authorization(context), request.name)
-            data = metadata.model_metadata(self.state.model(request.name, request.version or None))
+            model = self.state.model(request.name, request.version or None)
+            data = metadata.model_metadata(model, self.state.engine.versions(model.name))
             return json_format.ParseDict(data, pb.ModelMetadataResponse())
         return await _guard(context, work())
 
@@ -125,23 +126,26 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             await self._authorize(_authorization(context), request.model_name)
             infer = to_infer_request(request)
             outputs = await single_response(self.state, request.model_name, request.model_version or None, infer)
-            model = self.state.model(request.model_name)
+            model = self.state.model(request.model_name, request.model_version or None)
             return to_infer_response(outputs, model.name, model.config.version, request.id,
                                      [o.name for o in request.outputs])
         return await _guard(context, work())
 
     async def ModelStreamInfer(self, request_iterator, context) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        # The queue stays (measured: writing from each request's task with context.write instead cost more CPU
+        # per response on both ends, though fewer instructions under callgrind): it lets a request's task run
+        # ahead of the wire while the previous response is being sent.
         out: asyncio.Queue = asyncio.Queue()
         tasks: set[asyncio.Task] = set()
         authorization = _authorization(context)
 
         async def read() -> None:
             async for request in request_iterator:
-                task = asyncio.create_task(self._stream_one(request, authorization, out))
+                task = asyncio.create_task(self._stream_one(request, authorization, out.put_nowait))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             await asyncio.gather(*list(tasks), return_exceptions=True)
-            await out.put(None)
+            out.put_nowait(None)
 
         reader = asyncio.create_task(read())
         try:
@@ -153,29 +157,27 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                 task.cancel()
 
     async def _stream_one(self, request: pb.ModelInferRequest, authorization: str | None,
-                          out: asyncio.Queue) -> None:
+                          put: Callable[[pb.ModelStreamInferResponse], None]) -> None:
         """One request of a stream (checked and run in its own task): its responses, then (if asked) an empty
         final one; or an error."""
         try:
             await self._authorize(authorization, request.model_name)
             infer = to_infer_request(request)
             model = self.state.model(request.model_name, request.model_version or None)
-            wanted = [o.name for o in request.outputs]
-            responses = tensor_model(self.state.engine, model.name).infer(infer)
+            replies = StreamResponses(model.name, model.config.version, request.id, [o.name for o in request.outputs])
+            responses = tensor_model(self.state.engine, model.name, model.config.version).infer(infer)
             try:
                 async for outputs in responses:
-                    await out.put(pb.ModelStreamInferResponse(infer_response=to_infer_response(
-                        outputs, model.name, model.config.version, request.id, wanted, final=False)))
+                    put(replies.response(outputs))
             finally:
                 await responses.aclose()
             if infer.parameters.get("triton_enable_empty_final_response"):
-                await out.put(pb.ModelStreamInferResponse(infer_response=to_infer_response(
-                    {}, model.name, model.config.version, request.id, final=True)))
+                put(replies.response({}, final=True))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             _, message = status_of(exc)
-            await out.put(pb.ModelStreamInferResponse(
+            put(pb.ModelStreamInferResponse(
                 error_message=message, infer_response=pb.ModelInferResponse(model_name=request.model_name,
                                                                             id=request.id)))
 

@@ -69,12 +69,14 @@ def to_json_data(array: np.ndarray) -> list:
 
 
 def serialize_bytes(array: np.ndarray) -> bytes:
-    parts = []
-    for item in array.reshape(-1):
-        value = item if isinstance(item, bytes) else str(item).encode()
-        parts.append(struct.pack("<I", len(value)))
-        parts.append(value)
-    return b"".join(parts)
+    if array.size == 1:                     # a streamed response's one piece of text
+        return _bytes_element(array.item())
+    return b"".join(_bytes_element(item) for item in array.reshape(-1))
+
+
+def _bytes_element(item: Any) -> bytes:
+    value = item if isinstance(item, bytes) else str(item).encode()
+    return len(value).to_bytes(4, "little") + value
 
 
 def deserialize_bytes(raw: bytes, name: str) -> list[bytes]:

@@ -31,7 +31,7 @@ PROMPTS = [f"Write a short paragraph about {t}{'!' * (i % 4)}" for i, t in
            enumerate(["the sea", "a robot", "autumn", "a city at night", "coffee", "mountains", "a key", "the moon"] * 4)]
 SAMPLING = {"max_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}
 THREADS = int(os.environ.get("CONCH_BENCH_THREADS", os.cpu_count() or 1))
-ROUNDS = int(os.environ.get("CONCH_BENCH_ROUNDS", 3))
+ROUNDS = int(os.environ.get("CONCH_BENCH_ROUNDS", 5))
 
 
 def _repository() -> Path:
@@ -137,7 +137,7 @@ def main() -> None:
         figures = asyncio.run(_rounds(root, server, ROUNDS))
     finally:
         server.stop()
-    ratios = {face: statistics.median(f / e for f, e in zip(figures[face], figures["engine"]))
+    ratios = {face: statistics.median(f / e for f, e in zip(figures[face], figures["engine"], strict=True))
               for face in ("grpc", "http")}
     med = {k: statistics.median(v) for k, v in figures.items()}
     print(f"workload: {len(PROMPTS)} prompts x {NEW_TOKENS} streamed tokens, greedy, concurrency {CONCURRENCY}, "
