@@ -33,7 +33,8 @@ def streamed_call(client: OpenAI) -> None:
     tools = [{"type": "function", "function": {"name": "weather", "description": "Current weather in a city",
               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
     with client.beta.chat.completions.stream(model=MODEL, messages=[{"role": "user", "content": "Weather in Oslo?"}],
-                                             tools=tools, tool_choice="required", max_tokens=60) as stream:
+                                             tools=tools, tool_choice="required", parallel_tool_calls=False,
+                                             temperature=0, max_tokens=60) as stream:
         for event in stream:
             if event.type == "tool_calls.function.arguments.delta":
                 print("arguments so far:", event.arguments)
