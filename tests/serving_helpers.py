@@ -117,8 +117,9 @@ class FakeBackend:
 
 
 def fake_engine(cache=None, max_queue_size: int | None = None, **config) -> Engine:
-    """An Engine serving model 'm' from a FakeBackend (reach it as engine.get('m').backend)."""
+    """An Engine serving model 'm' from a FakeBackend (reach it as engine.get('m').backend). `backend` names
+    the one the config claims, e.g. "transformers" for Triton's LLM tensor contract on /v2."""
     engine = Engine(cache=cache, max_queue_size=max_queue_size)
-    cfg = ModelConfig(name="m", backend="fake", **config)
+    cfg = ModelConfig(**{"name": "m", "backend": "fake", **config})
     engine._models["m"] = {cfg.version: LoadedModel(cfg, FakeBackend(cfg))}
     return engine
