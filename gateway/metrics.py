@@ -121,7 +121,7 @@ class _Collector:
                        for mv, labels in mv_labels for r in _FAILURE_REASONS])
         yield _metric("nv_inference_exec_count", "Number of model executions performed", "counter",
                       [(labels, getattr(lm.backend, "steps", c["count"][mv]))
-                       for (mv, labels), (_, _, lm) in zip(mv_labels, models)])
+                       for (mv, labels), (_, _, lm) in zip(mv_labels, models, strict=True)])
         yield _metric("nv_inference_pending_request_count", "Requests waiting for a slot", "gauge",
                       [(labels, engine.admission.pending(mv[0])) for mv, labels in mv_labels])
         yield from self._llm_gauges(models)

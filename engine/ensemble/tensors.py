@@ -90,4 +90,4 @@ def _shape_fits(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     """Declared dims, optionally behind a leading batch dimension."""
     if len(shape) == len(dims) + 1:
         shape = shape[1:]
-    return len(shape) == len(dims) and all(d == -1 or d == s for d, s in zip(dims, shape))
+    return len(shape) == len(dims) and all(d == -1 or d == s for d, s in zip(dims, shape, strict=True))

@@ -47,7 +47,7 @@ async def create_completion(body: CompletionRequest, request: Request):
     streams = [engine.generate(g) for g in gens]
     if body.stream:                         # primed: an error before the first delta is a status, not an event
         streams = await _prime_all(streams)
-    deltas = merge([_indexed(g, k * body.n, s) for k, (g, s) in enumerate(zip(gens, streams))])
+    deltas = merge([_indexed(g, k * body.n, s) for k, (g, s) in enumerate(zip(gens, streams, strict=True))])
     response_id = gens[0].id.rsplit("-", 1)[0]
     tokenizer = engine.get(body.model).tokenizer
     echoes = [tokenizer.decode(g.prompt_token_ids) if g.prompt is None else g.prompt for g in gens] if body.echo else None

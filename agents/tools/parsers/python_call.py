@@ -144,5 +144,6 @@ def _literal(node: ast.expr) -> Any:
     if isinstance(node, ast.Dict):
         if not all(isinstance(key, ast.Constant) and isinstance(key.value, str) for key in node.keys):
             raise ValueError("dict keys must be strings")
-        return {key.value: _literal(value) for key, value in zip(node.keys, node.values)}  # type: ignore[union-attr]
+        pairs = zip(node.keys, node.values, strict=True)
+        return {key.value: _literal(value) for key, value in pairs}  # type: ignore[union-attr]
     raise ValueError(f"not a literal: {ast.dump(node)}")

@@ -35,7 +35,7 @@ class BatchKVCache:
             return
         total = max(self.length, other_mask.shape[1])
         pad_self, pad_other = total - self.length, total - other_mask.shape[1]
-        for mine, theirs in zip(self.cache.layers, other.layers):
+        for mine, theirs in zip(self.cache.layers, other.layers, strict=True):
             mine.keys = torch.cat([_left_pad(mine.keys, pad_self), _left_pad(theirs.keys, pad_other)])
             mine.values = torch.cat([_left_pad(mine.values, pad_self), _left_pad(theirs.values, pad_other)])
         self.mask = torch.cat([F.pad(self.mask, (pad_self, 0)), F.pad(other_mask, (pad_other, 0))])

@@ -51,7 +51,7 @@ class ModelRunner:
     @torch.inference_mode()
     def _prefill_from_prefix(self, prompt: list[int], cached: int, layers) -> torch.Tensor:
         cache = DynamicCache(config=self.model.config)
-        for layer, (k, v) in zip(cache.layers, layers):
+        for layer, (k, v) in zip(cache.layers, layers, strict=True):
             # Shared, not copied: DynamicLayer.update and BatchKVCache only ever build new tensors (cat,
             # index_select), so nothing writes into the prefix cache's tensors.
             layer.lazy_initialization(k, v)

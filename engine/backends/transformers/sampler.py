@@ -28,7 +28,7 @@ class Sampler:
         want = [s.params.logprobs is not None for s in seqs]
         logprobs = torch.log_softmax(raw, dim=-1) if any(want) else None
         return [(tok, self._logprobs(seq, logprobs[row], tok) if want[row] else None)
-                for row, (seq, tok) in enumerate(zip(seqs, tokens))]
+                for row, (seq, tok) in enumerate(zip(seqs, tokens, strict=True))]
 
     def _apply_penalties(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
         for row, seq in enumerate(seqs):
@@ -96,7 +96,7 @@ class Sampler:
         if not k:
             return PositionLogprobs(chosen)
         values, ids = row.topk(k)
-        top = tuple(TokenLogprob(int(i), self._piece(int(i)), float(v)) for v, i in zip(values, ids))
+        top = tuple(TokenLogprob(int(i), self._piece(int(i)), float(v)) for v, i in zip(values, ids, strict=True))
         return PositionLogprobs(chosen, top)
 
     def _piece(self, token_id: int) -> str:

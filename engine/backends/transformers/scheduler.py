@@ -99,7 +99,7 @@ class Scheduler:
 
     def update(self, batch: Batch, sampled: list[tuple[int, PositionLogprobs | None]]) -> list[GenerationDelta]:
         """Record one token per sequence; return a delta per sequence that has news."""
-        for seq, (token, logprobs) in zip(batch.seqs, sampled):
+        for seq, (token, logprobs) in zip(batch.seqs, sampled, strict=True):
             if seq.status.is_finished:           # aborted during the forward pass
                 continue
             if seq.matcher is not None and not seq.matcher.accept(token):

@@ -21,7 +21,7 @@ from agents.tools.parsers.base import ToolParser
 def stream(parser_cls: type[ToolParser], text: str, cuts: list[int], eager: bool) -> list[StreamEvent]:
     parser = parser_cls(eager=eager)
     events: list[StreamEvent] = []
-    for start, end in zip([0, *cuts], [*cuts, len(text)]):
+    for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True):
         events += parser.feed(text[start:end])
     return events + parser.finish()
 

@@ -32,7 +32,7 @@ def _random_value(rng: random.Random, depth: int = 0):
 def _read(text: str, cuts: list[int]) -> tuple[JsonReader, str, int]:
     """Feed text in pieces cut at `cuts`, as a caller with a growing buffer does."""
     reader, buf, pos, out = JsonReader(), "", 0, []
-    for start, end in zip([0, *cuts], [*cuts, len(text)]):
+    for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True):
         buf += text[start:end]
         pos = reader.feed(buf, pos)
         out.append(reader.take())

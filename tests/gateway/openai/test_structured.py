@@ -45,7 +45,7 @@ async def _one(aclient, case, stream: bool, max_tokens: int = 200) -> tuple[str,
 
 async def _suite(aclient, cases, max_tokens: int) -> None:
     results = await asyncio.gather(*[_one(aclient, case, i % 2 == 1, max_tokens) for i, case in enumerate(cases)])
-    for case, (text, finish) in zip(cases, results):
+    for case, (text, finish) in zip(cases, results, strict=True):
         assert finish == "stop", (case.name, finish, text)
         jsonschema.validate(json.loads(text), case.schema)
 

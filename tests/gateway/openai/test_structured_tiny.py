@@ -21,7 +21,7 @@ async def test_random_weights_model_emits_valid_json_for_every_bounded_schema(ti
         return r
 
     results = await asyncio.gather(*[one(case, i) for i, case in enumerate(BOUNDED)])
-    for case, r in zip(BOUNDED, results):
+    for case, r in zip(BOUNDED, results, strict=True):
         for choice in r.choices:
             assert choice.finish_reason == "stop", (case.name, choice.message.content)
             jsonschema.validate(json.loads(choice.message.content), case.schema)
