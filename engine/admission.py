@@ -2,7 +2,9 @@
 
 A model has `max_batch_size` slots (a request with n choices takes n, at most all of them). A request that
 finds no free slot waits in the model's queue, ordered by (priority, arrival) as in Triton's dynamic
-batcher; lower priority values go first. A full queue refuses at once (Overloaded, a 503 with Retry-After);
+batcher; lower priority values go first. A full queue refuses at once (Overloaded, a 503 with Retry-After:
+the seconds until the queue would have drained one place, from a moving average of how long a request holds
+its slots, between 1 and 60);
 a request still waiting at its deadline (GenerationRequest.deadline, or the model's `queue_timeout`) is
 refused with QueueTimeout. `max_queue_size: 0` means unbounded, as in Triton.
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -96,8 +99,13 @@ class _Waiter:
 
 
 class ModelQueue:
+    HOLD_SMOOTHING = 0.2                  # weight of the newest request in the average hold time
+    RETRY_AFTER_MAX = 60.0
+    clock = staticmethod(time.monotonic)
+
     def __init__(self, config: ModelConfig, max_queue_size: int | None = None) -> None:
         self.used = 0
+        self.hold: float | None = None    # seconds a request keeps its slots, moving average
         self._waiters: list[_Waiter] = []
         self._arrival = itertools.count()
         self.configure(config, max_queue_size)
@@ -119,10 +127,16 @@ class ModelQueue:
             self.used += weight
         else:
             await self._wait(request, weight, trace)
+        granted = self.clock()
         try:
             yield
         finally:
+            self._observe_hold(self.clock() - granted)
             self._release(weight)
+
+    def _observe_hold(self, seconds: float) -> None:
+        a = self.HOLD_SMOOTHING
+        self.hold = seconds if self.hold is None else (1 - a) * self.hold + a * seconds
 
     async def _wait(self, request: GenerationRequest, weight: int, trace: Trace) -> None:
         if self.max_queue and len(self._waiters) >= self.max_queue:
@@ -166,7 +180,11 @@ class ModelQueue:
 
     @property
     def retry_after(self) -> float:
-        return 1.0
+        """Slots free up at about `slots / hold` per second; a newcomer waits for everyone queued before it."""
+        if self.hold is None:
+            return 1.0
+        drain = (len(self._waiters) + 1) * self.hold / self.slots
+        return float(min(self.RETRY_AFTER_MAX, max(1, math.ceil(drain))))
 
 
 class Admission:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.admission import QueueTimeout
+from engine.admission import QueueTimeout, Trace
 from engine.errors import Overloaded
 from engine.types import GenerationRequest, SamplingParams
 from tests.conftest import start_server, write_repository
@@ -96,6 +96,36 @@ async def test_cancelled_while_queued_leaves_the_queue_and_is_counted():
     by_id = {t.request.id: t for t in traces.seen}
     assert by_id["r1"].cancelled and not by_id["r1"].succeeded and by_id["r0"].succeeded
     assert queue.used == 0
+
+
+async def test_retry_after_is_the_time_the_queue_needs_to_drain_one_place():
+    engine = fake_engine(max_batch_size=2, max_queue_size=1)
+    queue = engine.admission.queue(engine.get("m").config)
+    assert queue.retry_after == 1.0                          # nothing measured yet
+    now = [0.0]
+    queue.clock = lambda: now[0]
+
+    async def hold(i: int, seconds: float, release: asyncio.Event | None = None) -> None:
+        request = _request(i)
+        async with queue.slot(request, Trace(request, "1")):
+            if release is not None:
+                await release.wait()
+            now[0] += seconds
+
+    await hold(0, 10.0)
+    assert queue.retry_after == 5.0                          # 1 place x 10 s / 2 slots
+    release = asyncio.Event()
+    held = [asyncio.ensure_future(hold(i, 10.0, release)) for i in (1, 2, 3)]   # 2 hold the slots, 1 waits
+    await _until(lambda: queue.pending == 1)
+    with pytest.raises(Overloaded) as refused:
+        async with queue.slot(_request(4), Trace(_request(4), "1")):
+            pass
+    assert refused.value.retry_after == 10.0                 # 2 places x 10 s / 2 slots
+    release.set()
+    await asyncio.gather(*held)
+    for i in range(20):
+        await hold(10 + i, 1000.0)
+    assert queue.retry_after == queue.RETRY_AFTER_MAX
 
 
 @pytest.fixture(scope="module")
