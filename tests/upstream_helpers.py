@@ -119,3 +119,16 @@ def metric(server_url: str, name: str, **labels: str) -> float:
                 all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def serve_echo(port: int) -> None:
+    """The echo upstream in a process of its own (the bench): `python -m tests.upstream_helpers PORT`."""
+    import uvicorn
+
+    uvicorn.run(_echo_app(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve_echo(int(sys.argv[1]))
