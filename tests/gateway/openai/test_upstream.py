@@ -216,3 +216,11 @@ def test_client_gone_closes_the_upstream_stream(front, upstream):
     while metric(upstream.url, "conch_request_cancelled", model="tiny") == cancelled and time.monotonic() < deadline:
         time.sleep(0.2)
     assert metric(upstream.url, "conch_request_cancelled", model="tiny") == cancelled + 1
+
+
+def test_v2_generate_through_an_upstream(front, direct):
+    r = httpx.post(f"{front.url}/v2/models/remote/generate", headers={"Authorization": f"Bearer {KEY}"}, timeout=60,
+                   json={"text_input": "Once upon a time", "parameters": {"max_tokens": 5, "temperature": 0}})
+    assert r.status_code == 200, r.text
+    want = direct.completions.create(model="tiny", prompt="Once upon a time", max_tokens=5, temperature=0)
+    assert r.json()["text_output"].endswith(want.choices[0].text)
