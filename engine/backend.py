@@ -24,6 +24,9 @@ class Capabilities:
                                 # first steps transform the text): Engine.prepare leaves the limits to that step
     text_output: bool = False   # its deltas carry text, stop strings applied (it detokenizes itself, as vLLM
                                 # does); otherwise they carry token ids and the pipeline's detokenize step runs
+    chat_input: bool = False    # takes a chat request's messages (GenerationRequest.chat), not a rendered prompt;
+                                # its server checks the context, so tokenize only counts
+    native_tools: bool = False  # with chat_input: tools, tool_choice and response_format are forwarded as given
 
 
 @runtime_checkable
@@ -52,6 +55,7 @@ BackendFactory = Callable[["ModelConfig"], Backend]
 _BACKENDS: dict[str, str] = {
     "transformers": "engine.backends.transformers.backend:TransformersBackend",
     "python": "engine.backends.python.backend:PythonBackend",
+    "openai": "engine.backends.openai.backend:OpenAIBackend",
     "ensemble": "engine.ensemble.backend:EnsembleBackend",
     "tokenizer": "engine.ensemble.text:TokenizerBackend",
     "detokenizer": "engine.ensemble.text:DetokenizerBackend",

@@ -33,3 +33,15 @@ class Overloaded(EngineError):
 
 class BackendUnavailable(EngineError):
     """A backend named by a config is not installed or failed to start."""
+
+
+class UpstreamError(EngineError):
+    """An upstream server (the openai backend) failed: a 5xx, a refused or broken connection, a bad answer."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """An upstream server did not answer in time."""
+
+
+class UpstreamRateLimited(Overloaded):
+    """An upstream server refused with 429; `retry_after` is its Retry-After."""

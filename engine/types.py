@@ -66,8 +66,31 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class ChatInput:
+    """A chat request's validated messages, for a backend that takes chat itself (Capabilities.chat_input:
+    an upstream server renders its own template). Plain OpenAI dicts, as the gateway validated them."""
+
+    messages: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...] = ()       # forwarded only to a backend with Capabilities.native_tools
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        """Everything the messages say, one line per message, for counting tokens."""
+        return "\n".join(f"{m.get('role')}: {_content(m.get('content'))}" for m in self.messages)
+
+
+def _content(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return content or ""
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
-    """One generation. Exactly one of `prompt` / `prompt_token_ids` is set."""
+    """One generation. Exactly one of `prompt` / `prompt_token_ids` / `chat` is given (tokenize adds ids)."""
 
     id: str
     model: str
@@ -81,6 +104,7 @@ class GenerationRequest:
     version: str | None = None
     add_special_tokens: bool = True
     use_cache: bool = True       # False: bypass the response cache (the client opted out)
+    chat: ChatInput | None = None  # set instead of `prompt` for a Capabilities.chat_input backend
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ Triton's (counters unless noted; labels model, version):
 Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_latency_seconds,
   conch_e2e_request_latency_seconds, conch_prompt_tokens, conch_generation_tokens (histograms);
   conch_num_requests_running, conch_num_requests_waiting, conch_kv_cache_usage_ratio (gauges);
-  conch_request_cancelled, conch_rate_limit_rejections{limit}, conch_response_cache_errors (counters).
+  conch_request_cancelled, conch_rate_limit_rejections{limit}, conch_response_cache_errors (counters);
+  conch_upstream_healthy, conch_upstream_inflight (gauges, labels model, deployment: an openai backend's).
 Counters carry Triton's exact names (no `_total` suffix), as Triton's own exposition does.
 """
 from __future__ import annotations
@@ -125,6 +126,7 @@ class _Collector:
         yield _metric("nv_inference_pending_request_count", "Requests waiting for a slot", "gauge",
                       [(labels, engine.admission.pending(mv[0])) for mv, labels in mv_labels])
         yield from self._llm_gauges(models)
+        yield from _upstream_gauges(models)
         yield from self._gateway_counters()
 
     def _llm_gauges(self, models):
@@ -151,6 +153,20 @@ class _Collector:
         if cache is not None:
             yield _metric("conch_response_cache_errors", "Response cache store failures (served as misses)",
                           "counter", [({"store": cache.store.name}, cache.errors)])
+
+
+def _upstream_gauges(models):
+    """Each deployment of the upstream models: healthy (1) or cooled down (0), and its requests in flight."""
+    healthy, inflight = [], []
+    for name, _, lm in models:
+        for deployment, ok, n in getattr(lm.backend, "deployments", lambda: [])():
+            labels = {"model": name, "deployment": deployment}
+            healthy.append((labels, 1 if ok else 0))
+            inflight.append((labels, n))
+    if healthy:
+        yield _metric("conch_upstream_healthy", "1 while an upstream deployment takes requests, 0 while it is "
+                                                "cooled down after repeated failures", "gauge", healthy)
+        yield _metric("conch_upstream_inflight", "Requests in flight to an upstream deployment", "gauge", inflight)
 
 
 @router.get("/metrics")

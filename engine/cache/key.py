@@ -42,5 +42,7 @@ def cache_key(config: ModelConfig, request: GenerationRequest) -> str:
         "params": _plain(request.params),
         "grammar": _plain(request.grammar),
     }
+    if request.chat is not None:                # an upstream's messages and tools (the ids only count them)
+        identity["chat"] = _plain(request.chat)
     blob = json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()
     return f"{config.name}:{hashlib.sha256(blob).hexdigest()}"

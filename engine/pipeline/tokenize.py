@@ -15,13 +15,16 @@ def tokenize(model: "LoadedModel", request: GenerationRequest, prompt_param: str
     """The request with `prompt_token_ids` set and `max_tokens` resolved (None: the rest of the context).
 
     Raises InvalidRequest naming `prompt_param` for an empty prompt or one that, with max_tokens, exceeds the
-    context. A model whose own steps change the text first (Capabilities.text_prompt) checks the limits there."""
+    context. A model whose own steps change the text first (Capabilities.text_prompt) checks the limits there; an
+    upstream (Capabilities.chat_input) checks its own context, and the ids only count the prompt (usage, limits)."""
     ids = request.prompt_token_ids
     if ids is None:
-        ids = tuple(model.tokenizer.encode(request.prompt or "", add_special_tokens=request.add_special_tokens))
+        text = request.chat.text if request.chat is not None else request.prompt or ""
+        ids = tuple(model.tokenizer.encode(text, add_special_tokens=request.add_special_tokens))
     if not ids:
         raise InvalidRequest("the prompt is empty", param=prompt_param)
-    if model.backend.capabilities.text_prompt:
+    caps = model.backend.capabilities
+    if caps.text_prompt or caps.chat_input:
         return replace(request, prompt_token_ids=ids)
     limit, params = model.context_length, request.params
     if len(ids) >= limit:

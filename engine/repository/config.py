@@ -9,6 +9,7 @@ import yaml
 
 from engine.errors import InvalidRequest
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
+from engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
 
 # Backends that serve Triton's LLM tensor contract (text_input -> text_output) rather than declared tensors.
 LLM_BACKENDS = frozenset({"transformers", "vllm", "tensorrt_llm", "openai"})
@@ -38,6 +39,7 @@ class ModelConfig:
     steps: tuple[EnsembleStep, ...] = ()    # an ensemble's DAG
     version_policy: VersionPolicy = VersionPolicy()
     decoupled: bool = False
+    upstream: UpstreamConfig | None = None  # the openai backend's deployments (engine/repository/upstream.py)
     triton: Any = field(default=None, hash=False, compare=False, repr=False)  # the parsed config.pbtxt
 
     @property
@@ -46,11 +48,13 @@ class ModelConfig:
 
     @classmethod
     def from_mapping(cls, name: str, data: dict[str, Any], **extra: Any) -> "ModelConfig":
-        known = {f.name for f in fields(cls)} - {"triton"}
+        known = {f.name for f in fields(cls)} - {"triton", "upstream"}
+        if data.get("backend") == "openai":
+            known |= UPSTREAM_KEYS | {"max_concurrency"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidRequest(f"model '{name}': unknown config keys {unknown}", param="config")
-        data = dict(data)
+        data = _split_upstream(name, dict(data))
         for key in ("inputs", "outputs"):
             if key in data:
                 data[key] = tensor_specs(data[key])
@@ -84,3 +88,15 @@ class ModelConfig:
     @property
     def version_dir(self) -> Path | None:
         return Path(self.path) / self.version if self.path is not None else None
+
+
+def _split_upstream(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """An openai backend's top-level upstream keys, gathered into `upstream`; `max_concurrency` (default 64)
+    is its `max_batch_size`: the requests in flight upstream, the admission queue holding the rest."""
+    if data.get("backend") != "openai":
+        return data
+    data["upstream"] = upstream_config(name, {k: data.pop(k) for k in list(data) if k in UPSTREAM_KEYS})
+    concurrency = data.pop("max_concurrency", None)
+    if concurrency is not None or "max_batch_size" not in data:
+        data["max_batch_size"] = int(concurrency or 64)
+    return data

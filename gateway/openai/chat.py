@@ -15,6 +15,7 @@ from gateway.openai.choices import Choice, collect, chat_logprobs, new_id, now, 
 from gateway.openai.schemas.chat import ChatCompletionRequest
 from gateway.openai.structured import output_spec
 from gateway.openai.tools import ToolPlan, plan_tools
+from gateway.openai.upstream import chat_input
 from gateway.state import conch_state
 from gateway.streaming import error_event, prime, sse_event, sse_response, until_disconnect
 
@@ -44,8 +45,11 @@ def build_request(body: ChatCompletionRequest, request: Request) -> tuple[Genera
     model = conch.engine.get(body.model)
     plan = plan_tools(body)
     params = body.sampling_params(body.max_new_tokens, body.num_logprobs, len(model.tokenizer))
-    gen = GenerationRequest(id=new_id("chatcmpl"), model=body.model, prompt=_prompt(body, model.tokenizer, plan),
-                            params=params, grammar=_grammar(body, plan), stream=body.stream,
+    caps = model.backend.capabilities
+    chat = chat_input(body, plan, caps.native_tools) if caps.chat_input else None  # an upstream renders its own
+    gen = GenerationRequest(id=new_id("chatcmpl"), model=body.model, chat=chat,
+                            prompt=None if chat else _prompt(body, model.tokenizer, plan),
+                            params=params, grammar=None if chat else _grammar(body, plan), stream=body.stream,
                             add_special_tokens=False,
                             use_cache=body.cache and "no-cache" not in request.headers.get("cache-control", ""))
     return conch.engine.prepare(gen, prompt_param="messages"), plan

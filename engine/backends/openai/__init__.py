@@ -1,0 +1,1 @@
+"""The `openai` backend: a remote OpenAI-compatible server (or several deployments of one) as a model."""

@@ -1,0 +1,161 @@
+"""The `openai` backend: a model served by an OpenAI-compatible server (vLLM, TGI, llama.cpp, another Conch,
+a hosted API), through one or more deployments (engine/backends/openai/routes.py).
+
+The gateway has already validated the request (keys, limits, cache and metrics apply as for a local model);
+this backend sends the validated request upstream and streams the answer back as text deltas. A failure
+before the first delta (a connection error, a 5xx, a timeout) is retried on the next deployment; once a
+delta is out, a failure ends the request. When every deployment failed, the config's `fallbacks` (other
+`openai` models) are tried in order, each with its own deployments. A client that goes away closes the
+upstream stream (the generator is closed, which closes the HTTP response)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import aclosing
+from dataclasses import replace
+from typing import AsyncIterator, Callable
+
+from engine.backend import Capabilities
+from engine.backends.openai.client import engine_error, make_client
+from engine.backends.openai.convert import StreamState, upstream_kwargs
+from engine.backends.openai.counting import open_tokenizer
+from engine.backends.openai.routes import Deployment, Router
+from engine.errors import BackendUnavailable, EngineError, UpstreamError
+from engine.repository.config import ModelConfig
+from engine.types import GenerationDelta, GenerationRequest
+
+log = logging.getLogger(__name__)
+
+
+class OpenAIBackend:
+    def __init__(self, config: ModelConfig) -> None:
+        if config.upstream is None:
+            raise BackendUnavailable(f"model '{config.name}': the openai backend needs base_url or routes")
+        self.config, self.upstream = config, config.upstream
+        self.capabilities = Capabilities(n=True, seed=True, text_output=True, chat_input=True,
+                                         native_tools=self.upstream.supports_tools)
+        self.context_length = config.context_length
+        self.tokenizer = None
+        self.router = Router(self.upstream)
+        self._engine = None
+
+    def bind(self, engine) -> None:
+        """The engine, to find the fallback models by name."""
+        self._engine = engine
+
+    async def start(self) -> None:
+        self.tokenizer = await asyncio.to_thread(open_tokenizer, self.config.resolve(self.config.tokenizer),
+                                                 self.upstream.encoding)
+        for d in self.router.deployments:
+            d.client = make_client(self.upstream, d.config, self.config.max_batch_size)
+
+    async def stop(self) -> None:
+        for d in self.router.deployments:
+            if d.client is not None:
+                await d.client.close()
+                d.client = None
+
+    def health(self) -> bool:
+        return self.tokenizer is not None
+
+    async def abort(self, request_id: str, index: int | None = None) -> None:
+        return None                      # closing generate's stream closes the upstream's
+
+    @property
+    def num_running(self) -> int:
+        return sum(d.inflight for d in self.router.deployments)
+
+    def deployments(self) -> list[tuple[str, bool, int]]:
+        """(deployment label, healthy, in flight) of each deployment, for /metrics."""
+        return [(d.label, self.router.healthy(d), d.inflight) for d in self.router.deployments]
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+        try:
+            async with aclosing(self.routed(request)) as deltas:
+                async for delta in deltas:
+                    yield delta
+        except UpstreamError as failure:
+            async with aclosing(self._fallback(request, failure)) as deltas:
+                async for delta in deltas:
+                    yield delta
+
+    def routed(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+        """The request on this model's deployments, the next one tried while nothing has been yielded."""
+        kwargs = upstream_kwargs(request, self.upstream)
+        attempts = [lambda d=d: self._ask(d, request, kwargs) for d in self.router.attempts()]
+
+        def failed(failures: list[UpstreamError]) -> UpstreamError:
+            if len(failures) == 1:
+                return failures[0]
+            return type(failures[-1])(f"every deployment of model '{self.config.name}' failed: "
+                                      + "; ".join(f.message for f in failures))
+        return first_started(attempts, failed)
+
+    async def _ask(self, d: Deployment, request: GenerationRequest, kwargs: dict) -> AsyncIterator[GenerationDelta]:
+        state = StreamState(request, self.tokenizer)
+        client = d.client
+        create = client.chat.completions.create if request.chat is not None else client.completions.create
+        d.inflight += 1
+        try:
+            try:
+                stream = await create(**kwargs)
+                try:
+                    async for chunk in stream:
+                        for delta in state.feed(chunk):
+                            yield delta
+                finally:
+                    await stream.close()
+                finals = state.finish()
+            except EngineError:
+                raise
+            except Exception as exc:
+                error = engine_error(exc, d.label, self.upstream)
+                if isinstance(error, UpstreamError):
+                    self.router.failed(d)
+                raise error from exc
+            self.router.succeeded(d)
+            for delta in finals:
+                yield delta
+        finally:
+            d.inflight -= 1
+
+    def _fallback(self, request: GenerationRequest, failure: UpstreamError) -> AsyncIterator[GenerationDelta]:
+        """The config's fallback models in order (their own fallbacks are not followed: no cycles)."""
+        backends = [(name, b) for name in self.upstream.fallbacks if (b := self._fallback_backend(name)) is not None]
+        attempts = [lambda n=n, b=b: b.routed(replace(request, model=n, version=None)) for n, b in backends]
+
+        def failed(failures: list[UpstreamError]) -> UpstreamError:
+            tried = "; ".join(f"fallback '{n}': {f.message}" for (n, _), f in zip(backends, failures, strict=True))
+            return UpstreamError(f"{failure.message}; {tried}") if tried else failure
+        return first_started(attempts, failed)
+
+    def _fallback_backend(self, name: str) -> "OpenAIBackend | None":
+        try:
+            backend = self._engine.get(name).backend if self._engine is not None else None
+        except EngineError:
+            backend = None
+        if not isinstance(backend, OpenAIBackend):
+            log.warning("model %s: fallback '%s' is not a loaded openai model; skipped", self.config.name, name)
+            return None
+        return backend
+
+
+async def first_started(attempts: list[Callable[[], AsyncIterator[GenerationDelta]]],
+                        failed: Callable[[list[UpstreamError]], UpstreamError]) -> AsyncIterator[GenerationDelta]:
+    """The deltas of the first attempt that yields one before an UpstreamError; an error after its first
+    delta is raised as it is. When every attempt failed first, raises `failed(their errors)`."""
+    failures: list[UpstreamError] = []
+    for attempt in attempts:
+        started = False
+        try:
+            async with aclosing(attempt()) as deltas:
+                async for delta in deltas:
+                    started = True
+                    yield delta
+            return
+        except UpstreamError as exc:
+            if started:
+                raise
+            log.warning("%s", exc.message)
+            failures.append(exc)
+    raise failed(failures)
