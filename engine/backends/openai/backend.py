@@ -69,15 +69,17 @@ class OpenAIBackend:
         """(deployment label, healthy, in flight) of each deployment, for /metrics."""
         return [(d.label, self.router.healthy(d), d.inflight) for d in self.router.deployments]
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
-        try:
-            async with aclosing(self.routed(request)) as deltas:
-                async for delta in deltas:
-                    yield delta
-        except UpstreamError as failure:
-            async with aclosing(self._fallback(request, failure)) as deltas:
-                async for delta in deltas:
-                    yield delta
+    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+        """This model's deployments, then its fallbacks, each only while no delta has been yielded."""
+        fallbacks = [(n, b) for n in self.upstream.fallbacks if (b := self._fallback_backend(n)) is not None]
+        attempts = [lambda: self.routed(request)] + [
+            lambda n=n, b=b: b.routed(replace(request, model=n, version=None)) for n, b in fallbacks]
+
+        def failed(failures: list[UpstreamError]) -> UpstreamError:
+            tried = "; ".join(f"fallback '{n}': {f.message}"
+                              for (n, _), f in zip(fallbacks, failures[1:], strict=True))
+            return UpstreamError(f"{failures[0].message}; {tried}") if tried else failures[0]
+        return first_started(attempts, failed)
 
     def routed(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
         """The request on this model's deployments, the next one tried while nothing has been yielded."""
@@ -118,16 +120,6 @@ class OpenAIBackend:
                 yield delta
         finally:
             d.inflight -= 1
-
-    def _fallback(self, request: GenerationRequest, failure: UpstreamError) -> AsyncIterator[GenerationDelta]:
-        """The config's fallback models in order (their own fallbacks are not followed: no cycles)."""
-        backends = [(name, b) for name in self.upstream.fallbacks if (b := self._fallback_backend(name)) is not None]
-        attempts = [lambda n=n, b=b: b.routed(replace(request, model=n, version=None)) for n, b in backends]
-
-        def failed(failures: list[UpstreamError]) -> UpstreamError:
-            tried = "; ".join(f"fallback '{n}': {f.message}" for (n, _), f in zip(backends, failures, strict=True))
-            return UpstreamError(f"{failure.message}; {tried}") if tried else failure
-        return first_started(attempts, failed)
 
     def _fallback_backend(self, name: str) -> "OpenAIBackend | None":
         try:
