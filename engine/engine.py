@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import AsyncIterator
 
 from engine.admission import Admission, Observer, Trace
@@ -50,6 +51,7 @@ class Engine:
         self.observers: list[Observer] = []          # told about every request once it is over
         self._models: dict[str, dict[str, LoadedModel]] = {}   # name -> version -> the model serving it
         self._loading: dict[str, asyncio.Lock] = {}
+        self._keys = itertools.count()               # engine keys: see generate
 
     async def start(self, names: list[str] | None = None) -> None:
         for name in names if names is not None else self.repository.names():
@@ -120,8 +122,14 @@ class Engine:
         return tokenize(self.get(request.model, request.version), request, prompt_param)
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
-        """Deltas of every choice of the request, interleaved; each choice ends with a finished delta."""
-        request = self.prepare(request)
+        """Deltas of every choice of the request, interleaved; each choice ends with a finished delta.
+
+        Invariant: below this method a request is known only by its engine key, unique in the process (the
+        backend's queues, abort, admission, the cache and the trace all use it). `request.id` is the caller's
+        label, which clients choose and may repeat ("id": "1" on every request); the deltas yielded here carry
+        it back, so the caller sees only its own id."""
+        label = request.id
+        request = replace(self.prepare(request), id=f"{next(self._keys):x}.{label[:64]}")
         model = self.get(request.model, request.version)
         trace, failure = Trace(request, model.config.version), None
         model.inflight += 1
@@ -129,7 +137,7 @@ class Engine:
             async with aclosing(self._answer(model, request, trace)) as deltas:
                 async for delta in deltas:
                     trace.observe(delta)
-                    yield delta
+                    yield replace(delta, request_id=label)
         except BaseException as exc:
             failure = exc
             raise

@@ -69,7 +69,7 @@ class SamplingParams:
 class GenerationRequest:
     """One generation. Exactly one of `prompt` / `prompt_token_ids` is set."""
 
-    id: str
+    id: str                      # the caller's label (may repeat); Engine.generate keys the request by its own id
     model: str
     prompt: str | None = None
     prompt_token_ids: tuple[int, ...] | None = None
