@@ -14,6 +14,7 @@ from engine.cache import ResponseCache
 from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
 from engine.pipeline import detokenize, tokenize
 from engine.repository import ModelConfig, ModelRepository
+from engine.sampling import checked_sampling
 from engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,11 @@ class LoadedModel:
     @property
     def context_length(self) -> int:
         return self.backend.context_length
+
+    @property
+    def vocab_size(self) -> int | None:
+        tokenizer = self.backend.tokenizer
+        return len(tokenizer) if tokenizer is not None else None
 
 
 class Engine:
@@ -118,8 +124,13 @@ class Engine:
         return model
 
     def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
-        """The pipeline's tokenize step: raises InvalidRequest naming the field (engine/pipeline/tokenize.py)."""
-        return tokenize(self.get(request.model, request.version), request, prompt_param)
+        """Sampling checked (engine/sampling.py), then the pipeline's tokenize step (engine/pipeline/tokenize.py);
+        raises InvalidRequest naming the field."""
+        model = self.get(request.model, request.version)
+        params = checked_sampling(request.params, model.vocab_size)
+        if params is not request.params:
+            request = replace(request, params=params)
+        return tokenize(model, request, prompt_param)
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
         """Deltas of every choice of the request, interleaved; each choice ends with a finished delta.

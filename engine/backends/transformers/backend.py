@@ -23,7 +23,7 @@ from engine.backends.transformers.sampler import Sampler
 from engine.backends.transformers.scheduler import Scheduler
 from engine.backends.transformers.sequence import Sequence
 from engine.repository.config import ModelConfig
-from engine.types import GenerationDelta, GenerationRequest, RequestStatus
+from engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,8 @@ class TransformersBackend:
 
     def _sequence(self, request: GenerationRequest, index: int, prompt_ids: list[int], compiled) -> Sequence:
         p = request.params
-        gen = torch.Generator().manual_seed(p.seed + index if p.seed is not None else secrets.randbits(63))
+        # seed in [-2**63, 2**64) (engine/sampling.py); mod 2**64 is torch's own mapping of a negative seed
+        gen = torch.Generator().manual_seed((p.seed + index) % 2**64 if p.seed is not None else secrets.randbits(63))
         return Sequence(
             request=request, index=index, prompt_ids=prompt_ids,
             eos_ids=self._eos | frozenset(p.stop_token_ids),
@@ -162,13 +163,14 @@ class TransformersBackend:
         return deltas
 
     def _fail_running(self, message: str) -> list[GenerationDelta]:
+        """The forward pass itself failed (a failure one row causes ends only that row, in the sampler and
+        Scheduler.update): the running batch ends with the error and its KV cache is dropped."""
         for seq in self.scheduler.running:
-            seq.finish(RequestStatus.FINISHED_ERROR, message)
+            seq.fail(message)
         deltas = [d for d in map(Sequence.drain, self.scheduler.running) if d is not None]
         self.scheduler.running = []
         self.runner.kv.keep([])
-        return [GenerationDelta(d.request_id, d.index, status=d.status, usage=d.usage, error=message)
-                if d.status == RequestStatus.FINISHED_ERROR else d for d in deltas]
+        return deltas
 
     def _deliver(self, deltas: list[GenerationDelta]) -> None:
         for delta in deltas:
