@@ -13,6 +13,7 @@ from engine.backend import Backend, load_backend_class
 from engine.cache import ResponseCache
 from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
 from engine.pipeline import detokenize, tokenize
+from engine.pipeline.tokenize import tokenizes_inline
 from engine.repository import ModelConfig, ModelRepository
 from engine.sampling import checked_sampling
 from engine.types import GenerationDelta, GenerationRequest
@@ -123,14 +124,16 @@ class Engine:
                                 f"(serving version(s) {', '.join(versions)})", param="model")
         return model
 
-    def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
-        """Sampling checked (engine/sampling.py), then the pipeline's tokenize step (engine/pipeline/tokenize.py);
-        raises InvalidRequest naming the field."""
+    async def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
+        """Sampling checked (engine/sampling.py), then the pipeline's tokenize step (engine/pipeline/tokenize.py),
+        in a worker thread unless the prompt is short; raises InvalidRequest naming the field."""
         model = self.get(request.model, request.version)
         params = checked_sampling(request.params, model.vocab_size)
         if params is not request.params:
             request = replace(request, params=params)
-        return tokenize(model, request, prompt_param)
+        if tokenizes_inline(request):
+            return tokenize(model, request, prompt_param)
+        return await asyncio.to_thread(tokenize, model, request, prompt_param)
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
         """Deltas of every choice of the request, interleaved; each choice ends with a finished delta.
@@ -140,7 +143,7 @@ class Engine:
         label, which clients choose and may repeat ("id": "1" on every request); the deltas yielded here carry
         it back, so the caller sees only its own id."""
         label = request.id
-        request = replace(self.prepare(request), id=f"{next(self._keys):x}.{label[:64]}")
+        request = replace(await self.prepare(request), id=f"{next(self._keys):x}.{label[:64]}")
         model = self.get(request.model, request.version)
         trace, failure = Trace(request, model.config.version), None
         model.inflight += 1

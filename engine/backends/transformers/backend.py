@@ -22,6 +22,7 @@ from engine.backends.transformers.runner import ModelRunner
 from engine.backends.transformers.sampler import Sampler
 from engine.backends.transformers.scheduler import Scheduler
 from engine.backends.transformers.sequence import Sequence
+from engine.pipeline.length_bound import max_token_span
 from engine.repository.config import ModelConfig
 from engine.types import GenerationDelta, GenerationRequest
 
@@ -51,6 +52,7 @@ class TransformersBackend:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         model, self.tokenizer = await asyncio.to_thread(loader.load, self.config)
+        await asyncio.to_thread(max_token_span, self.tokenizer)    # the prompt length bound's one vocabulary pass
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.runner = ModelRunner(model, pad, PrefixCache(self.config.prefix_cache_mb * 2**20))
