@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import AsyncIterator
 
 from engine.admission import Admission, Observer, Trace
@@ -12,7 +13,9 @@ from engine.backend import Backend, load_backend_class
 from engine.cache import ResponseCache
 from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
 from engine.pipeline import detokenize, tokenize
+from engine.pipeline.tokenize import tokenizes_inline
 from engine.repository import ModelConfig, ModelRepository
+from engine.sampling import checked_sampling
 from engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,11 @@ class LoadedModel:
     def context_length(self) -> int:
         return self.backend.context_length
 
+    @property
+    def vocab_size(self) -> int | None:
+        tokenizer = self.backend.tokenizer
+        return len(tokenizer) if tokenizer is not None else None
+
 
 class Engine:
     def __init__(self, repository: ModelRepository | None = None, cache: ResponseCache | None = None,
@@ -50,6 +58,7 @@ class Engine:
         self.observers: list[Observer] = []          # told about every request once it is over
         self._models: dict[str, dict[str, LoadedModel]] = {}   # name -> version -> the model serving it
         self._loading: dict[str, asyncio.Lock] = {}
+        self._keys = itertools.count()               # engine keys: see generate
 
     async def start(self, names: list[str] | None = None) -> None:
         for name in names if names is not None else self.repository.names():
@@ -115,13 +124,26 @@ class Engine:
                                 f"(serving version(s) {', '.join(versions)})", param="model")
         return model
 
-    def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
-        """The pipeline's tokenize step: raises InvalidRequest naming the field (engine/pipeline/tokenize.py)."""
-        return tokenize(self.get(request.model, request.version), request, prompt_param)
+    async def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
+        """Sampling checked (engine/sampling.py), then the pipeline's tokenize step (engine/pipeline/tokenize.py),
+        in a worker thread unless the prompt is short; raises InvalidRequest naming the field."""
+        model = self.get(request.model, request.version)
+        params = checked_sampling(request.params, model.vocab_size)
+        if params is not request.params:
+            request = replace(request, params=params)
+        if tokenizes_inline(request):
+            return tokenize(model, request, prompt_param)
+        return await asyncio.to_thread(tokenize, model, request, prompt_param)
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
-        """Deltas of every choice of the request, interleaved; each choice ends with a finished delta."""
-        request = self.prepare(request)
+        """Deltas of every choice of the request, interleaved; each choice ends with a finished delta.
+
+        Invariant: below this method a request is known only by its engine key, unique in the process (the
+        backend's queues, abort, admission, the cache and the trace all use it). `request.id` is the caller's
+        label, which clients choose and may repeat ("id": "1" on every request); the deltas yielded here carry
+        it back, so the caller sees only its own id."""
+        label = request.id
+        request = replace(await self.prepare(request), id=f"{next(self._keys):x}.{label[:64]}")
         model = self.get(request.model, request.version)
         trace, failure = Trace(request, model.config.version), None
         model.inflight += 1
@@ -129,7 +151,7 @@ class Engine:
             async with aclosing(self._answer(model, request, trace)) as deltas:
                 async for delta in deltas:
                     trace.observe(delta)
-                    yield delta
+                    yield replace(delta, request_id=label)
         except BaseException as exc:
             failure = exc
             raise

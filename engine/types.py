@@ -42,7 +42,7 @@ class SamplingParams:
     max_tokens: int | None = 16  # None = up to the end of the context (filled in by Engine.prepare)
     temperature: float = 1.0
     top_p: float = 1.0
-    top_k: int = 0              # 0 = off
+    top_k: int = 0              # 0 = off (engine/sampling.py turns a face's -1 into 0)
     min_p: float = 0.0
     seed: int | None = None
     presence_penalty: float = 0.0
@@ -92,7 +92,7 @@ def _content(content: Any) -> str:
 class GenerationRequest:
     """One generation. Exactly one of `prompt` / `prompt_token_ids` / `chat` is given (tokenize adds ids)."""
 
-    id: str
+    id: str                      # the caller's label (may repeat); Engine.generate keys the request by its own id
     model: str
     prompt: str | None = None
     prompt_token_ids: tuple[int, ...] | None = None

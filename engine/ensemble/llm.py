@@ -29,7 +29,7 @@ class LLMTensorModel:
         self.engine, self.config = engine, config
         self.inputs, self.outputs = tensor_interface(config)
 
-    def generation_request(self, request: InferRequest) -> tuple[GenerationRequest, dict[str, bool]]:
+    async def generation_request(self, request: InferRequest) -> tuple[GenerationRequest, dict[str, bool]]:
         check_inputs(self.inputs, request.inputs, self.config.name)
         inputs, params = request.inputs, request.parameters
         text = first_string(inputs["text_input"], "text_input")
@@ -42,10 +42,10 @@ class LLMTensorModel:
         grammar, values = split_grammar(values)
         gen = GenerationRequest(id=request.id, model=self.config.name, version=self.config.version, prompt=text,
                                 params=sampling_params(values), grammar=grammar, stream=stream)
-        return self.engine.prepare(gen, prompt_param="text_input"), flags
+        return await self.engine.prepare(gen, prompt_param="text_input"), flags
 
     async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
-        gen, flags = self.generation_request(request)
+        gen, flags = await self.generation_request(request)
         deltas = self.engine.generate(gen)
         try:
             if gen.stream:

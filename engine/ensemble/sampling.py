@@ -6,6 +6,7 @@ from dataclasses import fields
 from typing import Any
 
 from engine.errors import InvalidRequest
+from engine.sampling import checked_sampling
 from engine.types import SamplingParams
 
 # Request parameters that steer the face, not the sampler.
@@ -15,9 +16,7 @@ CONTROL_KEYS = frozenset({"stream", "exclude_input_in_output", "return_finish_re
 _TYPES = {"max_tokens": int, "temperature": float, "top_p": float, "top_k": int, "min_p": float, "seed": int,
           "presence_penalty": float, "frequency_penalty": float, "repetition_penalty": float,
           "ignore_eos": bool, "include_stop_str_in_output": bool, "stop": tuple, "stop_token_ids": tuple}
-_RANGES = {"temperature": (0.0, 100.0), "top_p": (1e-9, 1.0), "min_p": (0.0, 1.0), "max_tokens": (1, 1 << 31),
-           "top_k": (-1, 1 << 31), "presence_penalty": (-2.0, 2.0), "frequency_penalty": (-2.0, 2.0),
-           "repetition_penalty": (1e-9, 100.0)}
+_RANGES = {"max_tokens": (1, 1 << 31)}    # the numeric limits of the others are engine/sampling.py's, for every face
 
 
 def parse_json_object(raw: str, name: str) -> dict[str, Any]:
@@ -38,10 +37,8 @@ def sampling_params(values: dict[str, Any]) -> SamplingParams:
         raise InvalidRequest(f"unsupported sampling parameter(s) {unknown}; supported: {sorted(_TYPES)}",
                              param=unknown[0])
     parsed = {k: _coerce(k, v) for k, v in values.items() if v is not None}
-    if parsed.get("top_k") == -1:
-        parsed["top_k"] = 0
     known = {f.name for f in fields(SamplingParams)}
-    return SamplingParams(**{k: v for k, v in parsed.items() if k in known})
+    return checked_sampling(SamplingParams(**{k: v for k, v in parsed.items() if k in known}))
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -52,7 +49,7 @@ def _coerce(key: str, value: Any) -> Any:
         if kind is bool:
             return _bool(value)
         out = kind(float(value)) if kind is int and isinstance(value, str) and "." in value else kind(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:     # int(inf) overflows
         raise InvalidRequest(f"sampling parameter '{key}' must be {kind.__name__}, got {value!r}", param=key) from exc
     if kind is int and isinstance(value, float) and value != int(value):
         raise InvalidRequest(f"sampling parameter '{key}' must be an integer, got {value!r}", param=key)

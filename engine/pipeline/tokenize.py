@@ -1,41 +1,72 @@
-"""The tokenize step: a request's prompt -> token ids, checked against the model's context length."""
+"""The tokenize step: a request's prompt -> token ids, checked against the model's context length.
+
+Runs in a worker thread for any prompt longer than INLINE_CHARS (Engine.prepare), never on the event loop; a
+prompt that cannot fit is refused by a cheap lower bound on its token count before it is tokenized
+(engine/pipeline/length_bound.py).
+"""
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from engine.errors import InvalidRequest
+from engine.errors import ContextLengthExceeded, InvalidRequest
+from engine.pipeline.length_bound import at_least_tokens
 from engine.types import GenerationRequest
 
 if TYPE_CHECKING:
     from engine.engine import LoadedModel
 
+INLINE_CHARS = 2048        # shorter prompts tokenize in well under a millisecond: cheaper than a thread hop
+
 
 def tokenize(model: "LoadedModel", request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
     """The request with `prompt_token_ids` set and `max_tokens` resolved (None: the rest of the context).
 
-    Raises InvalidRequest naming `prompt_param` for an empty prompt or one that, with max_tokens, exceeds the
-    context. A model whose own steps change the text first (Capabilities.text_prompt) checks the limits there; an
-    upstream (Capabilities.chat_input) checks its own context, and the ids only count the prompt (usage, limits)."""
+    Raises InvalidRequest naming `prompt_param` for an empty prompt, ContextLengthExceeded for one that, with
+    max_tokens, exceeds the context. A model whose own steps change the text first (Capabilities.text_prompt)
+    checks the limits there; an upstream (Capabilities.chat_input) checks its own context, and the ids only
+    count the prompt (usage, limits)."""
     ids = request.prompt_token_ids
+    caps = model.backend.capabilities
+    limited = not (caps.text_prompt or caps.chat_input)
     if ids is None:
-        text = request.chat.text if request.chat is not None else request.prompt or ""
-        ids = tuple(model.tokenizer.encode(text, add_special_tokens=request.add_special_tokens))
+        tokenizer, text = model.tokenizer, _text(request)
+        if limited:
+            _refuse_by_bound(tokenizer, text, model.context_length, prompt_param)
+        ids = tuple(tokenizer.encode(text, add_special_tokens=request.add_special_tokens))
     if not ids:
         raise InvalidRequest("the prompt is empty", param=prompt_param)
-    caps = model.backend.capabilities
-    if caps.text_prompt or caps.chat_input:
+    if not limited:
         return replace(request, prompt_token_ids=ids)
     limit, params = model.context_length, request.params
     if len(ids) >= limit:
-        raise InvalidRequest(
+        raise ContextLengthExceeded(
             f"This model's maximum context length is {limit} tokens. However, your prompt has "
             f"{len(ids)} tokens. Please reduce the length of the prompt.", param=prompt_param)
     if params.max_tokens is None:
         params = replace(params, max_tokens=limit - len(ids))
     if len(ids) + params.max_tokens > limit:
-        raise InvalidRequest(
+        raise ContextLengthExceeded(
             f"This model's maximum context length is {limit} tokens. However, you requested "
             f"{len(ids) + params.max_tokens} tokens ({len(ids)} in the prompt, {params.max_tokens} in the "
             f"completion). Please reduce the prompt or max_tokens.", param=prompt_param)
     return replace(request, prompt_token_ids=ids, params=params)
+
+
+def _refuse_by_bound(tokenizer, prompt: str, limit: int, prompt_param: str) -> None:
+    if len(prompt) < limit:                   # a token spans at least a character: the bound cannot refuse it
+        return
+    least = at_least_tokens(tokenizer, prompt)
+    if least >= limit:
+        raise ContextLengthExceeded(
+            f"This model's maximum context length is {limit} tokens. However, your prompt has at least "
+            f"{least} tokens ({len(prompt)} characters). Please reduce the length of the prompt.", param=prompt_param)
+
+
+def tokenizes_inline(request: GenerationRequest) -> bool:
+    """Whether the step is cheap enough to run on the caller's thread (token ids given, or a short prompt)."""
+    return request.prompt_token_ids is not None or len(_text(request)) <= INLINE_CHARS
+
+
+def _text(request: GenerationRequest) -> str:
+    return request.chat.text if request.chat is not None else request.prompt or ""

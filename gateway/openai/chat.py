@@ -1,6 +1,7 @@
 """POST /v1/chat/completions."""
 from __future__ import annotations
 
+import asyncio
 from typing import AsyncIterator
 
 from fastapi import APIRouter, Request
@@ -40,19 +41,19 @@ def _grammar(body: ChatCompletionRequest, plan: ToolPlan):
     return spec if spec is not None else plan.grammar
 
 
-def build_request(body: ChatCompletionRequest, request: Request) -> tuple[GenerationRequest, ToolPlan]:
+async def build_request(body: ChatCompletionRequest, request: Request) -> tuple[GenerationRequest, ToolPlan]:
     conch = conch_state(request)
     model = conch.engine.get(body.model)
     plan = plan_tools(body)
     params = body.sampling_params(body.max_new_tokens, body.num_logprobs, len(model.tokenizer))
     caps = model.backend.capabilities
     chat = chat_input(body, plan, caps.native_tools) if caps.chat_input else None  # an upstream renders its own
-    gen = GenerationRequest(id=new_id("chatcmpl"), model=body.model, chat=chat,
-                            prompt=None if chat else _prompt(body, model.tokenizer, plan),
+    prompt = None if chat else await asyncio.to_thread(_prompt, body, model.tokenizer, plan)  # off the loop
+    gen = GenerationRequest(id=new_id("chatcmpl"), model=body.model, chat=chat, prompt=prompt,
                             params=params, grammar=None if chat else _grammar(body, plan), stream=body.stream,
                             add_special_tokens=False,
                             use_cache=body.cache and "no-cache" not in request.headers.get("cache-control", ""))
-    return conch.engine.prepare(gen, prompt_param="messages"), plan
+    return await conch.engine.prepare(gen, prompt_param="messages"), plan
 
 
 def _outputs(request: Request, body: ChatCompletionRequest, plan: ToolPlan) -> list[ChatOutput]:
@@ -64,7 +65,7 @@ def _outputs(request: Request, body: ChatCompletionRequest, plan: ToolPlan) -> l
 
 @router.post("/v1/chat/completions")
 async def create_chat_completion(body: ChatCompletionRequest, request: Request):
-    gen, plan = build_request(body, request)
+    gen, plan = await build_request(body, request)
     outputs = _outputs(request, body, plan)
     deltas = conch_state(request).engine.generate(gen)
     if body.stream:                         # primed: an error before the first delta is a status, not an event

@@ -17,7 +17,7 @@ router = APIRouter()
 
 
 
-def build_requests(body: CompletionRequest, request: Request) -> list[GenerationRequest]:
+async def build_requests(body: CompletionRequest, request: Request) -> list[GenerationRequest]:
     conch = conch_state(request)
     model = conch.engine.get(body.model)
     grammar, _ = output_spec(body)
@@ -29,7 +29,7 @@ def build_requests(body: CompletionRequest, request: Request) -> list[Generation
                                 use_cache=body.cache and "no-cache" not in request.headers.get("cache-control", ""),
                                 prompt=prompt if isinstance(prompt, str) else None,
                                 prompt_token_ids=tuple(prompt) if not isinstance(prompt, str) else None)
-        out.append(conch.engine.prepare(gen, prompt_param="prompt"))
+        out.append(await conch.engine.prepare(gen, prompt_param="prompt"))
     return out
 
 
@@ -43,7 +43,7 @@ def _indexed(gen: GenerationRequest, offset: int, deltas: AsyncIterator[Generati
 @router.post("/v1/completions")
 async def create_completion(body: CompletionRequest, request: Request):
     engine = conch_state(request).engine
-    gens = build_requests(body, request)
+    gens = await build_requests(body, request)
     streams = [engine.generate(g) for g in gens]
     if body.stream:                         # primed: an error before the first delta is a status, not an event
         streams = await _prime_all(streams)

@@ -22,8 +22,9 @@ from engine.backends.transformers.runner import ModelRunner
 from engine.backends.transformers.sampler import Sampler
 from engine.backends.transformers.scheduler import Scheduler
 from engine.backends.transformers.sequence import Sequence
+from engine.pipeline.length_bound import max_token_span
 from engine.repository.config import ModelConfig
-from engine.types import GenerationDelta, GenerationRequest, RequestStatus
+from engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class TransformersBackend:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         model, self.tokenizer = await asyncio.to_thread(loader.load, self.config)
+        await asyncio.to_thread(max_token_span, self.tokenizer)    # the prompt length bound's one vocabulary pass
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.runner = ModelRunner(model, pad, PrefixCache(self.config.prefix_cache_mb * 2**20))
@@ -100,7 +102,8 @@ class TransformersBackend:
 
     def _sequence(self, request: GenerationRequest, index: int, prompt_ids: list[int], compiled) -> Sequence:
         p = request.params
-        gen = torch.Generator().manual_seed(p.seed + index if p.seed is not None else secrets.randbits(63))
+        # seed in [-2**63, 2**64) (engine/sampling.py); mod 2**64 is torch's own mapping of a negative seed
+        gen = torch.Generator().manual_seed((p.seed + index) % 2**64 if p.seed is not None else secrets.randbits(63))
         return Sequence(
             request=request, index=index, prompt_ids=prompt_ids,
             eos_ids=self._eos | frozenset(p.stop_token_ids),
@@ -162,13 +165,14 @@ class TransformersBackend:
         return deltas
 
     def _fail_running(self, message: str) -> list[GenerationDelta]:
+        """The forward pass itself failed (a failure one row causes ends only that row, in the sampler and
+        Scheduler.update): the running batch ends with the error and its KV cache is dropped."""
         for seq in self.scheduler.running:
-            seq.finish(RequestStatus.FINISHED_ERROR, message)
+            seq.fail(message)
         deltas = [d for d in map(Sequence.drain, self.scheduler.running) if d is not None]
         self.scheduler.running = []
         self.runner.kv.keep([])
-        return [GenerationDelta(d.request_id, d.index, status=d.status, usage=d.usage, error=message)
-                if d.status == RequestStatus.FINISHED_ERROR else d for d in deltas]
+        return deltas
 
     def _deliver(self, deltas: list[GenerationDelta]) -> None:
         for delta in deltas:

@@ -3,6 +3,11 @@
 Order, per row: penalties -> logit_bias -> grammar mask -> (greedy argmax) | (temperature -> top-k -> top-p
 -> min-p -> draw with the sequence's own generator). Logprobs are those of the model's raw distribution.
 Shapes: logits (B, V) float32, B = len(seqs).
+
+Isolation: a row whose own values or grammar matcher make an operation raise ends only its sequence
+(Sequence.fail: finish_reason "error" and its own error) and gets None; the others are sampled as if it were
+not there. The batched part draws nothing, so when it raises, redoing it row by row to find the culprit leaves
+every generator (a seeded request's stream) untouched; the draws are per row.
 """
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import torch
 from engine.backends.transformers.sequence import Sequence
 from engine.types import PositionLogprobs, TokenLogprob
 
+Sampled = tuple[int, PositionLogprobs | None]     # one row's token and (if asked) its logprobs
+
 
 class Sampler:
     def __init__(self, tokenizer, vocab_size: int) -> None:
@@ -18,17 +25,49 @@ class Sampler:
         self._vocab = vocab_size
 
     @torch.inference_mode()
-    def sample(self, seqs: list[Sequence], logits: torch.Tensor) -> list[tuple[int, PositionLogprobs | None]]:
-        raw = logits
+    def sample(self, seqs: list[Sequence], logits: torch.Tensor) -> list[Sampled | None]:
+        """One (token, logprobs) per row; None for a row that failed (its sequence is finished with the error)."""
+        try:
+            adjusted, probs = self._distributions(seqs, logits)
+        except Exception:                    # one row's values broke a batched op: find it, row by row
+            return [self._sample_alone(seq, logits[row:row + 1]) for row, seq in enumerate(seqs)]
+        return self._draw(seqs, logits, adjusted, probs)
+
+    def _sample_alone(self, seq: Sequence, logits: torch.Tensor) -> Sampled | None:
+        try:
+            return self._draw([seq], logits, *self._distributions([seq], logits))[0]
+        except Exception as exc:
+            seq.fail(f"sampling failed for this request: {exc}")
+            return None
+
+    def _distributions(self, seqs: list[Sequence], logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The adjusted logits (B, V), and the filtered probabilities of the non-greedy rows (S, V) or None."""
         logits = logits.clone()
         self._apply_penalties(seqs, logits)
         self._apply_logit_bias(seqs, logits)
         self._apply_grammar(seqs, logits)
-        tokens = self._choose(seqs, logits)
+        sampled = [row for row, seq in enumerate(seqs) if not seq.params.greedy]
+        probs = self._filtered_probs([seqs[r] for r in sampled], logits[sampled]) if sampled else None
+        return logits, probs
+
+    def _draw(self, seqs: list[Sequence], raw: torch.Tensor, adjusted: torch.Tensor,
+              probs: torch.Tensor | None) -> list[Sampled | None]:
+        greedy = adjusted.argmax(dim=-1).tolist()
         want = [s.params.logprobs is not None for s in seqs]
         logprobs = torch.log_softmax(raw, dim=-1) if any(want) else None
-        return [(tok, self._logprobs(seq, logprobs[row], tok) if want[row] else None)
-                for row, (seq, tok) in enumerate(zip(seqs, tokens, strict=True))]
+        out: list[Sampled | None] = []
+        drawn = 0                                # index into probs: the non-greedy rows, in order
+        for row, seq in enumerate(seqs):
+            try:
+                token = greedy[row]
+                if not seq.params.greedy:
+                    drawn += 1
+                    token = int(torch.multinomial(probs[drawn - 1], 1, generator=seq.generator))
+                out.append((token, self._logprobs(seq, logprobs[row], token) if want[row] else None))
+            except Exception as exc:             # e.g. its probabilities hold inf or NaN
+                seq.fail(f"sampling failed for this request: {exc}")
+                out.append(None)
+        return out
 
     def _apply_penalties(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
         for row, seq in enumerate(seqs):
@@ -59,16 +98,6 @@ class Sampler:
             seqs[row].matcher.fill_bitmask(bitmask, row)
         apply_bitmask(logits, bitmask, rows)              # one masked op over the batch
 
-    def _choose(self, seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
-        greedy = logits.argmax(dim=-1).tolist()
-        sampled = [row for row, seq in enumerate(seqs) if not seq.params.greedy]
-        if not sampled:
-            return greedy
-        probs = self._filtered_probs([seqs[r] for r in sampled], logits[sampled])
-        for i, row in enumerate(sampled):
-            greedy[row] = int(torch.multinomial(probs[i], 1, generator=seqs[row].generator))
-        return greedy
-
     @staticmethod
     def _filtered_probs(seqs: list[Sequence], logits: torch.Tensor) -> torch.Tensor:
         temps = torch.tensor([s.params.temperature for s in seqs]).unsqueeze(-1)
@@ -78,7 +107,7 @@ class Sampler:
         if any(k > 0 for k in top_k) or any(p < 1.0 for p in top_p):
             sorted_logits, order = logits.sort(dim=-1, descending=True)
             ranks = torch.arange(logits.shape[-1]).unsqueeze(0)
-            k = torch.tensor([k if k > 0 else logits.shape[-1] for k in top_k]).unsqueeze(-1)
+            k = torch.tensor([k if 0 < k < logits.shape[-1] else logits.shape[-1] for k in top_k]).unsqueeze(-1)
             drop = ranks >= k
             cum = sorted_logits.softmax(-1).cumsum(-1)
             drop |= (cum - sorted_logits.softmax(-1)) > torch.tensor(top_p).unsqueeze(-1)

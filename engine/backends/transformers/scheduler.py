@@ -97,15 +97,20 @@ class Scheduler:
             admitted.append(seq)
         return admitted
 
-    def update(self, batch: Batch, sampled: list[tuple[int, PositionLogprobs | None]]) -> list[GenerationDelta]:
-        """Record one token per sequence; return a delta per sequence that has news."""
-        for seq, (token, logprobs) in zip(batch.seqs, sampled, strict=True):
-            if seq.status.is_finished:           # aborted during the forward pass
+    def update(self, batch: Batch, sampled: list[tuple[int, PositionLogprobs | None] | None]) -> list[GenerationDelta]:
+        """Record one token per sequence (None: its sampling failed); return a delta per sequence that has news.
+
+        A sequence whose grammar matcher raises (or rejects the token) ends alone, with its error."""
+        for seq, row in zip(batch.seqs, sampled, strict=True):
+            if seq.status.is_finished or row is None:   # aborted during the forward pass, or failed
                 continue
-            if seq.matcher is not None and not seq.matcher.accept(token):
-                seq.finish(RequestStatus.FINISHED_ERROR, "grammar rejected a sampled token")
-                continue
-            seq.append(token, logprobs)
+            try:
+                if seq.matcher is not None and not seq.matcher.accept(row[0]):
+                    seq.fail("grammar rejected a sampled token")
+                    continue
+                seq.append(*row)
+            except Exception as exc:
+                seq.fail(f"this request's grammar failed: {exc}")
         return [d for d in map(Sequence.drain, batch.seqs) if d is not None] + self.drain_dropped()
 
     def drain_dropped(self) -> list[GenerationDelta]:

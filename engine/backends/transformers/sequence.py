@@ -26,6 +26,7 @@ class Sequence:
     output_ids: list[int] = field(default_factory=list)
     status: RequestStatus = RequestStatus.WAITING
     stop_reason: str | int | None = None
+    error: str | None = None                 # why it ended with FINISHED_ERROR; its final delta carries it
     # Produced but not yet delivered; drained into one GenerationDelta per step.
     _ids: list[int] = field(default_factory=list)
     _logprobs: list[PositionLogprobs] = field(default_factory=list)
@@ -65,6 +66,12 @@ class Sequence:
             self.status = status
             self.stop_reason = reason
 
+    def fail(self, message: str) -> None:
+        """End this sequence alone with an error (finish_reason "error"); the rest of the batch goes on."""
+        if not self.status.is_finished:
+            self.finish(RequestStatus.FINISHED_ERROR)
+            self.error = message
+
     def drain(self) -> GenerationDelta | None:
         """The delta of everything produced since the last drain; None once the final one is out."""
         if self._closed:
@@ -78,6 +85,7 @@ class Sequence:
             status=self.status,
             usage=Usage(len(self.prompt_ids), len(self.output_ids)) if finished else None,
             stop_reason=self.stop_reason,
+            error=self.error if finished else None,
         )
         self._ids.clear()
         self._logprobs.clear()

@@ -5,6 +5,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from engine.sampling import checked_sampling
 from engine.types import SamplingParams
 
 MAX_STOP = 16
@@ -75,11 +76,11 @@ class SamplingFields(WireModel):
         for token_id in self.stop_token_ids or []:
             if not 0 <= token_id < vocab_size:
                 raise ParamError("stop_token_ids", f"token id {token_id} is outside the vocabulary (0..{vocab_size - 1})")
-        return SamplingParams(
+        return checked_sampling(SamplingParams(      # the numeric limits every face shares
             max_tokens=max_tokens,
             temperature=1.0 if self.temperature is None else self.temperature,
             top_p=1.0 if self.top_p is None else self.top_p,
-            top_k=max(self.top_k or 0, 0),
+            top_k=self.top_k or 0,
             min_p=self.min_p or 0.0,
             seed=self.seed,
             presence_penalty=self.presence_penalty,
@@ -92,7 +93,7 @@ class SamplingFields(WireModel):
             n=self.n,
             logprobs=logprobs,
             include_stop_str_in_output=self.include_stop_str_in_output,
-        )
+        ), vocab_size)
 
     def _logit_bias(self, vocab_size: int) -> tuple[tuple[int, float], ...]:
         out = []

@@ -69,7 +69,7 @@ def request(prompt="Say hi", stream=False, **params) -> GenerationRequest:
 
 
 async def collect(engine: Engine, gen: GenerationRequest) -> list:
-    return [d async for d in engine.generate(engine.prepare(gen))]
+    return [d async for d in engine.generate(await engine.prepare(gen))]
 
 
 def test_offers_the_llm_steps_tokenizer_and_context(repo):
@@ -136,11 +136,11 @@ def test_the_llm_step_checks_the_context(repo):
 def test_tensor_only_ensembles_and_python_models_refuse_text_prompts(repo):
     async def body(engine):
         with pytest.raises(InvalidRequest, match="tensor_only.*0 LLM steps"):
-            engine.prepare(GenerationRequest(id="t", model="tensor_only", prompt="x"))
+            await engine.prepare(GenerationRequest(id="t", model="tensor_only", prompt="x"))
         with pytest.raises(InvalidRequest, match="preprocess"):
             engine.get("preprocess").tokenizer
         await engine.unload("smollm2")
         with pytest.raises(ModelNotReady, match="LLM step 'smollm2'"):
-            engine.prepare(request())
+            await engine.prepare(request())
         assert engine.get("assistant").context_length == 0
     run(repo, body)
