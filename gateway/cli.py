@@ -26,6 +26,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="cache deterministic responses (none by default)")
     serve.add_argument("--api-key", action="append", default=[], metavar="KEY",
                        help="accept this key for every model, without limits (repeatable)")
+    serve.add_argument("--admin-key", action="append", default=[], metavar="KEY",
+                       help="accept this key for every model and for model control and /metrics (repeatable)")
     serve.add_argument("--api-keys-file", type=Path, default=None, help="YAML/JSON keys with models and limits")
     serve.add_argument("--rate-limits", default="memory", metavar="memory|redis://HOST:PORT/DB",
                        help="where the rate-limit buckets live (redis: shared by every replica)")
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
 
     engine = Engine(ModelRepository(args.model_repository), cache=open_cache(args.response_cache),
                     max_queue_size=args.max_queue_size)
-    keys = KeyRing.load(args.api_key, args.api_keys_file)
+    keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
     gate = Gate(keys, open_limiter(args.rate_limits)) if not keys.open else None
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
     app = build_app(engine, Settings(host=args.host, port=args.port), gate=gate, metrics=not args.no_metrics,

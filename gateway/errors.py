@@ -5,6 +5,7 @@ One table maps exception classes to statuses; nothing below the gateway knows HT
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
@@ -63,6 +64,18 @@ def to_api_error(exc: Exception) -> APIError:
             return APIError(mapping.status, getattr(exc, "message", str(exc)), type=mapping.type,
                             param=getattr(exc, "param", None), code=mapping.code, headers=headers)
     return APIError(500, f"internal error: {exc}", type="internal_error")
+
+
+_PATH = re.compile(r"(?<![\w:/.])/(?:[^\s'\"/:,;()]+/)*[^\s'\"/:,;()]*")
+_REASON_CHARS = 300
+
+
+def public_reason(text: str) -> str:
+    """What a client may see of a failure's text: its first line, with server paths replaced, at most 300
+    characters (the whole text, traceback included, belongs in the server log)."""
+    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    short = _PATH.sub("<path>", first)
+    return short if len(short) <= _REASON_CHARS else short[:_REASON_CHARS - 3] + "..."
 
 
 def openai_body(err: APIError) -> dict:
