@@ -14,6 +14,7 @@ from gateway.auth import Gate, guard
 from gateway.errors import APIError, error_response, install_error_handlers
 from gateway.grpc import start_grpc, stop_grpc
 from gateway.metrics import Metrics, router as metrics_router
+from gateway.metrics_port import MetricsPort
 from gateway.state import ConchState, Settings
 
 
@@ -47,7 +48,13 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
     async def lifespan(app: FastAPI):
         await (control.start() if control is not None else engine.start(load))
         grpc_server = await start_grpc(triton, settings.host, grpc_port, gate) if grpc_port else None
+        side = MetricsPort(app.state.metrics, settings.metrics_host, settings.metrics_port) \
+            if metrics and settings.metrics_port else None
+        if side is not None:
+            await side.start()
         yield
+        if side is not None:
+            await side.stop()
         if grpc_server is not None:
             await stop_grpc(grpc_server)
         await (control.stop() if control is not None else engine.stop())
