@@ -30,9 +30,10 @@ from pathlib import Path
 
 import yaml
 from fastapi import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.errors import ModelNotFound
-from gateway.errors import register_error
+from gateway.errors import error_response, register_error, to_api_error
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +209,31 @@ async def guard(request: Request) -> None:
 async def _body_model(request: Request) -> str | None:
     try:
         body = json.loads(await request.body() or b"null")   # FastAPI has read (and cached) the body already
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     model = body.get("model") if isinstance(body, dict) else None
     return model if isinstance(model, str) else None
+
+
+def needs_key(path: str) -> bool:
+    """The paths behind the guard: /v1/* and /v2/* but GET /v2 and /v2/health/* (what kserve.open_router and
+    health.router serve)."""
+    return path.startswith("/v1/") or (path.startswith("/v2/") and not path.startswith("/v2/health/"))
+
+
+class KeyFirst:
+    """401 from the headers alone, before anything reads the body: an unknown caller never makes the server
+    buffer or parse what it sent. The guard then checks the key's models and limits as before."""
+
+    def __init__(self, app: ASGIApp, gate: Gate | None) -> None:
+        self.app, self.gate = app, gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.gate is not None and needs_key(scope["path"]):
+            authorization = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), None)
+            try:
+                self.gate.authenticate(authorization.decode("latin-1") if authorization is not None else None)
+            except Unauthorized as exc:
+                await error_response(Request(scope), to_api_error(exc))(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
