@@ -4,36 +4,18 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.engine import Engine
 from engine.repository import ModelControl
 from gateway import health, openai
 from gateway import kserve  # after openai: gateway.errors needs the openai package initialised first
-from gateway.auth import Gate, guard
-from gateway.errors import APIError, error_response, install_error_handlers
+from gateway.auth import Gate, KeyFirst, guard
+from gateway.bodies import BodyGuard
+from gateway.errors import CatchAll, install_error_handlers
 from gateway.grpc import start_grpc, stop_grpc
 from gateway.metrics import Metrics, router as metrics_router
+from gateway.metrics_port import MetricsPort
 from gateway.state import ConchState, Settings
-
-
-class BodyLimit:
-    """413 for a request whose declared body exceeds the limit, before it is read."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            length = dict(scope.get("headers", [])).get(b"content-length")
-            if length is not None and length.isdigit() and int(length) > self.limit:
-                from starlette.requests import Request
-
-                err = APIError(413, f"request body of {int(length)} bytes exceeds the limit of {self.limit}",
-                               code="payload_too_large")
-                await error_response(Request(scope), err)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def build_app(engine: Engine | None = None, settings: Settings | None = None,
@@ -47,7 +29,13 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
     async def lifespan(app: FastAPI):
         await (control.start() if control is not None else engine.start(load))
         grpc_server = await start_grpc(triton, settings.host, grpc_port, gate) if grpc_port else None
+        side = MetricsPort(app.state.metrics, settings.metrics_host, settings.metrics_port) \
+            if metrics and settings.metrics_port else None
+        if side is not None:
+            await side.start()
         yield
+        if side is not None:
+            await side.stop()
         if grpc_server is not None:
             await stop_grpc(grpc_server)
         await (control.stop() if control is not None else engine.stop())
@@ -70,5 +58,7 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
     app.include_router(kserve.open_router)
     app.include_router(kserve.router, dependencies=[Depends(guard)])
     app.include_router(openai.router, dependencies=[Depends(guard)])
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(CatchAll)                                       # the last added runs first: the key,
+    app.add_middleware(BodyGuard, limit=settings.max_body_bytes)     # then the body, then a route; an error
+    app.add_middleware(KeyFirst, gate=gate)                            # nothing handled becomes a clean 500
     return app

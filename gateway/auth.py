@@ -7,11 +7,16 @@ Keys come from `--api-key KEY` (any model, no limits) and `--api-keys-file FILE`
         models: [tiny]          # omitted: every model
         rpm: 60                 # requests per minute; omitted: unlimited
         tpm: 100000             # tokens (prompt + completion) per minute; omitted: unlimited
-No key configured: the server is open.
+        admin: true             # may load and unload models (and read /metrics); default false
+        metrics: true           # may read /metrics; default false
+`--admin-key KEY` adds an admin key (every model, no limits). No key configured: the server is open, and
+every role is everyone's (what `make run` serves).
 
 Every face calls `Gate.check(authorization, model)`: HTTP passes the `Authorization` header (/v1 and /v2
 alike, through the `guard` dependency), gRPC the `authorization` metadata value. It raises Unauthorized
 (401), ModelNotFound (404: a model the key may not use is not revealed) or RateLimited (429).
+Model control and /metrics also call `Gate.require(authorization, role)`: Forbidden (403) for a key without
+the role; with keys configured and no key holding it, that face is refused to everyone.
 """
 from __future__ import annotations
 
@@ -25,9 +30,10 @@ from pathlib import Path
 
 import yaml
 from fastapi import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.errors import ModelNotFound
-from gateway.errors import register_error
+from gateway.errors import error_response, register_error, to_api_error
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +45,17 @@ class Unauthorized(Exception):
         self.param = None
 
 
+class Forbidden(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = None
+
+
 register_error(Unauthorized, 401, "invalid_request_error", "invalid_api_key")
+register_error(Forbidden, 403, "permission_error", "permission_denied")
+
+ROLES = ("admin", "metrics")      # an admin key holds every role
 
 # The key of the request being served (set by Gate.check); token limits charge usage to it afterwards.
 current_key: contextvars.ContextVar["ApiKey | None"] = contextvars.ContextVar("conch_api_key", default=None)
@@ -52,6 +68,8 @@ class ApiKey:
     models: frozenset[str] | None = None     # None: every model
     rpm: int | None = None
     tpm: int | None = None
+    admin: bool = False
+    metrics: bool = False
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -60,14 +78,19 @@ class ApiKey:
     def allows(self, model: str) -> bool:
         return self.models is None or model in self.models
 
+    def has(self, role: str) -> bool:
+        return self.admin or (role == "metrics" and self.metrics)
+
     @classmethod
     def from_mapping(cls, data: dict) -> "ApiKey":
-        unknown = sorted(set(data) - {"key", "name", "models", "rpm", "tpm"})
+        unknown = sorted(set(data) - {"key", "name", "models", "rpm", "tpm", *ROLES})
         if unknown or not isinstance(data.get("key"), str) or not data["key"]:
             raise ValueError(f"an API key entry needs a non-empty 'key'; unknown fields: {unknown}")
+        if any(not isinstance(data.get(role, False), bool) for role in ROLES):
+            raise ValueError(f"an API key's {' and '.join(ROLES)} must be true or false")
         models = data.get("models")
         return cls(data["key"], data.get("name") or "", frozenset(models) if models is not None else None,
-                   data.get("rpm"), data.get("tpm"))
+                   data.get("rpm"), data.get("tpm"), data.get("admin", False), data.get("metrics", False))
 
 
 class KeyRing:
@@ -84,9 +107,12 @@ class KeyRing:
     def lookup(self, secret: str) -> ApiKey | None:
         return self._by_digest.get(_digest(secret))   # compares digests: no timing leak of the secret
 
+    def any_with(self, role: str) -> bool:
+        return any(k.has(role) for k in self._by_digest.values())
+
     @classmethod
-    def load(cls, secrets: list[str] = (), file: Path | None = None) -> "KeyRing":
-        keys = [ApiKey(s) for s in secrets]
+    def load(cls, secrets: list[str] = (), file: Path | None = None, admins: list[str] = ()) -> "KeyRing":
+        keys = [ApiKey(s) for s in secrets] + [ApiKey(s, admin=True) for s in admins]
         if file is not None:
             text = Path(file).read_text()
             data = json.loads(text) if str(file).endswith(".json") else yaml.safe_load(text)
@@ -134,6 +160,16 @@ class Gate:
                                "in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
         return key
 
+    def require(self, authorization: str | None, role: str) -> ApiKey | None:
+        """The key, if it holds `role` (None on an open server, where everyone does); else 401 or 403."""
+        key = self.authenticate(authorization)
+        if key is None or key.has(role):
+            return key
+        if not self.keys.any_with(role):
+            raise Forbidden(f"this server has no key with the '{role}' role, so this API is disabled; "
+                            f"start it with --admin-key or give a key '{role}: true' in the keys file")
+        raise Forbidden(f"this API needs a key with the '{role}' role")
+
     async def check(self, authorization: str | None, model: str | None = None) -> ApiKey | None:
         key = self.authenticate(authorization)
         current_key.set(key)
@@ -152,6 +188,13 @@ class Gate:
         return key
 
 
+def require_role(request: Request, role: str) -> None:
+    """For a route that needs a role (model control, /metrics): 401 / 403 unless the request's key holds it."""
+    gate: Gate | None = getattr(request.app.state, "gate", None)
+    if gate is not None:
+        gate.require(request.headers.get("authorization"), role)
+
+
 async def guard(request: Request) -> None:
     """FastAPI dependency for every authenticated route: the model comes from the path or the JSON body."""
     gate: Gate | None = getattr(request.app.state, "gate", None)
@@ -166,7 +209,31 @@ async def guard(request: Request) -> None:
 async def _body_model(request: Request) -> str | None:
     try:
         body = json.loads(await request.body() or b"null")   # FastAPI has read (and cached) the body already
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     model = body.get("model") if isinstance(body, dict) else None
     return model if isinstance(model, str) else None
+
+
+def needs_key(path: str) -> bool:
+    """The paths behind the guard: /v1/* and /v2/* but GET /v2 and /v2/health/* (what kserve.open_router and
+    health.router serve)."""
+    return path.startswith("/v1/") or (path.startswith("/v2/") and not path.startswith("/v2/health/"))
+
+
+class KeyFirst:
+    """401 from the headers alone, before anything reads the body: an unknown caller never makes the server
+    buffer or parse what it sent. The guard then checks the key's models and limits as before."""
+
+    def __init__(self, app: ASGIApp, gate: Gate | None) -> None:
+        self.app, self.gate = app, gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.gate is not None and needs_key(scope["path"]):
+            authorization = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), None)
+            try:
+                self.gate.authenticate(authorization.decode("latin-1") if authorization is not None else None)
+            except Unauthorized as exc:
+                await error_response(Request(scope), to_api_error(exc))(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -26,12 +26,17 @@ def _parser() -> argparse.ArgumentParser:
                        help="cache deterministic responses (none by default)")
     serve.add_argument("--api-key", action="append", default=[], metavar="KEY",
                        help="accept this key for every model, without limits (repeatable)")
+    serve.add_argument("--admin-key", action="append", default=[], metavar="KEY",
+                       help="accept this key for every model and for model control and /metrics (repeatable)")
     serve.add_argument("--api-keys-file", type=Path, default=None, help="YAML/JSON keys with models and limits")
     serve.add_argument("--rate-limits", default="memory", metavar="memory|redis://HOST:PORT/DB",
                        help="where the rate-limit buckets live (redis: shared by every replica)")
     serve.add_argument("--max-queue-size", type=int, default=None, metavar="N",
                        help="requests that may wait per model (overrides each config; 0 = unbounded)")
     serve.add_argument("--no-metrics", action="store_true", help="do not serve /metrics")
+    serve.add_argument("--metrics-port", type=int, default=None,
+                       help="also serve /metrics on this port, without a key (e.g. 8002)")
+    serve.add_argument("--metrics-host", default="127.0.0.1", help="the metrics port's address (default loopback)")
     return parser
 
 
@@ -48,10 +53,11 @@ def main(argv: list[str] | None = None) -> None:
 
     engine = Engine(ModelRepository(args.model_repository), cache=open_cache(args.response_cache),
                     max_queue_size=args.max_queue_size)
-    keys = KeyRing.load(args.api_key, args.api_keys_file)
+    keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
     gate = Gate(keys, open_limiter(args.rate_limits)) if not keys.open else None
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
-    app = build_app(engine, Settings(host=args.host, port=args.port), gate=gate, metrics=not args.no_metrics,
+    app = build_app(engine, Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
+                                        metrics_host=args.metrics_host), gate=gate, metrics=not args.no_metrics,
                     control=control, grpc_port=args.grpc_port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
 

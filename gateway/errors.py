@@ -5,18 +5,23 @@ One table maps exception classes to statuses; nothing below the gateway knows HT
 """
 from __future__ import annotations
 
+import logging
+import re
 from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agents import ChatTemplateError
 from grammars import GrammarError
 from engine import errors as engine_errors
 from gateway.openai.schemas.common import ParamError
 from gateway.streaming import ClientDisconnected
+
+log = logging.getLogger(__name__)
 
 
 class APIError(Exception):
@@ -69,6 +74,18 @@ def to_api_error(exc: Exception) -> APIError:
     return APIError(500, f"internal error: {exc}", type="internal_error")
 
 
+_PATH = re.compile(r"(?<![\w:/.])/(?:[^\s'\"/:,;()]+/)*[^\s'\"/:,;()]*")
+_REASON_CHARS = 300
+
+
+def public_reason(text: str) -> str:
+    """What a client may see of a failure's text: its first line, with server paths replaced, at most 300
+    characters (the whole text, traceback included, belongs in the server log)."""
+    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    short = _PATH.sub("<path>", first)
+    return short if len(short) <= _REASON_CHARS else short[:_REASON_CHARS - 3] + "..."
+
+
 def openai_body(err: APIError) -> dict:
     return {"error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}}
 
@@ -109,7 +126,38 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _on_known(request: Request, exc: Exception) -> JSONResponse:
         return error_response(request, to_api_error(exc))
 
-    # Known classes get their own handler: Starlette re-raises (and logs) only what reaches `Exception`.
+    # Known classes get their own handler; anything else reaches CatchAll (a handler for `Exception` would run
+    # in Starlette's ServerErrorMiddleware, which re-raises after answering, and uvicorn then drops the
+    # keep-alive connection).
     for cls in (APIError, *_TABLE):
         app.add_exception_handler(cls, _on_known)
-    app.add_exception_handler(Exception, _on_known)
+
+
+class CatchAll:
+    """An exception no handler knows becomes a 500 with the face's error body, on a connection that stays
+    usable; its traceback goes to the log, not to the client. Once a response has started it can only be cut
+    short, so the exception goes on to the server (which closes the connection)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as exc:
+            if started:
+                raise
+            log.exception("unexpected error serving %s %s", scope.get("method"), scope.get("path"))
+            err = APIError(500, f"internal server error ({type(exc).__name__}); the server log has the details",
+                           type="internal_error", code="internal_error")
+            await error_response(Request(scope), err)(scope, receive, send)

@@ -11,6 +11,11 @@ Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_late
   conch_request_cancelled, conch_rate_limit_rejections{limit}, conch_response_cache_errors (counters);
   conch_upstream_healthy, conch_upstream_inflight (gauges, labels model, deployment: an openai backend's).
 Counters carry Triton's exact names (no `_total` suffix), as Triton's own exposition does.
+
+They list every model and its traffic, so with API keys configured a scrape of the API port needs a key with
+the `metrics` (or `admin`) role (`Authorization: Bearer KEY`; Prometheus: `authorization: {credentials: KEY}`).
+`--metrics-port` serves them without a key on a port of their own, bound to loopback unless `--metrics-host`
+says otherwise (gateway/metrics_port.py), as Triton's port 8002.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from prometheus_client.utils import floatToGoString
 
 from engine.admission import Trace
 from engine.engine import Engine
+from gateway.auth import require_role
 
 router = APIRouter()
 
@@ -171,6 +177,7 @@ def _upstream_gauges(models):
 
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
+    require_role(request, "metrics")
     m: Metrics | None = getattr(request.app.state, "metrics", None)
     body = m.exposition() if m is not None else b""
     return Response(body, media_type=CONTENT_TYPE_LATEST)

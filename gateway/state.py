@@ -13,6 +13,8 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = 16 * 1024 * 1024
+    metrics_port: int | None = None     # /metrics without a key on this port (None: only on the API port)
+    metrics_host: str = "127.0.0.1"
     extra: dict = field(default_factory=dict)
 
 

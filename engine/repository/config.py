@@ -100,3 +100,18 @@ def _split_upstream(name: str, data: dict[str, Any]) -> dict[str, Any]:
     if concurrency is not None or "max_batch_size" not in data:
         data["max_batch_size"] = int(concurrency or 64)
     return data
+
+
+def confine_override(config: ModelConfig, root: Path) -> ModelConfig:
+    """A config given on load may read only what the repository holds: its `weights` and `tokenizer` are the
+    server's built-in weights (`builtin:NAME`) or folders inside `root` (after resolving links), named without
+    `..`. A hub id, an absolute path elsewhere, or a file is refused, and the refusal never echoes a path."""
+    for key in ("weights", "tokenizer"):
+        value = getattr(config, key)
+        if value is None or value.startswith("builtin:"):
+            continue
+        target = Path(config.resolve(value)).resolve()
+        if ".." in Path(value).parts or not target.is_relative_to(Path(root).resolve()) or not target.is_dir():
+            raise InvalidRequest(f"model '{config.name}': a config override's '{key}' must be a folder inside "
+                                 f"the model repository or 'builtin:NAME'", param="config")
+    return config

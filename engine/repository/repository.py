@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.errors import InvalidRequest, ModelNotFound
 from engine.models.smollm2 import DEFAULT_MODEL_ID
-from engine.repository.config import ModelConfig
+from engine.repository.config import ModelConfig, confine_override
 
 CONFIG_FILES = ("config.yaml", "config.pbtxt")
 
@@ -80,7 +80,7 @@ class ModelRepository:
     def _read(self, name: str, model_dir: Path, version: str, override: Any) -> ModelConfig:
         extra = {"path": str(model_dir), "version": version}
         if override is not None:
-            return _from_override(name, override, **extra)
+            return confine_override(_from_override(name, override, **extra), self.root)
         yaml_file, pbtxt_file = (model_dir / f for f in CONFIG_FILES)
         if yaml_file.exists():
             return ModelConfig.from_yaml(yaml_file, name, **extra)

@@ -11,7 +11,7 @@ from tritonclient.grpc import service_pb2 as pb
 
 from engine import errors
 from engine.ensemble.tensors import InferRequest, Tensors, datatype_of
-from gateway.auth import Unauthorized
+from gateway.auth import Forbidden, Unauthorized
 from gateway.kserve.codec import check_shape, dtype_for, from_raw, to_raw
 from gateway.limits import RateLimited
 from grammars import GrammarError
@@ -28,6 +28,7 @@ _CODES: dict[type[Exception], grpc.StatusCode] = {
     errors.BackendUnavailable: grpc.StatusCode.UNAVAILABLE,
     GrammarError: grpc.StatusCode.INVALID_ARGUMENT,
     Unauthorized: grpc.StatusCode.UNAUTHENTICATED,
+    Forbidden: grpc.StatusCode.PERMISSION_DENIED,
     RateLimited: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 

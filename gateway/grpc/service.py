@@ -6,7 +6,8 @@ generations (the engine aborts them).
 
 API keys: every RPC that names or lists models checks the `authorization` metadata (`Bearer KEY`) with the
 gate, in the task that then runs the request (the gate's token charge follows the request's context);
-ServerLive, ServerReady and ServerMetadata stay open, as /v2/health/* and GET /v2 do.
+ServerLive, ServerReady and ServerMetadata stay open, as /v2/health/* and GET /v2 do. RepositoryModelLoad
+and RepositoryModelUnload also need the `admin` role (PERMISSION_DENIED without it).
 """
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ from tritonclient.grpc import service_pb2_grpc
 
 from engine.ensemble.contract import tensor_model
 from engine.errors import EngineError
-from gateway.auth import Gate, may_use
+from gateway.auth import Gate
 from gateway.grpc.convert import StreamResponses, status_of, to_infer_request, to_infer_response
 from gateway.kserve import metadata
 from gateway.kserve.infer import single_response
+from gateway.kserve.repository import load_model, public_index
 from gateway.kserve.state import TritonState
 
 _UNSUPPORTED = ("SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
@@ -54,6 +56,12 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         """Raises Unauthorized, ModelNotFound (a model the key may not use) or RateLimited."""
         if self.gate is not None:
             await self.gate.check(authorization, model or None)
+
+    async def _authorize_control(self, authorization: str | None, model: str) -> None:
+        """As `_authorize`, and the key must be an admin's."""
+        await self._authorize(authorization, model)
+        if self.gate is not None:
+            self.gate.require(authorization, "admin")
 
     # -- health and metadata --------------------------------------------------------------------------
     async def ServerLive(self, request, context):
@@ -101,21 +109,20 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
     # -- the repository extension -----------------------------------------------------------------------
     async def RepositoryIndex(self, request, context):
         await _guard(context, self._authorize(_authorization(context), None))
-        states = [s for s in self.state.control.index(ready_only=request.ready) if may_use(s.name)]
-        return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**s.as_index())
-                                                  for s in states])
+        states = public_index(self.state.control.index(ready_only=request.ready))
+        return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**s) for s in states])
 
     async def RepositoryModelLoad(self, request, context):
         async def work():
-            await self._authorize(_authorization(context), request.model_name)
+            await self._authorize_control(_authorization(context), request.model_name)
             config = request.parameters["config"].string_param if "config" in request.parameters else None
-            await self.state.control.load(request.model_name, config or None)
+            await load_model(self.state, request.model_name, config or None)
         await _guard(context, work())
         return pb.RepositoryModelLoadResponse()
 
     async def RepositoryModelUnload(self, request, context):
         async def work():
-            await self._authorize(_authorization(context), request.model_name)
+            await self._authorize_control(_authorization(context), request.model_name)
             await self.state.control.unload(request.model_name)
         await _guard(context, work())
         return pb.RepositoryModelUnloadResponse()

@@ -2,6 +2,7 @@
 gRPC's raw contents). Raw BYTES tensors are each element's 4-byte little-endian length, then its bytes."""
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any
 
@@ -18,10 +19,34 @@ def dtype_for(datatype: str, name: str):
     return dtype
 
 
+MAX_RANK = 64                   # numpy's limit
+MAX_ELEMENTS = 2 ** 32          # no body under the size limit holds more; bounds every product below int64
+
+
 def check_shape(shape: Any, name: str) -> tuple[int, ...]:
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                               for d in shape):
         raise InvalidRequest(f"input '{name}': shape must be a list of non-negative integers", param=name)
+    if len(shape) > MAX_RANK or math.prod(max(d, 1) for d in shape) > MAX_ELEMENTS:
+        raise InvalidRequest(f"input '{name}': a shape has at most {MAX_RANK} dimensions and 2**32 elements",
+                             param=name)
+    return tuple(shape)
+
+
+def json_shape(value: Any, name: str) -> tuple[int, ...]:
+    """The shape of a JSON value given as a tensor (a scalar is [1]); nested lists must be rectangular."""
+    if not isinstance(value, list):
+        return (1,)
+    shape, level = [], [value]
+    while level and all(isinstance(v, list) for v in level):
+        sizes = {len(v) for v in level}
+        if len(sizes) > 1 or len(shape) == MAX_RANK:
+            break
+        shape.append(sizes.pop())
+        level = [item for v in level for item in v]
+    if any(isinstance(v, list) for v in level):             # ragged, or deeper than numpy allows
+        raise InvalidRequest(f"input '{name}': nested lists must be rectangular, at most {MAX_RANK} deep",
+                             param=name)
     return tuple(shape)
 
 

@@ -11,7 +11,6 @@ import time
 import uuid
 from typing import Any, AsyncIterator
 
-import numpy as np
 from fastapi import APIRouter, Request
 
 from engine.engine import LoadedModel
@@ -20,7 +19,7 @@ from engine.ensemble.tensors import InferRequest, Tensors
 from engine.errors import InvalidRequest
 from engine.repository.specs import TensorSpec
 from gateway.errors import to_api_error
-from gateway.kserve.codec import from_json_data, to_json_data
+from gateway.kserve.codec import from_json_data, json_shape, to_json_data
 from gateway.kserve.state import TritonState, triton_state
 from gateway.streaming import prime, sse_event, sse_response, until_disconnect
 
@@ -50,8 +49,7 @@ def to_infer_request(body: dict[str, Any], inputs: tuple[TensorSpec, ...], strea
         spec = specs.get(key)
         if spec is None:
             raise InvalidRequest(f"unknown input '{key}'; the model's inputs are {sorted(specs)}", param=key)
-        shape = tuple(np.shape(value)) if isinstance(value, list) else (1,)
-        tensors[key] = from_json_data(value, spec.datatype, shape, key)
+        tensors[key] = from_json_data(value, spec.datatype, json_shape(value, key), key)
     request_id = body.get("id")
     return InferRequest(str(request_id) if request_id is not None else uuid.uuid4().hex, tensors, parameters)
 

@@ -1,14 +1,44 @@
-"""Triton's repository extension: POST /v2/repository/index, /v2/repository/models/{m}/load|unload."""
+"""Triton's repository extension: POST /v2/repository/index, /v2/repository/models/{m}/load|unload.
+
+Loading and unloading are an administrator's acts: they need a key with the `admin` role (on an open server,
+anyone). A failed load answers a short reason (no traceback, no server path); the log has the rest."""
 from __future__ import annotations
+
+import logging
 
 from fastapi import APIRouter, Request, Response
 
-from engine.errors import InvalidRequest
-from gateway.auth import may_use
+from engine.errors import EngineError, InvalidRequest
+from engine.repository.control import ModelState
+from gateway.auth import may_use, require_role
+from gateway.errors import public_reason
 from gateway.kserve.generate import json_body
-from gateway.kserve.state import triton_state
+from gateway.kserve.state import TritonState, triton_state
 
+log = logging.getLogger(__name__)
 router = APIRouter()
+
+
+class LoadFailed(InvalidRequest):
+    """A model failed to load for a reason inside the model (its weights, its code): 400, as Triton answers."""
+
+
+def public_index(states: list[ModelState]) -> list[dict]:
+    """The index entries a client may see: the request's key's models, with their reasons shortened."""
+    return [{**s.as_index(), "reason": public_reason(s.reason)} for s in states if may_use(s.name)]
+
+
+async def load_model(state: TritonState, name: str, config) -> None:
+    """(Re)load `name`, with an optional config override; every failure becomes an EngineError with a short
+    reason."""
+    try:
+        await state.control.load(name, config)
+    except EngineError as exc:
+        exc.message = public_reason(exc.message)
+        raise
+    except Exception as exc:
+        log.exception("loading model %s failed", name)
+        raise LoadFailed(f"failed to load model '{name}': {public_reason(f'{type(exc).__name__}: {exc}')}") from exc
 
 
 async def _optional_body(request: Request) -> dict:
@@ -18,20 +48,22 @@ async def _optional_body(request: Request) -> dict:
 @router.post("/v2/repository/index")
 async def index(request: Request) -> list[dict]:
     ready = bool((await _optional_body(request)).get("ready", False))
-    return [s.as_index() for s in triton_state(request).control.index(ready_only=ready) if may_use(s.name)]
+    return public_index(triton_state(request).control.index(ready_only=ready))
 
 
 @router.post("/v2/repository/models/{model}/load")
 async def load(request: Request, model: str) -> Response:
+    require_role(request, "admin")
     parameters = (await _optional_body(request)).get("parameters") or {}
     if not isinstance(parameters, dict):
         raise InvalidRequest("'parameters' must be a JSON object", param="parameters")
-    await triton_state(request).control.load(model, parameters.get("config"))
+    await load_model(triton_state(request), model, parameters.get("config"))
     return Response(status_code=200)
 
 
 @router.post("/v2/repository/models/{model}/unload")
 async def unload(request: Request, model: str) -> Response:
+    require_role(request, "admin")
     await _optional_body(request)
     await triton_state(request).control.unload(model)
     return Response(status_code=200)

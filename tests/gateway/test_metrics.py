@@ -100,11 +100,11 @@ async def test_a_dropped_stream_is_counted_as_cancelled(server):
 
 
 async def test_rate_limit_rejections_are_counted():
-    gate = Gate(KeyRing([ApiKey("sk", "k", rpm=1)]), open_limiter("memory"))
+    gate = Gate(KeyRing([ApiKey("sk", "k", rpm=1), ApiKey("sk-scrape", metrics=True)]), open_limiter("memory"))
     app = build_app(fake_engine(), gate=gate)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
         codes = [(await client.post("/v1/completions", headers={"Authorization": "Bearer sk"},
                                     json={"model": "m", "prompt": "x", "max_tokens": 1})).status_code for _ in range(3)]
-        m = _metrics((await client.get("/metrics")).text)
+        m = _metrics((await client.get("/metrics", headers={"Authorization": "Bearer sk-scrape"})).text)
     assert codes == [200, 429, 429]
     assert _value(m, "conch_rate_limit_rejections", model="m", limit="requests") == 2

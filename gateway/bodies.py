@@ -1,0 +1,124 @@
+"""What every request body passes before a route sees it: a byte limit counted as the body streams in, and a
+bound on JSON nesting depth.
+
+`BodyGuard` reads the body itself (every route reads whole bodies anyway), so a chunked upload stops at the
+limit instead of being buffered whole: 413, and the connection is closed rather than drained. A body whose
+JSON nests deeper than MAX_JSON_DEPTH is a 400 before any parser recurses into it. A binary-tensor infer
+request (`Inference-Header-Content-Length`) has only its JSON header checked. A lone UTF-16 surrogate escape
+(`"\\ud800"`) is a 400 too, as OpenAI answers: JSON allows it, but it is no character, and every tokenizer,
+UTF-8 encoder and store below would fail on it."""
+from __future__ import annotations
+
+import asyncio
+import re
+
+import numpy as np
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.errors import APIError, error_response
+
+MAX_JSON_DEPTH = 64
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_OFF_LOOP_BYTES = 1 << 20          # bodies above this are scanned in a worker thread
+_SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
+# a \uD800-\uDFFF escape: an odd run of backslashes before the u (an even one is escaped backslashes)
+_SURROGATE = re.compile(rb"(?<!\\)(?:\\\\)*\\u([dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def json_depth(body: bytes) -> int:
+    """The deepest nesting of [ and { outside strings (exact for valid JSON; an estimate for anything else)."""
+    brackets = _STRING.sub(b"", body).translate(None, _NOT_BRACKET)
+    if not brackets:
+        return 0
+    opens = np.frombuffer(brackets, np.uint8) & 2        # '[' 0x5B and '{' 0x7B have bit 1; ']' and '}' not
+    return int(np.cumsum(opens.astype(np.int32) - 1).max())
+
+
+def lone_surrogate(body: bytes) -> bool:
+    """Whether a surrogate escape in `body` is not a high one directly followed by a low one."""
+    if not _SURROGATE_HINT.search(body):
+        return False
+    low_due = None                                         # where a high surrogate's low half must start
+    for m in _SURROGATE.finditer(body):
+        start, high = m.end() - 6, int(m.group(1), 16) < 0xDC00
+        if high and low_due is not None or not high and low_due != start:
+            return True
+        low_due = m.end() if high else None
+    return low_due is not None
+
+
+async def too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    if body.count(b"[") + body.count(b"{") <= limit:      # the common case: too few brackets to nest that deep
+        return False
+    if len(body) > _OFF_LOOP_BYTES:
+        return await asyncio.to_thread(json_depth, body) > limit
+    return json_depth(body) > limit
+
+
+class BodyGuard:
+    def __init__(self, app: ASGIApp, limit: int, max_depth: int = MAX_JSON_DEPTH) -> None:
+        self.app, self.limit, self.max_depth = app, limit, max_depth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers", []))
+        declared = headers.get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, send, self._too_large(f"{int(declared)} bytes"))
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return                                    # the client left before its body was complete
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self._refuse(scope, send, self._too_large(f"more than {self.limit} bytes"))
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        err = await self._malformed(_json_part(body, headers))
+        if err is not None:
+            await error_response(Request(scope), err)(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    async def _malformed(self, json_part: bytes) -> APIError | None:
+        if await too_deep(json_part, self.max_depth):
+            return APIError(400, f"the request body nests JSON deeper than {self.max_depth} levels",
+                            code="invalid_json")
+        if lone_surrogate(json_part):
+            return APIError(400, "the request body holds a lone UTF-16 surrogate escape (such as \\ud800), "
+                                 "which is not a character", code="invalid_json")
+        return None
+
+    def _too_large(self, what: str) -> APIError:
+        return APIError(413, f"request body of {what} exceeds the limit of {self.limit} bytes",
+                        code="payload_too_large", headers={"Connection": "close"})
+
+    @staticmethod
+    async def _refuse(scope: Scope, send: Send, err: APIError) -> None:
+        async def nothing() -> Message:                   # the rest of the body is never read
+            return {"type": "http.disconnect"}
+        await error_response(Request(scope), err)(scope, nothing, send)
+
+
+def _json_part(body: bytes, headers: dict[bytes, bytes]) -> bytes:
+    header_length = headers.get(b"inference-header-content-length", b"")
+    return body[:int(header_length)] if header_length.isdigit() else body
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body as one message, then the client's own messages (a disconnect, for streaming routes)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
+    return replayed
