@@ -6,6 +6,7 @@ from typing import AsyncIterator
 from fastapi import APIRouter, Request
 
 from agents import render_chat
+from agents.tool_grammar import GRAMMAR_PARSER
 from agents.tool_prompt import template_accepts_tools, tool_dicts, with_default_tool_prompt
 from agents.tools import get_parser
 from engine.types import GenerationDelta, GenerationRequest
@@ -42,7 +43,7 @@ def _grammar(body: ChatCompletionRequest, plan: ToolPlan):
 def build_request(body: ChatCompletionRequest, request: Request) -> tuple[GenerationRequest, ToolPlan]:
     conch = conch_state(request)
     model = conch.engine.get(body.model)
-    plan = plan_tools(body)
+    plan = plan_tools(body, model.config.max_parallel_tool_calls)
     params = body.sampling_params(body.max_new_tokens, body.num_logprobs, len(model.tokenizer))
     gen = GenerationRequest(id=new_id("chatcmpl"), model=body.model, prompt=_prompt(body, model.tokenizer, plan),
                             params=params, grammar=_grammar(body, plan), stream=body.stream,
@@ -54,8 +55,10 @@ def build_request(body: ChatCompletionRequest, request: Request) -> tuple[Genera
 def _outputs(request: Request, body: ChatCompletionRequest, plan: ToolPlan) -> list[ChatOutput]:
     if not plan.parses_calls:
         return [ChatOutput(None) for _ in range(body.n)]
+    if plan.choice.forced:  # the grammar wrote the text in its own format
+        return [ChatOutput(get_parser(GRAMMAR_PARSER)(eager=True), plan.choice) for _ in range(body.n)]
     parser = get_parser(conch_state(request).engine.get(body.model).config.tool_call_parser)
-    return [ChatOutput(parser()) for _ in range(body.n)]
+    return [ChatOutput(parser(), plan.choice) for _ in range(body.n)]
 
 
 @router.post("/v1/chat/completions")
