@@ -12,10 +12,10 @@ from engine.types import SamplingParams
 CONTROL_KEYS = frozenset({"stream", "exclude_input_in_output", "return_finish_reason", "return_num_input_tokens",
                           "return_num_output_tokens", "triton_enable_empty_final_response", "priority",
                           "timeout", "binary_data_output"})
-_TYPES = {"max_tokens": int, "temperature": float, "top_p": float, "top_k": int, "min_p": float, "seed": int,
+_TYPES = {"max_tokens": int, "min_tokens": int, "temperature": float, "top_p": float, "top_k": int, "min_p": float, "seed": int,
           "presence_penalty": float, "frequency_penalty": float, "repetition_penalty": float,
           "ignore_eos": bool, "include_stop_str_in_output": bool, "stop": tuple, "stop_token_ids": tuple}
-_RANGES = {"temperature": (0.0, 100.0), "top_p": (1e-9, 1.0), "min_p": (0.0, 1.0), "max_tokens": (1, 1 << 31),
+_RANGES = {"temperature": (0.0, 100.0), "top_p": (1e-9, 1.0), "min_p": (0.0, 1.0), "max_tokens": (1, 1 << 31), "min_tokens": (0, 1 << 31),
            "top_k": (-1, 1 << 31), "presence_penalty": (-2.0, 2.0), "frequency_penalty": (-2.0, 2.0),
            "repetition_penalty": (1e-9, 100.0)}
 
@@ -40,6 +40,8 @@ def sampling_params(values: dict[str, Any]) -> SamplingParams:
     parsed = {k: _coerce(k, v) for k, v in values.items() if v is not None}
     if parsed.get("top_k") == -1:
         parsed["top_k"] = 0
+    if parsed.get("min_tokens", 0) > parsed.get("max_tokens", SamplingParams.max_tokens):
+        raise InvalidRequest("sampling parameter 'min_tokens' must not exceed max_tokens", param="min_tokens")
     known = {f.name for f in fields(SamplingParams)}
     return SamplingParams(**{k: v for k, v in parsed.items() if k in known})
 

@@ -49,6 +49,7 @@ class SamplingFields(WireModel):
     repetition_penalty: Annotated[float, Field(gt=0.0, le=2.0)] | None = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
+    min_tokens: Annotated[int, Field(ge=0)] = 0
     include_stop_str_in_output: bool = False
     cache: bool = True                       # Conch: opt out of the response cache
 
@@ -75,8 +76,11 @@ class SamplingFields(WireModel):
         for token_id in self.stop_token_ids or []:
             if not 0 <= token_id < vocab_size:
                 raise ParamError("stop_token_ids", f"token id {token_id} is outside the vocabulary (0..{vocab_size - 1})")
+        if max_tokens is not None and self.min_tokens > max_tokens:
+            raise ParamError("min_tokens", f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({max_tokens})")
         return SamplingParams(
             max_tokens=max_tokens,
+            min_tokens=self.min_tokens,
             temperature=1.0 if self.temperature is None else self.temperature,
             top_p=1.0 if self.top_p is None else self.top_p,
             top_k=max(self.top_k or 0, 0),
