@@ -15,6 +15,10 @@ class InvalidRequest(EngineError):
     """The request cannot be served as asked (bad parameter, prompt too long...)."""
 
 
+class ContextLengthExceeded(InvalidRequest):
+    """The prompt, or the prompt with max_tokens, does not fit the model's context."""
+
+
 class ModelNotFound(EngineError):
     """No such model or version in the repository."""
 

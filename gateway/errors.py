@@ -36,6 +36,7 @@ class _Mapping:
 
 _TABLE: dict[type[Exception], _Mapping] = {
     engine_errors.InvalidRequest: _Mapping(400, "invalid_request_error"),
+    engine_errors.ContextLengthExceeded: _Mapping(400, "invalid_request_error", "context_length_exceeded"),
     engine_errors.ModelNotFound: _Mapping(404, "invalid_request_error", "model_not_found"),
     engine_errors.ModelNotReady: _Mapping(503, "service_unavailable", "model_not_ready"),
     engine_errors.Overloaded: _Mapping(503, "service_unavailable", "overloaded"),

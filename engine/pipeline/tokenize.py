@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from engine.errors import InvalidRequest
+from engine.errors import ContextLengthExceeded, InvalidRequest
 from engine.types import GenerationRequest
 
 if TYPE_CHECKING:
@@ -25,13 +25,13 @@ def tokenize(model: "LoadedModel", request: GenerationRequest, prompt_param: str
         return replace(request, prompt_token_ids=ids)
     limit, params = model.context_length, request.params
     if len(ids) >= limit:
-        raise InvalidRequest(
+        raise ContextLengthExceeded(
             f"This model's maximum context length is {limit} tokens. However, your prompt has "
             f"{len(ids)} tokens. Please reduce the length of the prompt.", param=prompt_param)
     if params.max_tokens is None:
         params = replace(params, max_tokens=limit - len(ids))
     if len(ids) + params.max_tokens > limit:
-        raise InvalidRequest(
+        raise ContextLengthExceeded(
             f"This model's maximum context length is {limit} tokens. However, you requested "
             f"{len(ids) + params.max_tokens} tokens ({len(ids)} in the prompt, {params.max_tokens} in the "
             f"completion). Please reduce the prompt or max_tokens.", param=prompt_param)

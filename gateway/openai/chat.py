@@ -13,13 +13,14 @@ from engine.types import GenerationDelta, GenerationRequest
 from gateway.errors import APIError
 from gateway.openai.chat_output import ChatOutput
 from gateway.openai.choices import Choice, collect, chat_logprobs, new_id, now, usage
+from gateway.openai.json_route import JSONBodyRoute
 from gateway.openai.schemas.chat import ChatCompletionRequest
 from gateway.openai.structured import output_spec
 from gateway.openai.tools import ToolPlan, plan_tools
 from gateway.state import conch_state
 from gateway.streaming import error_event, prime, sse_event, sse_response, until_disconnect
 
-router = APIRouter()
+router = APIRouter(route_class=JSONBodyRoute)
 
 
 def _prompt(body: ChatCompletionRequest, tokenizer, plan: ToolPlan) -> str:

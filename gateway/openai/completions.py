@@ -9,12 +9,13 @@ from fastapi import APIRouter, Request
 from engine.types import GenerationDelta, GenerationRequest
 from gateway.errors import APIError
 from gateway.openai.choices import Choice, collect, completion_logprobs, echo_logprobs, new_id, now, usage
+from gateway.openai.json_route import JSONBodyRoute
 from gateway.openai.schemas.completions import CompletionRequest
 from gateway.openai.structured import output_spec
 from gateway.state import conch_state
 from gateway.streaming import error_event, merge, prime, sse_event, sse_response, until_disconnect
 
-router = APIRouter()
+router = APIRouter(route_class=JSONBodyRoute)
 
 
 def build_requests(body: CompletionRequest, request: Request) -> list[GenerationRequest]:
