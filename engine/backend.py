@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 class Capabilities:
     grammar: bool = False
     logprobs: bool = False
+    prompt_logprobs: bool = False   # honours SamplingParams.prompt_logprobs (and max_tokens 0: score only)
     n: bool = False
     seed: bool = False
     embeddings: bool = False

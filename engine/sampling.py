@@ -7,6 +7,7 @@ row can turn into inf or NaN:
   - every float is finite, and inside the range where the sampler's arithmetic stays finite;
   - a temperature below GREEDY_BELOW is greedy (0.0), as in vLLM: dividing logits by 1e-300 gives inf;
   - top_k is 0 (off) or in 1..vocab: -1 means off, a larger k is the whole vocabulary;
+  - min_tokens is in [0, max_tokens];
   - a seed is a 64-bit value, signed or not (torch.Generator's range), else a 400 naming `seed`.
 """
 from __future__ import annotations
@@ -35,6 +36,9 @@ def checked_sampling(params: SamplingParams, vocab_size: int | None = None) -> S
         _check_float("logit_bias", bias, -100.0, 100.0)
     if params.seed is not None and not SEED_RANGE[0] <= params.seed < SEED_RANGE[1]:
         raise InvalidRequest(f"'seed' must be a 64-bit integer in [-2**63, 2**64), got {params.seed}", param="seed")
+    if params.min_tokens < 0 or (params.max_tokens is not None and params.min_tokens > params.max_tokens):
+        raise InvalidRequest(f"'min_tokens' ({params.min_tokens}) must be in [0, max_tokens ({params.max_tokens})]",
+                             param="min_tokens")
     if params.top_k < -1:
         raise InvalidRequest(f"'top_k' must be -1 or 0 (off) or a positive integer, got {params.top_k}", param="top_k")
     top_k = 0 if params.top_k == -1 else min(params.top_k, vocab_size or MAX_TOP_K)

@@ -55,6 +55,8 @@ class SamplingParams:
     n: int = 1
     logprobs: int | None = None  # None = off; k = also return the k most likely tokens (k <= 20)
     include_stop_str_in_output: bool = False
+    prompt_logprobs: int | None = None  # None = off; k = each prompt token's logprob and the k most likely there
+    min_tokens: int = 0          # EOS, stop_token_ids and stop strings do not end a choice before this many tokens
 
     @property
     def greedy(self) -> bool:
@@ -145,6 +147,9 @@ class GenerationDelta:
     usage: Usage | None = None          # set on the final delta
     error: str | None = None
     stop_reason: str | int | None = None  # the stop string or token id that ended it
+    # With params.prompt_logprobs: on a choice's first delta, one entry per prompt token from the second on
+    # (the first token has no context), so len == prompt tokens - 1.
+    prompt_logprobs: tuple[PositionLogprobs, ...] = ()
 
     @property
     def finished(self) -> bool:

@@ -109,7 +109,12 @@ def _validation_error(exc: RequestValidationError) -> APIError:
                         code="unsupported_parameter")
     if kind == "missing":
         return APIError(400, f"Missing required parameter: '{param}'", param=param, code="missing_required_parameter")
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, ParamError):  # a whole-request check that names its own parameter
+        return APIError(400, cause.message, param=cause.param, code="invalid_value")
     msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+    if param is None:                  # the body as a whole (not an object, a cross-field rule): no name to give
+        return APIError(400, f"Invalid request body: {msg}", param=None, code="invalid_value")
     return APIError(400, f"Invalid value for '{param}': {msg}", param=param, code="invalid_value")
 
 

@@ -25,4 +25,5 @@ async def live() -> Response:
 
 @router.get("/v2/health/ready")
 async def ready(request: Request) -> Response:
-    return Response(status_code=200 if _ready(request) else 503)
+    """Triton's rule (ModelControl.ready): a server with nothing loaded in explicit mode is ready."""
+    return Response(status_code=200 if request.app.state.triton.control.ready() else 503)

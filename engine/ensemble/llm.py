@@ -14,6 +14,7 @@ from engine.ensemble.sampling import parse_json_object, sampling_params
 from engine.ensemble.structured import split_grammar
 from engine.ensemble.tensors import (InferenceError, InferRequest, Tensors, bytes_tensor, check_inputs, first_bool,
                                      first_string)
+from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
 from engine.types import GenerationDelta, GenerationRequest
 
@@ -39,6 +40,10 @@ class LLMTensorModel:
                                             "sampling_parameters"))
         flags = {f: first_bool(inputs, f, _param_bool(params, f)) for f in _FLAGS}
         stream = first_bool(inputs, "stream", _param_bool(params, "stream"))
+        if stream and not flags["exclude_input_in_output"] and ("exclude_input_in_output" in inputs
+                                                                 or "exclude_input_in_output" in params):
+            raise InvalidRequest("exclude_input_in_output false is not supported when streaming: streamed "
+                                 "responses carry only the new text", param="exclude_input_in_output")
         grammar, values = split_grammar(values)
         gen = GenerationRequest(id=request.id, model=self.config.name, version=self.config.version, prompt=text,
                                 params=sampling_params(values), grammar=grammar, stream=stream)

@@ -13,10 +13,11 @@ from engine.types import SamplingParams
 CONTROL_KEYS = frozenset({"stream", "exclude_input_in_output", "return_finish_reason", "return_num_input_tokens",
                           "return_num_output_tokens", "triton_enable_empty_final_response", "priority",
                           "timeout", "binary_data_output"})
-_TYPES = {"max_tokens": int, "temperature": float, "top_p": float, "top_k": int, "min_p": float, "seed": int,
+_TYPES = {"max_tokens": int, "min_tokens": int, "temperature": float, "top_p": float, "top_k": int, "min_p": float,
+          "seed": int,
           "presence_penalty": float, "frequency_penalty": float, "repetition_penalty": float,
           "ignore_eos": bool, "include_stop_str_in_output": bool, "stop": tuple, "stop_token_ids": tuple}
-_RANGES = {"max_tokens": (1, 1 << 31)}    # the numeric limits of the others are engine/sampling.py's, for every face
+_RANGES = {"max_tokens": (1, 1 << 31), "min_tokens": (0, 1 << 31)}    # the numeric limits of the others are engine/sampling.py's, for every face
 
 
 def parse_json_object(raw: str, name: str) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Per choice, text never ends inside a UTF-8 character, and text that may still be
 until it cannot. A stop string ends its choice at once: the final delta carries the text before it (through it
 with include_stop_str_in_output), the tokens up to the one that completed it, and usage counting those; the
 backend is told to stop that choice, and whatever it produced for it meanwhile is dropped. A stop token (EOS or
-one of stop_token_ids) ends a choice in the backend; it counts in usage but is never decoded into the text."""
+one of stop_token_ids) ends a choice in the backend (neither ends one before min_tokens tokens); it counts in usage but is never decoded into the text."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -29,6 +29,7 @@ class ChoiceText:
         self.stop = StopChecker(p.stop, p.include_stop_str_in_output)
         self.prompt_tokens = len(request.prompt_token_ids or ())
         self.tokens = 0
+        self.min_tokens = p.min_tokens
         self.done = False           # its final delta is out
 
     def apply(self, delta: GenerationDelta) -> GenerationDelta:
@@ -37,7 +38,11 @@ class ChoiceText:
         decoded = ids[:-1] if _ends_on_stop_token(delta) else ids
         pieces = []
         for k, token in enumerate(decoded):
-            result = self.stop.feed(self.detokenizer.add(token))
+            text = self.detokenizer.add(token)
+            if self.tokens + k + 1 < self.min_tokens:   # as vLLM: stop strings apply from min_tokens on
+                pieces.append(text)
+                continue
+            result = self.stop.feed(text)
             pieces.append(result.text)
             if result.stopped_by is not None:
                 self.done = True

@@ -23,6 +23,7 @@ class ModelConfig:
     tokenizer: str | None = None        # defaults to the weights folder
     chat_template: str | None = None    # a Jinja template overriding the tokenizer's own
     tool_call_parser: str = "hermes"
+    max_parallel_tool_calls: int = 4    # most calls one forced (tool_choice "required") answer may hold
     max_batch_size: int = 16
     context_length: int = 2048
     dtype: str = "bfloat16"
@@ -41,6 +42,11 @@ class ModelConfig:
     decoupled: bool = False
     upstream: UpstreamConfig | None = None  # the openai backend's deployments (engine/repository/upstream.py)
     triton: Any = field(default=None, hash=False, compare=False, repr=False)  # the parsed config.pbtxt
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_parallel_tool_calls, int) or self.max_parallel_tool_calls < 1:
+            raise InvalidRequest(f"model '{self.name}': max_parallel_tool_calls must be an integer >= 1",
+                                 param="config")
 
     @property
     def is_llm(self) -> bool:

@@ -72,21 +72,54 @@ class ModelControl:
         if failures:
             raise failures[0]
 
-    async def unload(self, name: str) -> None:
+    async def unload(self, name: str, unload_dependents: bool = False) -> None:
+        """Stop serving a model; with `unload_dependents` (Triton's), an ensemble's steps go too, recursively,
+        except those another ensemble that stays loaded still runs."""
         self._require_explicit("unload")
-        self.engine.repository.config(name)
+        config = self.engine.repository.config(name)
         if self.engine.versions(name):
+            config = self.engine.get(name).config
             await self.engine.unload(name)
         self._states[name] = ModelState(name, self._states.get(name, ModelState(name, "", "")).version,
                                         "UNAVAILABLE", "unloaded")
+        if unload_dependents:
+            for step in {s.model for s in config.steps}:
+                if self.engine.versions(step) and not self._runs_in_loaded_ensemble(step):
+                    await self.unload(step, unload_dependents=True)
+
+    def _runs_in_loaded_ensemble(self, name: str) -> bool:
+        return any(step.model == name for m in self.engine.all_versions() for step in m.config.steps)
+
+    def missing_steps(self, name: str) -> list[str]:
+        """The steps of a loaded ensemble that no model serves now (the ensemble is unavailable meanwhile)."""
+        if not self.engine.versions(name):
+            return []
+        return sorted({step.model for step in self.engine.get(name).config.steps if not self._serves(step)})
+
+    def _serves(self, step) -> bool:
+        versions = self.engine.versions(step.model)
+        return bool(versions) and (step.model_version is None or step.model_version in versions)
+
+    def ready(self) -> bool:
+        """Triton's readiness: every model that should be loaded is (none loading, no ensemble missing a
+        step) and every backend is healthy; a server with no model loaded is ready."""
+        if any(s.state == "LOADING" for s in self._states.values()):
+            return False
+        models = self.engine.all_versions()
+        return all(m.backend.health() for m in models) and not any(self.missing_steps(m.name) for m in models)
 
     def index(self, ready_only: bool = False) -> list[ModelState]:
-        """One entry per served version (READY, with the reason a newer one failed), else the model's state."""
+        """One entry per served version (READY, with the reason a newer one failed), else the model's state;
+        an ensemble whose step is missing is UNAVAILABLE with the reason."""
         listed = []
         for name in sorted(set(self.engine.repository.names()) | {m.name for m in self.engine.models()}):
             failure = self._states.get(name)
             versions = self.engine.versions(name)
-            if versions:
+            missing = self.missing_steps(name)
+            if missing:
+                listed += [ModelState(name, v, "UNAVAILABLE", f"ensemble step(s) {', '.join(missing)} not loaded")
+                           for v in versions]
+            elif versions:
                 reason = failure.reason if failure is not None and failure.state != "LOADING" else ""
                 listed += [ModelState(name, v, "READY", reason) for v in versions]
             else:

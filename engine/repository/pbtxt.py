@@ -19,6 +19,7 @@ from engine.repository.config import ModelConfig
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
 
 _CONCH_FIELDS = {"weights": str, "tokenizer": str, "chat_template": str, "tool_call_parser": str,
+                 "max_parallel_tool_calls": int,
                  "dtype": str, "context_length": int, "max_queue_size": int, "num_threads": int}
 
 

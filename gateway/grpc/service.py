@@ -68,8 +68,7 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         return pb.ServerLiveResponse(live=True)
 
     async def ServerReady(self, request, context):
-        models = self.state.engine.all_versions()
-        return pb.ServerReadyResponse(ready=bool(models) and all(m.backend.health() for m in models))
+        return pb.ServerReadyResponse(ready=self.state.control.ready())
 
     async def ModelReady(self, request, context):
         async def work():
@@ -123,7 +122,8 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def RepositoryModelUnload(self, request, context):
         async def work():
             await self._authorize_control(_authorization(context), request.model_name)
-            await self.state.control.unload(request.model_name)
+            dependents = "unload_dependents" in request.parameters and request.parameters["unload_dependents"].bool_param
+            await self.state.control.unload(request.model_name, unload_dependents=dependents)
         await _guard(context, work())
         return pb.RepositoryModelUnloadResponse()
 

@@ -64,6 +64,8 @@ async def load(request: Request, model: str) -> Response:
 @router.post("/v2/repository/models/{model}/unload")
 async def unload(request: Request, model: str) -> Response:
     require_role(request, "admin")
-    await _optional_body(request)
-    await triton_state(request).control.unload(model)
+    parameters = (await _optional_body(request)).get("parameters") or {}
+    if not isinstance(parameters, dict) or not isinstance(parameters.get("unload_dependents", False), bool):
+        raise InvalidRequest("'parameters.unload_dependents' must be a boolean", param="unload_dependents")
+    await triton_state(request).control.unload(model, unload_dependents=parameters.get("unload_dependents", False))
     return Response(status_code=200)

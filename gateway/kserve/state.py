@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from engine.engine import Engine, LoadedModel
-from engine.errors import ModelNotFound, ModelNotReady
+from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
 from engine.repository import ModelControl
 
 SERVER_NAME = "conch"
 SERVER_VERSION = "0.1.0"
-EXTENSIONS = ("classification", "sequence", "model_repository", "model_repository(unload_dependents)",
+EXTENSIONS = ("model_repository", "model_repository(unload_dependents)",
               "schedule_policy", "model_configuration", "statistics", "binary_tensor_data", "parameters",
               "generate", "generate_stream")
 
@@ -50,6 +50,10 @@ class TritonState:
                 raise ModelNotReady(f"model '{name}' is not ready: {state.reason}")
             if state is None or state.state != "LOADING":
                 raise ModelNotFound(f"model '{name}' is not found")
+        missing = self.control.missing_steps(name)
+        if missing:        # Triton's answer (400) for a model with no available version
+            raise InvalidRequest(f"Request for unknown model: '{name}' has no available versions: ensemble "
+                                 f"step(s) {', '.join(missing)} not loaded", param="model")
         return self.engine.get(name, version)
 
     def stats_for(self, name: str, version: str) -> ModelStats:

@@ -1,4 +1,5 @@
-"""The OpenAI face: /v1/chat/completions, /v1/completions, /v1/models."""
+"""The OpenAI face: /v1/chat/completions, /v1/completions, /v1/models (their routes read every body as JSON,
+gateway/openai/json_route.py)."""
 from fastapi import APIRouter
 
 from gateway.openai import chat, completions, models

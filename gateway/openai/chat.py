@@ -7,12 +7,14 @@ from typing import AsyncIterator
 from fastapi import APIRouter, Request
 
 from agents import render_chat
+from agents.tool_grammar import GRAMMAR_PARSER
 from agents.tool_prompt import template_accepts_tools, tool_dicts, with_default_tool_prompt
 from agents.tools import get_parser
 from engine.types import GenerationDelta, GenerationRequest
 from gateway.errors import APIError
 from gateway.openai.chat_output import ChatOutput
 from gateway.openai.choices import Choice, collect, chat_logprobs, new_id, now, usage
+from gateway.openai.json_route import JSONBodyRoute
 from gateway.openai.schemas.chat import ChatCompletionRequest
 from gateway.openai.structured import output_spec
 from gateway.openai.tools import ToolPlan, plan_tools
@@ -20,7 +22,7 @@ from gateway.openai.upstream import chat_input
 from gateway.state import conch_state
 from gateway.streaming import error_event, prime, sse_event, sse_response, until_disconnect
 
-router = APIRouter()
+router = APIRouter(route_class=JSONBodyRoute)
 
 
 def _prompt(body: ChatCompletionRequest, tokenizer, plan: ToolPlan) -> str:
@@ -44,7 +46,7 @@ def _grammar(body: ChatCompletionRequest, plan: ToolPlan):
 async def build_request(body: ChatCompletionRequest, request: Request) -> tuple[GenerationRequest, ToolPlan]:
     conch = conch_state(request)
     model = conch.engine.get(body.model)
-    plan = plan_tools(body)
+    plan = plan_tools(body, model.config.max_parallel_tool_calls)
     params = body.sampling_params(body.max_new_tokens, body.num_logprobs, len(model.tokenizer))
     caps = model.backend.capabilities
     chat = chat_input(body, plan, caps.native_tools) if caps.chat_input else None  # an upstream renders its own
@@ -59,8 +61,10 @@ async def build_request(body: ChatCompletionRequest, request: Request) -> tuple[
 def _outputs(request: Request, body: ChatCompletionRequest, plan: ToolPlan) -> list[ChatOutput]:
     if not plan.parses_calls:
         return [ChatOutput(None) for _ in range(body.n)]
+    if plan.choice.forced:  # the grammar wrote the text in its own format
+        return [ChatOutput(get_parser(GRAMMAR_PARSER)(eager=True), plan.choice) for _ in range(body.n)]
     parser = get_parser(conch_state(request).engine.get(body.model).config.tool_call_parser)
-    return [ChatOutput(parser()) for _ in range(body.n)]
+    return [ChatOutput(parser(), plan.choice) for _ in range(body.n)]
 
 
 @router.post("/v1/chat/completions")

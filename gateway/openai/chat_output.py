@@ -3,10 +3,16 @@
 Streaming contract (what the openai SDK's stream helper and LangChain's tool_call_chunks need): a call's
 first delta carries index, id, type and function.name once; later deltas carry only argument fragments
 with the same index.
+
+A forced choice (`tool_choice` required or named) is read by the parser of the grammar's own format,
+eagerly: its text is calls only, so a call cut by max_tokens stands as a call (with the argument text
+certified so far, as OpenAI's own "length" answers do), and nothing of it ever reaches `content` (what
+would is the markup of a call cut before its name).
 """
 from __future__ import annotations
 
-from agents.tools import ContentDelta, ToolCall, ToolCallDelta, ToolParser
+from agents.tool_grammar import ToolChoice
+from agents.tools import ContentDelta, ToolCall, ToolCallDelta, ToolParser, assemble
 
 
 def call_dict(call: ToolCall) -> dict:
@@ -23,17 +29,23 @@ def _delta_dict(event: ToolCallDelta) -> dict:
 
 
 class ChatOutput:
-    def __init__(self, parser: ToolParser | None) -> None:
+    def __init__(self, parser: ToolParser | None, choice: ToolChoice = ToolChoice("none")) -> None:
         self._parser = parser
+        self._choice = choice
         self.has_calls = False
 
     def whole(self, text: str) -> tuple[str | None, list[dict]]:
         """(content, tool_calls) of a complete text."""
         if self._parser is None:
             return text, []
-        parsed = self._parser.parse(text)
+        if self._choice.forced:  # this parser is eager and unused: its own stream is the answer
+            parsed = assemble(self._parser.feed(text) + self._parser.finish())
+            content = None
+        else:
+            parsed = self._parser.parse(text)
+            content = parsed.content
         self.has_calls = bool(parsed.tool_calls)
-        return parsed.content, [call_dict(c) for c in parsed.tool_calls]
+        return content, [call_dict(c) for c in parsed.tool_calls]
 
     def feed(self, text: str) -> list[dict]:
         if self._parser is None:
@@ -47,7 +59,7 @@ class ChatOutput:
         out: list[dict] = []
         for event in events:
             if isinstance(event, ContentDelta):
-                if event.text:
+                if event.text and not self._choice.forced:
                     out.append({"content": event.text})
             else:
                 self.has_calls = True
@@ -55,4 +67,4 @@ class ChatOutput:
         return out
 
     def finish_reason(self, engine_reason: str | None) -> str | None:
-        return "tool_calls" if self.has_calls and engine_reason == "stop" else engine_reason
+        return self._choice.finish_reason(engine_reason, self.has_calls)

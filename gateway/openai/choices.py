@@ -17,6 +17,7 @@ class Choice:
     text: list[str] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[PositionLogprobs] = field(default_factory=list)
+    prompt_logprobs: tuple[PositionLogprobs, ...] = ()
     finish_reason: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -26,6 +27,7 @@ class Choice:
         self.text.append(delta.text)
         self.token_ids.extend(delta.token_ids)
         self.logprobs.extend(delta.logprobs)
+        self.prompt_logprobs = delta.prompt_logprobs or self.prompt_logprobs
         if delta.finished:
             self.finish_reason = delta.finish_reason
             self.error = delta.error
@@ -69,6 +71,17 @@ def chat_logprobs(items: list[PositionLogprobs]) -> dict:
         return {"token": t.token, "logprob": t.logprob, "bytes": list(t.token.encode("utf-8"))}
 
     return {"content": [{**entry(p.chosen), "top_logprobs": [entry(t) for t in p.top]} for p in items]}
+
+
+def echo_logprobs(first_token: str, prompt: tuple[PositionLogprobs, ...], generated: dict) -> dict:
+    """The prompt's entries (the first token's logprob null: it has no context) before the generated ones."""
+    scored = completion_logprobs(list(prompt), len(first_token))
+    return {
+        "tokens": [first_token, *scored["tokens"], *generated["tokens"]],
+        "token_logprobs": [None, *scored["token_logprobs"], *generated["token_logprobs"]],
+        "top_logprobs": [None, *scored["top_logprobs"], *generated["top_logprobs"]],
+        "text_offset": [0, *scored["text_offset"], *generated["text_offset"]],
+    }
 
 
 def completion_logprobs(items: list[PositionLogprobs], offset: int = 0) -> dict:

@@ -1,20 +1,21 @@
 """POST /v1/completions. Several prompts become several engine requests; choice index = prompt * n + i."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import AsyncIterator
 
 from fastapi import APIRouter, Request
 
 from engine.types import GenerationDelta, GenerationRequest
-from gateway.openai.choices import Choice, collect, completion_logprobs, new_id, now, usage
+from gateway.errors import APIError
+from gateway.openai.choices import Choice, collect, completion_logprobs, echo_logprobs, new_id, now, usage
+from gateway.openai.json_route import JSONBodyRoute
 from gateway.openai.schemas.completions import CompletionRequest
 from gateway.openai.structured import output_spec
 from gateway.state import conch_state
 from gateway.streaming import error_event, merge, prime, sse_event, sse_response, until_disconnect
 
-router = APIRouter()
-
+router = APIRouter(route_class=JSONBodyRoute)
 
 
 async def build_requests(body: CompletionRequest, request: Request) -> list[GenerationRequest]:
@@ -22,6 +23,11 @@ async def build_requests(body: CompletionRequest, request: Request) -> list[Gene
     model = conch.engine.get(body.model)
     grammar, _ = output_spec(body)
     params = body.sampling_params(body.max_tokens, body.logprobs, len(model.tokenizer))
+    if body.prompt_logprobs is not None:
+        if not model.backend.capabilities.prompt_logprobs:
+            raise APIError(400, f"model '{body.model}' ({model.config.backend} backend) cannot score the prompt: "
+                           "echo with logprobs or max_tokens 0 is not supported", param="echo")
+        params = replace(params, prompt_logprobs=body.prompt_logprobs)
     base_id = new_id("cmpl")
     out = []
     for i, prompt in enumerate(body.prompts()):
@@ -50,7 +56,7 @@ async def create_completion(body: CompletionRequest, request: Request):
     deltas = merge([_indexed(g, k * body.n, s) for k, (g, s) in enumerate(zip(gens, streams, strict=True))])
     response_id = gens[0].id.rsplit("-", 1)[0]
     tokenizer = engine.get(body.model).tokenizer
-    echoes = [tokenizer.decode(g.prompt_token_ids) if g.prompt is None else g.prompt for g in gens] if body.echo else None
+    echoes = [_echo(tokenizer, g) for g in gens] if body.echo else None
     prompt_tokens = sum(len(g.prompt_token_ids) for g in gens)
     if body.stream:
         return sse_response(_stream(response_id, body, deltas, len(gens), echoes, prompt_tokens))
@@ -75,16 +81,38 @@ async def _prime_all(streams: list[AsyncIterator[GenerationDelta]]) -> list[Asyn
     return primed
 
 
-def _choice(c: Choice, body: CompletionRequest, echoes: list[str] | None) -> dict:
-    prefix = echoes[c.index // body.n] if echoes else ""
+@dataclass(frozen=True)
+class _Echo:
+    """A prompt as echoed: its text, and its first token's text (the one entry of echoed logprobs that is null)."""
+
+    text: str
+    first_token: str
+
+
+def _echo(tokenizer, gen: GenerationRequest) -> _Echo:
+    ids = gen.prompt_token_ids or ()
+    text = tokenizer.decode(ids) if gen.prompt is None else gen.prompt
+    return _Echo(text, tokenizer.decode(ids[:1]))
+
+
+def _logprobs(body: CompletionRequest, echo: _Echo | None, c: Choice, items: list, offset: int) -> dict | None:
+    if body.logprobs is None:
+        return None
+    generated = completion_logprobs(items, offset)
+    return echo_logprobs(echo.first_token, c.prompt_logprobs, generated) if echo is not None else generated
+
+
+def _choice(c: Choice, body: CompletionRequest, echoes: list[_Echo] | None) -> dict:
+    echo = echoes[c.index // body.n] if echoes else None
+    prefix = echo.text if echo is not None else ""
     return {
         "index": c.index, "text": prefix + c.content, "finish_reason": c.finish_reason,
-        "logprobs": completion_logprobs(c.logprobs, len(prefix)) if body.logprobs is not None else None,
+        "logprobs": _logprobs(body, echo, c, c.logprobs, len(prefix)),
     }
 
 
 async def _stream(response_id: str, body: CompletionRequest, deltas: AsyncIterator[GenerationDelta],
-                  num_prompts: int, echoes: list[str] | None, prompt_tokens: int) -> AsyncIterator[str]:
+                  num_prompts: int, echoes: list[_Echo] | None, prompt_tokens: int) -> AsyncIterator[str]:
     base = {"id": response_id, "object": "text_completion", "created": now(), "model": body.model}
     choices = [Choice(i) for i in range(num_prompts * body.n)]
     offsets = [0] * len(choices)
@@ -95,17 +123,23 @@ async def _stream(response_id: str, body: CompletionRequest, deltas: AsyncIterat
             out["usage"] = None
         return sse_event(out)
 
-    if echoes:
-        for c in choices:
-            text = echoes[c.index // body.n]
-            offsets[c.index] = len(text)
-            yield chunk(c.index, text, None, None)
+    # An echo is sent at once; with logprobs, once the choice's first delta has brought the prompt's.
+    scored = echoes is not None and body.logprobs is not None
+    unechoed = {c.index for c in choices} if scored else set()
+    for c in choices if echoes and not scored else ():
+        offsets[c.index] = len(echoes[c.index // body.n].text)
+        yield chunk(c.index, echoes[c.index // body.n].text, None, None)
     try:
         async for d in deltas:
             choices[d.index].add(d)
             if d.error:
                 yield error_event(d.error)
                 return
+            if d.index in unechoed:
+                unechoed.discard(d.index)
+                echo = echoes[d.index // body.n]
+                offsets[d.index] = len(echo.text)
+                yield chunk(d.index, echo.text, None, _logprobs(body, echo, choices[d.index], [], 0))
             lp = completion_logprobs(list(d.logprobs), offsets[d.index]) if body.logprobs is not None else None
             offsets[d.index] += len(d.text)
             if d.text or d.finished:

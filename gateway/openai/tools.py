@@ -23,7 +23,8 @@ class ToolPlan:
         return bool(self.tools)
 
 
-def plan_tools(body: ChatCompletionRequest) -> ToolPlan:
+def plan_tools(body: ChatCompletionRequest, max_parallel_tool_calls: int) -> ToolPlan:
+    """`max_parallel_tool_calls` is the model's bound on a required choice (1 with parallel_tool_calls false)."""
     _check_tool_messages(body)
     if not body.tools:
         if body.tool_choice is not None and body.tool_choice != "none":
@@ -36,7 +37,8 @@ def plan_tools(body: ChatCompletionRequest) -> ToolPlan:
     choice = _choice(body, names)
     if choice.mode == "none":
         return ToolPlan((), choice, None)
-    grammar = tool_call_grammar(tools, choice, parallel=body.parallel_tool_calls is not False)
+    max_calls = 1 if body.parallel_tool_calls is False else max_parallel_tool_calls
+    grammar = tool_call_grammar(tools, choice, max_calls)
     return ToolPlan(tools, choice, grammar)
 
 

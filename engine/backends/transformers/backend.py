@@ -18,6 +18,7 @@ import torch
 from engine.backend import Capabilities
 from engine.backends.transformers import loader
 from engine.backends.transformers.prefix_cache import PrefixCache
+from engine.backends.transformers.prompt_logprobs import prompt_deltas, prompt_logprobs
 from engine.backends.transformers.runner import ModelRunner
 from engine.backends.transformers.sampler import Sampler
 from engine.backends.transformers.scheduler import Scheduler
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 class TransformersBackend:
-    capabilities = Capabilities(grammar=True, logprobs=True, n=True, seed=True)
+    capabilities = Capabilities(grammar=True, logprobs=True, n=True, seed=True, prompt_logprobs=True)
 
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
@@ -81,6 +82,13 @@ class TransformersBackend:
     # -- requests --------------------------------------------------------------------------------------
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
         prompt_ids = list(request.prompt_token_ids or ())
+        if request.params.prompt_logprobs is not None:
+            scored = await asyncio.to_thread(prompt_logprobs, self.runner.model, self.tokenizer, prompt_ids,
+                                             request.params.prompt_logprobs)
+            for delta in prompt_deltas(request, scored):
+                yield delta
+            if request.params.max_tokens == 0:     # scoring only: nothing to generate
+                return
         compiled = await self._compile(request.grammar) if request.grammar is not None else None
         seqs = [self._sequence(request, i, prompt_ids, compiled) for i in range(request.params.n)]
         out: asyncio.Queue = asyncio.Queue()

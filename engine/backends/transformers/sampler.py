@@ -1,6 +1,6 @@
 """Turns a batch's logits into one token per sequence.
 
-Order, per row: penalties -> logit_bias -> grammar mask -> (greedy argmax) | (temperature -> top-k -> top-p
+Order, per row: penalties -> logit_bias -> min_tokens mask -> grammar mask -> (greedy argmax) | (temperature -> top-k -> top-p
 -> min-p -> draw with the sequence's own generator). Logprobs are those of the model's raw distribution.
 Shapes: logits (B, V) float32, B = len(seqs).
 
@@ -45,6 +45,7 @@ class Sampler:
         logits = logits.clone()
         self._apply_penalties(seqs, logits)
         self._apply_logit_bias(seqs, logits)
+        self._apply_min_tokens(seqs, logits)
         self._apply_grammar(seqs, logits)
         sampled = [row for row, seq in enumerate(seqs) if not seq.params.greedy]
         probs = self._filtered_probs([seqs[r] for r in sampled], logits[sampled]) if sampled else None
@@ -86,6 +87,15 @@ class Sampler:
         for row, seq in enumerate(seqs):
             for token_id, bias in seq.params.logit_bias:
                 logits[row, token_id] += bias
+
+    @staticmethod
+    def _apply_min_tokens(seqs: list[Sequence], logits: torch.Tensor) -> None:
+        """Before min_tokens tokens, no stop token (EOS, stop_token_ids) can be drawn; a grammar that allows
+        nothing but EOS any more still ends its sequence."""
+        for row, seq in enumerate(seqs):
+            if len(seq.output_ids) < seq.params.min_tokens and seq.eos_ids:
+                if seq.matcher is None or not seq.matcher.is_finished():
+                    logits[row, sorted(seq.eos_ids)] = float("-inf")
 
     def _apply_grammar(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
         rows = [row for row, seq in enumerate(seqs) if seq.matcher is not None]

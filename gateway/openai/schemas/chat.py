@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, model_validator
 
-from gateway.openai.schemas.common import SamplingFields, WireModel
+from gateway.openai.schemas.common import ParamError, SamplingFields, WireModel
 
 
 class TextPart(WireModel):
@@ -92,7 +92,7 @@ class ChatCompletionRequest(SamplingFields):
     @model_validator(mode="after")
     def _check(self) -> "ChatCompletionRequest":
         if self.top_logprobs is not None and not self.logprobs:
-            raise ValueError("top_logprobs requires logprobs to be true")
+            raise ParamError("top_logprobs", "top_logprobs requires logprobs to be true")
         return self
 
     @property

@@ -50,6 +50,7 @@ class SamplingFields(WireModel):
     repetition_penalty: Annotated[float, Field(gt=0.0, le=2.0)] | None = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
+    min_tokens: Annotated[int, Field(ge=0)] = 0
     include_stop_str_in_output: bool = False
     cache: bool = True                       # Conch: opt out of the response cache
 
@@ -78,6 +79,7 @@ class SamplingFields(WireModel):
                 raise ParamError("stop_token_ids", f"token id {token_id} is outside the vocabulary (0..{vocab_size - 1})")
         return checked_sampling(SamplingParams(      # the numeric limits every face shares
             max_tokens=max_tokens,
+            min_tokens=self.min_tokens,
             temperature=1.0 if self.temperature is None else self.temperature,
             top_p=1.0 if self.top_p is None else self.top_p,
             top_k=self.top_k or 0,

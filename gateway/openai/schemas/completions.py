@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from gateway.openai.schemas.common import SamplingFields
+from gateway.openai.schemas.common import ParamError, SamplingFields
 
 
 class CompletionRequest(SamplingFields):
     prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: Annotated[int, Field(ge=1)] | None = 16
+    max_tokens: Annotated[int, Field(ge=0)] | None = 16   # 0: score the echoed prompt only
     logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     echo: bool = False
     best_of: Annotated[int, Field(ge=1)] | None = None
@@ -34,6 +34,19 @@ class CompletionRequest(SamplingFields):
         if value is not None and value != info.data.get("n", 1):
             raise ValueError("best_of other than n is not supported")
         return value
+
+    @model_validator(mode="after")
+    def _scoring(self) -> "CompletionRequest":
+        if self.max_tokens == 0 and not self.echo:
+            raise ParamError("max_tokens", "max_tokens 0 is only allowed with echo (to score the prompt)")
+        return self
+
+    @property
+    def prompt_logprobs(self) -> int | None:
+        """What the engine must score of the prompt: echo with logprobs returns them, max_tokens 0 needs them."""
+        if self.echo and (self.logprobs is not None or self.max_tokens == 0):
+            return self.logprobs or 0
+        return None
 
     def prompts(self) -> list[str | list[int]]:
         """One entry per prompt: text, or token ids."""

@@ -50,9 +50,11 @@ def test_echo_and_logprobs(client):
     r = client.completions.create(model=MODEL, prompt="Roses are red,", max_tokens=3, temperature=0, echo=True, logprobs=2)
     choice = r.choices[0]
     assert choice.text.startswith("Roses are red,")
-    assert len(choice.logprobs.tokens) == r.usage.completion_tokens
-    assert all(len(t) == 2 for t in choice.logprobs.top_logprobs)
-    assert choice.logprobs.text_offset[0] == len("Roses are red,")
+    # The prompt's tokens come first (the first one without a logprob), then the generated ones.
+    assert len(choice.logprobs.tokens) == r.usage.prompt_tokens + r.usage.completion_tokens
+    assert choice.logprobs.token_logprobs[0] is None
+    assert all(len(t) == 2 for t in choice.logprobs.top_logprobs[1:])
+    assert choice.logprobs.text_offset[r.usage.prompt_tokens] == len("Roses are red,")
 
 
 def test_token_id_prompt(client):
