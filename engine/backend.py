@@ -52,6 +52,7 @@ BackendFactory = Callable[["ModelConfig"], Backend]
 _BACKENDS: dict[str, str] = {
     "transformers": "engine.backends.transformers.backend:TransformersBackend",
     "python": "engine.backends.python.backend:PythonBackend",
+    "embedding": "engine.backends.embedding.backend:EmbeddingBackend",
     "ensemble": "engine.ensemble.backend:EnsembleBackend",
     "tokenizer": "engine.ensemble.text:TokenizerBackend",
     "detokenizer": "engine.ensemble.text:DetokenizerBackend",

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from engine.errors import InvalidRequest
+from engine.repository.batching import DynamicBatching
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
 
 # Backends that serve Triton's LLM tensor contract (text_input -> text_output) rather than declared tensors.
@@ -38,6 +39,7 @@ class ModelConfig:
     steps: tuple[EnsembleStep, ...] = ()    # an ensemble's DAG
     version_policy: VersionPolicy = VersionPolicy()
     decoupled: bool = False
+    dynamic_batching: DynamicBatching | None = None   # Triton's dynamic batcher (non-LLM models); None: off
     triton: Any = field(default=None, hash=False, compare=False, repr=False)  # the parsed config.pbtxt
 
     @property
@@ -56,6 +58,8 @@ class ModelConfig:
                 data[key] = tensor_specs(data[key])
         if "steps" in data:
             data["steps"] = tuple(EnsembleStep.from_mapping(s) for s in data["steps"] or ())
+        if data.get("dynamic_batching") is not None and not isinstance(data["dynamic_batching"], DynamicBatching):
+            data["dynamic_batching"] = DynamicBatching.from_mapping(data["dynamic_batching"])
         if "version_policy" in data and not isinstance(data["version_policy"], VersionPolicy):
             data["version_policy"] = VersionPolicy.from_mapping(data["version_policy"])
         merged = {**data, **extra, "name": name}

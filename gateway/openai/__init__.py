@@ -1,8 +1,8 @@
-"""The OpenAI face: /v1/chat/completions, /v1/completions, /v1/models."""
+"""The OpenAI face: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models."""
 from fastapi import APIRouter
 
-from gateway.openai import chat, completions, models
+from gateway.openai import chat, completions, embeddings, models
 
 router = APIRouter()
-for _module in (chat, completions, models):
+for _module in (chat, completions, embeddings, models):
     router.include_router(_module.router)
