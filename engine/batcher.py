@@ -95,7 +95,25 @@ class DynamicBatcher:
                            queue_policy.timeout_action == "DELAY", asyncio.get_running_loop().create_future())
         self._queue.append(pending)
         self._wake.set()
-        return await pending.future      # cancelled (client gone): the loop skips it
+        return await self._result(pending, None if pending.delay_on_timeout else limit)
+
+    async def _result(self, pending: _Pending, reject_after: float | None) -> Any:
+        """The request's result; refused at its timeout if it is still queued then (REJECT), even while
+        another batch runs. A cancelled caller (client gone) cancels the request: the loop skips it."""
+        try:
+            if reject_after is None:
+                return await pending.future
+            try:
+                return await asyncio.wait_for(asyncio.shield(pending.future), reject_after)
+            except asyncio.TimeoutError:
+                if pending not in self._queue:           # already in a running batch: its result comes
+                    return await pending.future
+                self._queue.remove(pending)
+                raise QueueTimeout(f"request timed out after {reject_after:.3g}s in the queue of model "
+                                   f"'{self.name}'") from None
+        except asyncio.CancelledError:
+            pending.future.cancel()
+            raise
 
     def _level_size(self, level: int) -> int:
         return sum(1 for p in self._queue if p.level == level)

@@ -18,10 +18,10 @@ import numpy as np
 
 from engine.backend import Capabilities
 from engine.batcher import DynamicBatcher
+from engine.ensemble.contract import EMBEDDING_INPUTS, EMBEDDING_OUTPUTS
 from engine.ensemble.tensors import InferRequest, Tensors, check_inputs, datatype_of
 from engine.errors import InvalidRequest, ModelNotReady
 from engine.repository.config import ModelConfig
-from engine.repository.specs import TensorSpec
 
 Row = tuple[int, ...]
 
@@ -33,15 +33,12 @@ class EmbeddingBackend:
         self.config = config
         self.encoder = None
         self.batcher: DynamicBatcher | None = None
-        self.inputs = (TensorSpec("TEXT", "BYTES", (-1,), optional=True),
-                       TensorSpec("INPUT_IDS", "INT64", (-1, -1), optional=True))
-        self.outputs: tuple[TensorSpec, ...] = (TensorSpec("EMBEDDING", "FP32", (-1, -1)),)
+        self.inputs, self.outputs = EMBEDDING_INPUTS, EMBEDDING_OUTPUTS
 
     async def start(self) -> None:
         from engine.backends.embedding.encoder import Encoder
 
         self.encoder = await asyncio.to_thread(Encoder, self.config)
-        self.outputs = (TensorSpec("EMBEDDING", "FP32", (-1, self.dimension)),)
         self._specials = _special_tokens(self.encoder.tokenizer)
         self.batcher = DynamicBatcher(self.config.name, self._run, max(1, self.config.max_batch_size),
                                       self.config.dynamic_batching, batch_requests=self.config.dynamic_batching

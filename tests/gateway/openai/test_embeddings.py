@@ -11,6 +11,7 @@ import pytest
 
 from engine.models.minilm import minilm_path
 from tests.conftest import start_server, write_repository
+from tests.gateway.minilm_reference import reference, tokenizer  # noqa: F401 (fixtures)
 
 EMB = {"backend": "embedding", "weights": "builtin:minilm", "dtype": "float32"}
 TEXTS = ["The cat sits on the mat.", "Quantum chromodynamics describes the strong force.", "hello world"]
@@ -32,21 +33,6 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def client(server):
     return openai.OpenAI(base_url=server.v1, api_key="none", max_retries=0)
-
-
-@pytest.fixture(scope="module")
-def reference():
-    """sentence-transformers' own encoding of the same model folder (normalized, as its modules.json says)."""
-    st = pytest.importorskip("sentence_transformers")
-    model = st.SentenceTransformer(str(minilm_path()), device="cpu")
-    return lambda texts: model.encode(list(texts), convert_to_numpy=True)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(minilm_path())
 
 
 def test_listed_in_models(client):
