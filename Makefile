@@ -35,6 +35,7 @@ run: setup
 
 test: setup-dev
 	bash scripts/ensure-redis.sh
+	bash scripts/ensure-chromium.sh
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-slow: setup-dev
