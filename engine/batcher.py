@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from engine.admission import QueueTimeout
-from engine.errors import InvalidRequest, Overloaded
+from engine.errors import InvalidRequest, ModelNotReady, Overloaded
 from engine.repository.batching import DynamicBatching
 
+log = logging.getLogger(__name__)
 RunBatch = Callable[[list[Any]], Sequence[Any]]   # payloads -> one result per payload, same order
 
 
@@ -84,6 +86,8 @@ class DynamicBatcher:
                                  f"(max_batch_size {self.max_batch_size})")
         level = self.policy.level(priority)
         queue_policy = self.policy.policy(level)
+        if self._task is None or self._task.done():
+            raise ModelNotReady(f"model '{self.name}' is not serving (its batcher is stopped)")
         if queue_policy.max_queue_size and self._level_size(level) >= queue_policy.max_queue_size:
             raise Overloaded(f"model '{self.name}' is overloaded: its queue of {queue_policy.max_queue_size} "
                              f"requests at priority level {level} is full; retry later")
@@ -119,6 +123,17 @@ class DynamicBatcher:
         return sum(1 for p in self._queue if p.level == level)
 
     async def _loop(self) -> None:
+        try:
+            await self._serve()
+        except Exception as exc:                   # a bug here must not leave callers waiting forever
+            log.exception("batcher of model %s failed", self.name)
+            for p in self._queue:
+                if not p.future.done():
+                    p.future.set_exception(exc)
+            self._queue.clear()
+            raise
+
+    async def _serve(self) -> None:
         while True:
             batch, wait = self._form()
             if not batch:
@@ -191,10 +206,13 @@ class DynamicBatcher:
         self.batch_sizes[sum(p.rows for p in live)] += 1
         try:
             results = await asyncio.to_thread(self.run, [p.payload for p in live])
-        except Exception as exc:                   # the forward failed: every request of the batch sees it
+        except BaseException as exc:               # the forward failed (or the batcher stops): the batch sees it
+            failure = exc if isinstance(exc, Exception) else Overloaded(f"model '{self.name}' is stopping")
             for p in live:
                 if not p.future.done():
-                    p.future.set_exception(exc)
+                    p.future.set_exception(failure)
+            if not isinstance(exc, Exception):
+                raise
             return
         for p, result in zip(live, results, strict=True):
             if not p.future.done():

@@ -184,3 +184,17 @@ async def test_a_cancelled_request_is_skipped():
 
     assert await _with(b, work()) == [0, 4]
     assert run.batches == [[0], [2]]
+
+
+async def test_stop_fails_the_running_batch_and_the_queue():
+    run = Recorder()
+    b = DynamicBatcher("m", run, max_batch_size=1)
+    b.start()
+    running = await _blocked(b, run, 0)
+    queued = asyncio.ensure_future(b.submit(1, 1))
+    await _queued(b, 1)
+    await b.stop()
+    run.gate.set()
+    for future in (running, queued):
+        with pytest.raises(Overloaded):
+            await future
