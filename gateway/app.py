@@ -7,7 +7,7 @@ from fastapi import Depends, FastAPI
 
 from engine.engine import Engine
 from engine.repository import ModelControl
-from gateway import health, openai
+from gateway import health, openai, playground
 from gateway import kserve  # after openai: gateway.errors needs the openai package initialised first
 from gateway.auth import Gate, KeyFirst, guard
 from gateway.bodies import BodyGuard
@@ -55,6 +55,8 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
         engine.observers.append(app.state.metrics)
         app.include_router(metrics_router)
     app.include_router(health.router)
+    app.include_router(playground.router)                  # static page; its API calls carry the key
+    app.mount("/playground/static", playground.static_files(), name="playground")
     app.include_router(kserve.open_router)
     app.include_router(kserve.router, dependencies=[Depends(guard)])
     app.include_router(openai.router, dependencies=[Depends(guard)])

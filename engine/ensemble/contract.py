@@ -30,9 +30,14 @@ TOKENIZER_INPUTS = (TensorSpec("text_input", "BYTES", (1,)),)
 TOKENIZER_OUTPUTS = (TensorSpec("input_ids", "INT32", (-1,)),)
 DETOKENIZER_INPUTS = (TensorSpec("output_ids", "INT32", (-1,)),)
 DETOKENIZER_OUTPUTS = (TensorSpec("text_output", "BYTES", (1,)),)
+# The embedding backend: exactly one of TEXT / INPUT_IDS (docs/embeddings.md); EMBEDDING is [batch, dim].
+EMBEDDING_INPUTS = (TensorSpec("TEXT", "BYTES", (-1,), optional=True),
+                    TensorSpec("INPUT_IDS", "INT64", (-1, -1), optional=True))
+EMBEDDING_OUTPUTS = (TensorSpec("EMBEDDING", "FP32", (-1, -1)),)
 
 _BUILTIN = {"tokenizer": (TOKENIZER_INPUTS, TOKENIZER_OUTPUTS),
-            "detokenizer": (DETOKENIZER_INPUTS, DETOKENIZER_OUTPUTS)}
+            "detokenizer": (DETOKENIZER_INPUTS, DETOKENIZER_OUTPUTS),
+            "embedding": (EMBEDDING_INPUTS, EMBEDDING_OUTPUTS)}
 
 
 def tensor_interface(config: ModelConfig) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:

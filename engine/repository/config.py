@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from engine.errors import InvalidRequest
+from engine.repository.batching import DynamicBatching
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
 from engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
 
@@ -41,6 +42,7 @@ class ModelConfig:
     version_policy: VersionPolicy = VersionPolicy()
     decoupled: bool = False
     upstream: UpstreamConfig | None = None  # the openai backend's deployments (engine/repository/upstream.py)
+    dynamic_batching: DynamicBatching | None = None   # Triton's dynamic batcher (non-LLM models); None: off
     triton: Any = field(default=None, hash=False, compare=False, repr=False)  # the parsed config.pbtxt
 
     def __post_init__(self) -> None:
@@ -66,6 +68,8 @@ class ModelConfig:
                 data[key] = tensor_specs(data[key])
         if "steps" in data:
             data["steps"] = tuple(EnsembleStep.from_mapping(s) for s in data["steps"] or ())
+        if data.get("dynamic_batching") is not None and not isinstance(data["dynamic_batching"], DynamicBatching):
+            data["dynamic_batching"] = DynamicBatching.from_mapping(data["dynamic_batching"])
         if "version_policy" in data and not isinstance(data["version_policy"], VersionPolicy):
             data["version_policy"] = VersionPolicy.from_mapping(data["version_policy"])
         merged = {**data, **extra, "name": name}

@@ -15,6 +15,7 @@ from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
 from engine.errors import InvalidRequest
+from engine.repository.batching import DynamicBatching
 from engine.repository.config import ModelConfig
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
 
@@ -55,6 +56,9 @@ def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str)
     if backend == "vllm" and path is not None:
         params["engine_args"] = _model_json(Path(path) / version / "model.json", name)
     policy = json_format.MessageToDict(message.version_policy, preserving_proto_field_name=True)
+    if message.HasField("dynamic_batching"):
+        data["dynamic_batching"] = DynamicBatching.from_mapping(
+            json_format.MessageToDict(message.dynamic_batching, preserving_proto_field_name=True))
     return ModelConfig(
         name=name, path=path, version=version, parameters=params, triton=message,
         inputs=tuple(_spec(t) for t in message.input), outputs=tuple(_spec(t) for t in message.output),

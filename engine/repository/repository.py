@@ -7,10 +7,23 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidRequest, ModelNotFound
+from engine.models.minilm import EMBEDDING_MODEL_ID, minilm_available
 from engine.models.smollm2 import DEFAULT_MODEL_ID
+from engine.repository.batching import DynamicBatching
 from engine.repository.config import ModelConfig, confine_override
 
 CONFIG_FILES = ("config.yaml", "config.pbtxt")
+
+
+def builtin_configs() -> dict[str, ModelConfig]:
+    """The built-in repository: the default chat model and, when its package is installed, the default
+    embedding model behind the dynamic batcher."""
+    configs = {DEFAULT_MODEL_ID: ModelConfig(name=DEFAULT_MODEL_ID, weights="builtin:smollm2")}
+    if minilm_available():
+        configs[EMBEDDING_MODEL_ID] = ModelConfig(
+            name=EMBEDDING_MODEL_ID, backend="embedding", weights="builtin:minilm", dtype="float32",
+            max_batch_size=32, dynamic_batching=DynamicBatching(), response_cache=False)
+    return configs
 
 
 def disk_versions(model_dir: Path) -> list[int]:
@@ -30,15 +43,16 @@ class ModelRepository:
 
     def names(self) -> list[str]:
         if self.root is None:
-            return [DEFAULT_MODEL_ID]
+            return list(builtin_configs())
         return sorted(p.name for p in self.root.iterdir() if any((p / f).exists() for f in CONFIG_FILES))
 
     def config(self, name: str, version: str | None = None, override: Any = None) -> ModelConfig:
         """The config of `version` (default: the newest the version policy serves)."""
         if self.root is None:
-            if name != DEFAULT_MODEL_ID:
+            config = builtin_configs().get(name)
+            if config is None:
                 raise ModelNotFound(f"model '{name}' is not in the built-in repository")
-            return ModelConfig(name=DEFAULT_MODEL_ID, weights="builtin:smollm2")
+            return config
         if not name or "/" in name or "\\" in name or name.startswith("."):
             raise ModelNotFound(f"model '{name}' is not in the repository")
         model_dir = self.root / name

@@ -1,7 +1,8 @@
 """The `python` backend: a user's `<version>/model.py` with a `TritonPythonModel` class, as Triton's
 Python backend runs it: `initialize(args)`, `execute(requests) -> responses`, `finalize()`.
 
-`execute` runs in a worker thread, one batch at a time per model; inputs and outputs are numpy arrays.
+`execute` runs in a worker thread, one batch at a time per model; inputs and outputs are numpy arrays. With
+`dynamic_batching` in the config, the requests that queued meanwhile reach one `execute` call together.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, AsyncIterator
 from google.protobuf import json_format
 
 from engine.backend import Capabilities
+from engine.batcher import DynamicBatcher
 from engine.backends.python import utils as pb_utils
 from engine.ensemble.tensors import InferenceError, InferRequest, Tensors, check_inputs
 from engine.errors import BackendUnavailable, InvalidRequest
@@ -33,6 +35,7 @@ class PythonBackend:
         self.inputs, self.outputs = config.inputs, config.outputs
         self._model: Any = None
         self._lock = asyncio.Lock()
+        self._batcher: DynamicBatcher | None = None
 
     async def start(self) -> None:
         self._model = _load_module(self.config).TritonPythonModel()
@@ -41,22 +44,32 @@ class PythonBackend:
                 await asyncio.to_thread(self._model.initialize, _args(self.config))
             except Exception as exc:
                 raise BackendUnavailable(f"model '{self.config.name}': initialize() failed: {exc}") from exc
+        if self.config.dynamic_batching is not None:
+            self._batcher = DynamicBatcher(self.config.name, self._execute, max(1, self.config.max_batch_size),
+                                           self.config.dynamic_batching)
+            self._batcher.start()
 
     async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
         check_inputs(self.inputs, request.inputs, self.config.name)
         tensors = [pb_utils.Tensor(name, array) for name, array in request.inputs.items()]
         pb_request = pb_utils.InferenceRequest(tensors, request.id, request.parameters)
-        async with self._lock:
-            try:
-                responses = await asyncio.to_thread(self._model.execute, [pb_request])
-            except Exception as exc:
-                raise InferenceError(f"model '{self.config.name}': execute() failed: {exc}") from exc
-        if not responses or len(responses) != 1:
-            raise InferenceError(f"model '{self.config.name}': execute() must return one response per request")
-        response = responses[0]
+        if self._batcher is not None:      # Triton's dynamic batcher: execute() gets several requests
+            response = await self._batcher.submit(pb_request, 1, _priority(request.parameters))
+        else:
+            async with self._lock:
+                response = (await asyncio.to_thread(self._execute, [pb_request]))[0]
         if response.has_error():
             raise InferenceError(f"model '{self.config.name}': {response.error().message()}")
         yield {t.name(): t.as_numpy() for t in response.output_tensors()}
+
+    def _execute(self, requests: list) -> list:
+        try:
+            responses = self._model.execute(requests)
+        except Exception as exc:
+            raise InferenceError(f"model '{self.config.name}': execute() failed: {exc}") from exc
+        if not responses or len(responses) != len(requests):
+            raise InferenceError(f"model '{self.config.name}': execute() must return one response per request")
+        return responses
 
     def generate(self, request):
         raise InvalidRequest(f"model '{self.config.name}' is a python model: use /v2 infer, generate or gRPC")
@@ -68,9 +81,19 @@ class PythonBackend:
         return self._model is not None
 
     async def stop(self) -> None:
+        if self._batcher is not None:
+            await self._batcher.stop()
         if self._model is not None and hasattr(self._model, "finalize"):
             await asyncio.to_thread(self._model.finalize)
         self._model = None
+
+
+def _priority(parameters: dict) -> int:
+    try:
+        return int(parameters.get("priority", 0))
+    except (TypeError, ValueError):
+        raise InvalidRequest(f"parameter 'priority' must be an integer, got {parameters['priority']!r}",
+                             param="priority") from None
 
 
 def _load_module(config: ModelConfig):

@@ -7,9 +7,10 @@ import torch
 
 from engine.errors import BackendUnavailable
 from engine.models import ensure_smollm2, ensure_tiny_model
+from engine.models.minilm import minilm_path
 from engine.repository.config import ModelConfig
 
-_BUILTIN = {"smollm2": ensure_smollm2, "tiny": ensure_tiny_model}
+_BUILTIN = {"smollm2": ensure_smollm2, "tiny": ensure_tiny_model, "minilm": minilm_path}
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
 
 

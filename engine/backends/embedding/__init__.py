@@ -1,0 +1,1 @@
+"""The `embedding` backend: a sentence-transformers style encoder (transformer, pooling, normalize)."""
