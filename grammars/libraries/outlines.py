@@ -10,10 +10,12 @@ outputs stay valid, some valid outputs become unreachable.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import outlines_core
 import torch
 
+from ..bounds import GenerationBounds
 from ..errors import GrammarError
 from ..lowering import JSON_WHITESPACE, LoweredSpec
 from ..matcher import Matcher
@@ -32,6 +34,11 @@ class OutlinesLibrary(Library):
     def __init__(self, tokenizer: TokenizerInfo) -> None:
         super().__init__(tokenizer)
         self._vocabulary = _vocabulary(tokenizer)
+
+    @classmethod
+    def bounds_for(cls, bounds: GenerationBounds) -> GenerationBounds:
+        """outlines-core enforces no number bounds (they would be refused), so numbers stay unbounded."""
+        return replace(bounds, max_integer_digits=None, max_fraction_digits=None)
 
     @classmethod
     def check_lowered(cls, spec: LoweredSpec) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 
 from ..errors import GrammarError
 from ..regex_check import may_produce
-from ..schema_keywords import ANNOTATIONS
 from ..schema_walk import Node, is_recursive, iter_nodes
 
 # Keywords outlines-core never enforces.
@@ -53,7 +52,7 @@ def _check_node(path: str, node: Node) -> None:
             raise GrammarError(f"outlines-core does not enforce {keyword!r} (at '{path}')", keyword)
     read = _read_keywords(node)
     for keyword in node:
-        if keyword not in read and keyword not in ANNOTATIONS and keyword not in _CONTAINERS:
+        if keyword not in read and keyword not in _CONTAINERS:
             raise GrammarError(f"outlines-core ignores {keyword!r} next to the other keywords at '{path}'", keyword)
     _check_strings(path, node)
     _check_names(path, node)
