@@ -1,6 +1,7 @@
 """The form of a prepared schema that is compiled: closed objects and bounded strings, arrays and numbers.
 
 Every value this form allows is valid under the prepared schema (each change only narrows it):
+- each `oneOf` is made provably exclusive where its branches are told apart (one_of.py);
 - an object node with `properties`, no `additionalProperties` and every `required` name declared
   is closed to its properties (so, like every closed object, it never repeats a key), unless it is
   merged with other object schemas: a node with `allOf`/`anyOf`/`oneOf`/`$ref` beside its own
@@ -20,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from .bounds import GenerationBounds
+from .one_of import forbid_one_of, inline_one_of
 from .schema_walk import Node, iter_nodes, map_nodes, ref_pointer
 
 _MERGING = ("allOf", "anyOf", "oneOf", "$ref")
@@ -34,6 +36,7 @@ def generation_text(prepared: str, bounds: GenerationBounds) -> str:
 
 
 def generation_schema(schema: Node, bounds: GenerationBounds) -> Node:
+    schema = inline_one_of(schema)
     merged = _merged_paths(schema) if bounds.close_objects else set()
 
     def narrow(node: Node, path: str) -> Node:
@@ -41,7 +44,7 @@ def generation_schema(schema: Node, bounds: GenerationBounds) -> Node:
             node = {**node, "additionalProperties": False}
         return _bounded(node, bounds)
 
-    return map_nodes(schema, narrow)
+    return forbid_one_of(map_nodes(schema, narrow))
 
 
 def _closable(node: Node) -> bool:

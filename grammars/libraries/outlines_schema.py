@@ -85,6 +85,8 @@ def _check_names(path: str, node: Node) -> None:
     for name in properties:
         if json.dumps(name, ensure_ascii=False)[1:-1] != name:
             raise GrammarError(f"outlines-core cannot enforce property name {name!r} (needs escaping)", "properties")
+    if any(value is False for value in properties.values()):
+        raise GrammarError(f"outlines-core cannot read a 'false' property schema (at '{path}')", "properties")
     missing = [name for name in node.get("required", []) if name not in properties]
     if missing:
         raise GrammarError(

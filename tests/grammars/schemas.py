@@ -175,6 +175,28 @@ BOUNDED: list[SchemaCase] = [
                     "replicas": {**_int(0, 5), "format": "int32", "readonly": True}})},
         True,
     ),
+    SchemaCase(
+        "one_of_refs_discriminated",  # pydantic's discriminated union; objects left open, closed for generation
+        {"$defs": {"cat": {"type": "object", "properties": {"pet_type": {"const": "cat"}, "lives": _int(1, 9)},
+                           "required": ["pet_type"]},
+                   "dog": {"type": "object", "properties": {"pet_type": {"const": "dog"}, "name": _text(6)},
+                           "required": ["pet_type", "name"]}},
+         "type": "object", "properties": {"pet": {"oneOf": [{"$ref": "#/$defs/cat"}, {"$ref": "#/$defs/dog"}]}},
+         "required": ["pet"]},
+        True,
+    ),
+    SchemaCase(
+        "one_of_required_xor",  # exactly one of a, b
+        {"type": "object", "properties": {"a": _text(4), "b": _int(0, 9)}, "additionalProperties": False,
+         "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+        True,
+    ),
+    SchemaCase(
+        "one_of_untyped_branches",
+        {"oneOf": [{"properties": {"s": _text(5)}, "required": ["s"], "additionalProperties": False},
+                   {"properties": {"n": _int(0, 9)}, "required": ["n"], "additionalProperties": False}]},
+        True,
+    ),
     SchemaCase("one_of_by_type", _closed({"v": {"oneOf": [{"type": "boolean"}, _text(3)]}}), True),
     SchemaCase(
         "one_of_disjoint_required",

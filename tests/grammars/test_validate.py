@@ -104,6 +104,9 @@ def test_malformed_schema_is_refused(text, keyword):
         ({"$schema": "http://json-schema.org/draft-03/schema#", "type": "string"}, "$schema"),
         ({"type": "object", "properties": {"a": {"$id": "inner", "items": {"$ref": "#"}}}}, "$id"),
         ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf"),  # branches overlap: not provable
+        ({"oneOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["a", "b"]}]}, "oneOf"),
+        ({"oneOf": [{"type": "string"}, {"type": "string", "format": "date"}]}, "oneOf"),
+        ({"oneOf": [{"type": "string"}, {"required": ["a"]}]}, "oneOf"),  # every string matches both
         ({"$ref": "#"}, "$ref"),  # no finite instance: its grammar would allow no token at all
         ({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}, "$ref"),
         ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "anyOf": [{"$ref": "#/$defs/a"}]}, "$ref"),
