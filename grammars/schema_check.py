@@ -2,8 +2,9 @@
 
 Fast by design (no tokenizer, no compilation): a request with a bad schema is refused before it
 queues. The order is the order of the messages a user sees: malformed text, an unsupported
-dialect, an invalid schema (its own dialect's meta-schema), then the first refused validation
-keyword among the subschemas an instance can reach, then a `$ref` cycle that never ends.
+dialect, the first refused validation keyword among the subschemas an instance can reach (paths
+are given in 2020-12 spelling: `definitions` reads `$defs`), an invalid schema (its own dialect's
+meta-schema), then a `$ref` cycle that never ends.
 Annotations, unknown keywords and unknown formats never get this far (grammars/dialects.py).
 """
 
@@ -33,13 +34,13 @@ def prepared_schema(text: str) -> str:
     (never cached) if it cannot be enforced exactly."""
     schema = _parse(text)
     dialect = dialect_of(schema)
-    _check_meta_schema(schema, dialect)
     normalized = normalize(schema, dialect)
     used = set()
-    for path, node in iter_reachable(normalized):
+    for path, node in iter_reachable(normalized):  # cheap, and robust to malformed values
         _check_node(path, node)
         if "$ref" in node:
             used.add(ref_pointer(node["$ref"]))
+    _check_meta_schema(schema, dialect)  # seconds on a megabyte schema, so after the cheap refusals
     check_finite(normalized)
     return canonical_json(map_nodes(prune_definitions(normalized, used), _without_id))
 

@@ -75,6 +75,9 @@ def _check_strings(path: str, node: Node) -> None:
             f"characters (at '{path}')",
             "pattern",
         )
+    if isinstance(pattern, str) and pattern.startswith("^") != pattern.endswith("$"):
+        raise GrammarError(f"outlines-core cannot enforce a partly anchored 'pattern' {pattern!r} (at '{path}')",
+                           "pattern")
     sized = "minLength" in node or "maxLength" in node
     if sum((sized, fmt is not None, pattern is not None)) > 1:
         raise GrammarError(f"outlines-core enforces only one of length, 'pattern', 'format' (at '{path}')", "pattern")
