@@ -14,6 +14,7 @@ Imports nothing of Conch.
 """
 
 from .bitmask import allocate_bitmask, apply_bitmask
+from .bounds import DEFAULT_BOUNDS, GenerationBounds
 from .compiled import CompiledGrammar
 from .compiler import GrammarCompiler
 from .errors import GrammarError
@@ -24,11 +25,13 @@ from .tokenizer import TokenizerInfo
 from .validate import validate
 
 __all__ = [
+    "DEFAULT_BOUNDS",
     "Choice",
     "CompiledGrammar",
     "Grammar",
     "GrammarCompiler",
     "GrammarError",
+    "GenerationBounds",
     "GrammarSpec",
     "JsonObject",
     "JsonSchema",

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
+from .bounds import DEFAULT_BOUNDS, GenerationBounds
 from .cache import CacheStats, LRUCache
 from .compiled import CompiledGrammar
+from .errors import GrammarError
 from .libraries import DEFAULT_LIBRARY, library_class
-from .lowering import lower
 from .spec import GrammarSpec
 from .tokenizer import TokenizerInfo
 from .validate import validate
@@ -22,7 +23,8 @@ class GrammarCompiler:
     """One tokenizer, one library. Thread-safe.
 
     The cache is keyed by (tokenizer fingerprint, library, lowered spec), so one `LRUCache` may be shared
-    by several compilers (pass `cache=`); otherwise each has its own of `cache_size` entries.
+    by several compilers (pass `cache=`); otherwise each has its own of `cache_size` entries. `bounds`
+    (the model's, from its config) limit what a schema lets grow (grammars/bounds.py).
     """
 
     def __init__(
@@ -31,15 +33,22 @@ class GrammarCompiler:
         library: str = DEFAULT_LIBRARY,
         cache_size: int = 256,
         cache: LRUCache[CompiledGrammar] | None = None,
+        bounds: GenerationBounds = DEFAULT_BOUNDS,
     ) -> None:
         self.tokenizer_info = tokenizer_info
         self.library = library
+        self.bounds = bounds
         self._backend = library_class(library)(tokenizer_info)  # converts the tokenizer once
         self._cache: LRUCache[CompiledGrammar] = cache if cache is not None else LRUCache(cache_size)
 
     def compile(self, spec: GrammarSpec) -> CompiledGrammar:
         """The compiled grammar for `spec`; the same object on every hit. GrammarError if refused."""
-        key = (self.tokenizer_info.fingerprint, self.library, lower(spec))  # JsonObject() == its schema
+        try:
+            lowered = self._backend.lower(spec, self.bounds)  # JsonObject() == its schema
+        except GrammarError:
+            validate(spec, self.library, self.bounds)  # the same refusal, with validate's ordering
+            raise
+        key = (self.tokenizer_info.fingerprint, self.library, lowered)
         return self._cache.get_or_create(key, lambda: self._compile_new(spec))
 
     async def compile_async(self, spec: GrammarSpec) -> CompiledGrammar:
@@ -50,5 +59,5 @@ class GrammarCompiler:
         return self._cache.stats()
 
     def _compile_new(self, spec: GrammarSpec) -> CompiledGrammar:
-        validate(spec, self.library)  # compile never enforces less than validate promised
-        return self._backend.compile(spec)
+        validate(spec, self.library, self.bounds)  # compile never enforces less than validate promised
+        return self._backend.compile(spec, self.bounds)

@@ -1,33 +1,48 @@
-"""Up-front checks of a JSON schema: it parses, it is valid JSON Schema, it uses only what Conch enforces.
+"""Up-front checks of a JSON schema, and its prepared form: valid in its dialect, normalized, enforceable.
 
 Fast by design (no tokenizer, no compilation): a request with a bad schema is refused before it
-queues. The order is the order of the messages a user sees: malformed text, then an invalid
-schema, then the first unsupported keyword, depth first.
+queues. The order is the order of the messages a user sees: malformed text, an unsupported
+dialect, the first refused validation keyword among the subschemas an instance can reach (paths
+are given in 2020-12 spelling: `definitions` reads `$defs`), an invalid schema (its own dialect's
+meta-schema), then a `$ref` cycle that never ends.
+Annotations, unknown keywords and unknown formats never get this far (grammars/dialects.py).
 """
 
 from __future__ import annotations
 
 import json
-import numbers
 from functools import lru_cache
 from typing import Any, Callable
 
-import jsonschema
-
+from .dialects import Dialect, dialect_of, normalize
 from .errors import GrammarError
 from .regex_check import check_regex
-from .schema_keywords import ALLOWED, DIALECTS, FORMATS
-from .schema_walk import Node, iter_nodes, resolve_ref
+from .schema_finite import check_finite
+from .schema_keywords import REFUSED
+from .schema_walk import Node, iter_nodes, iter_reachable, map_nodes, prune_definitions, ref_pointer
+from .spec import canonical_json
+
+
+def check_json_schema(text: str) -> None:
+    """Return if the schema text passes every check; raise GrammarError otherwise."""
+    prepared_schema(text)
 
 
 @lru_cache(maxsize=1024)  # a pure function of the text; meta-schema validation costs ~0.2 ms per subschema
-def check_json_schema(text: str) -> None:
-    """Return if the schema text passes every check; raise GrammarError (never cached) otherwise."""
+def prepared_schema(text: str) -> str:
+    """The schema as draft 2020-12 JSON text, annotations and unused definitions dropped; GrammarError
+    (never cached) if it cannot be enforced exactly."""
     schema = _parse(text)
-    _check_dialect(schema)
-    _check_meta_schema(schema)
-    for path, node in iter_nodes(schema):
-        _check_node(schema, path, node)
+    dialect = dialect_of(schema)
+    normalized = normalize(schema, dialect)
+    used = set()
+    for path, node in iter_reachable(normalized):  # cheap, and robust to malformed values
+        _check_node(path, node)
+        if "$ref" in node:
+            used.add(ref_pointer(node["$ref"]))
+    _check_meta_schema(schema, dialect)  # seconds on a megabyte schema, so after the cheap refusals
+    check_finite(normalized)
+    return canonical_json(map_nodes(prune_definitions(normalized, used), _without_id))
 
 
 def _parse(text: str) -> Node:
@@ -40,68 +55,39 @@ def _parse(text: str) -> Node:
     return schema
 
 
-def _check_dialect(schema: Node) -> None:
-    dialect = schema.get("$schema")
-    if dialect is not None and dialect not in DIALECTS:
-        raise GrammarError(f"unsupported JSON Schema dialect {dialect!r} (use 2020-12)", "$schema")
-
-
-def _check_meta_schema(schema: Node) -> None:
-    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+def _check_meta_schema(schema: Node, dialect: Dialect) -> None:
     try:
-        validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        where = "/".join(str(part) for part in exc.path)
-        keyword = next((p for p in reversed(exc.path) if isinstance(p, str) and p in ALLOWED), None)
-        raise GrammarError(f"invalid JSON Schema at '/{where}': {exc.message}", keyword) from None
+        dialect.validator.check_schema(schema)
+    except Exception as exc:  # jsonschema.SchemaError, or a referencing error inside the meta-schema
+        path = list(getattr(exc, "path", []))
+        where = "/".join(str(part) for part in path)
+        keyword = next((p for p in reversed(path) if isinstance(p, str) and p in dialect.keywords), None)
+        message = getattr(exc, "message", str(exc))
+        raise GrammarError(f"invalid JSON Schema ({dialect.name}) at '/{where}': {message}", keyword) from None
 
 
-def _check_node(root: Node, path: str, node: Node) -> None:
+def _check_node(path: str, node: Node) -> None:
     for keyword, value in node.items():
-        if keyword not in ALLOWED:
+        if keyword in REFUSED and not (keyword == "$id" and not _moves_refs(path, node)):
             raise GrammarError(f"unsupported JSON Schema keyword {keyword!r} at '{path or '/'}'", keyword)
         check = _VALUE_CHECKS.get(keyword)
         if check is not None:
-            check(root, path, value)
+            check(path, value)
 
 
-def _check_format(root: Node, path: str, value: Any) -> None:
-    if value not in FORMATS:
-        raise GrammarError(f"unsupported JSON Schema format {value!r} at '{path or '/'}'", "format")
+def _moves_refs(path: str, node: Node) -> bool:
+    """Whether a `$id` here changes what a `$ref` means: below the root, with a `$ref` under it."""
+    return bool(path) and any("$ref" in child for _, child in iter_nodes(node))
 
 
-def _check_pattern(root: Node, path: str, value: Any) -> None:
+def _without_id(node: Node, path: str) -> Node:
+    return {k: v for k, v in node.items() if k != "$id"}  # every $ref is a pointer from the root by now
+
+
+def _check_pattern(path: str, value: Any) -> None:
     check_regex(value, "pattern")
 
 
-def _check_ref(root: Node, path: str, value: Any) -> None:
-    resolve_ref(root, value)
-
-
-def _check_items(root: Node, path: str, value: Any) -> None:
-    if isinstance(value, list):  # draft-07 tuple form; 2020-12 spells it prefixItems
-        raise GrammarError(f"'items' as an array is not supported at '{path or '/'}'; use 'prefixItems'", "items")
-
-
-def _check_bound(keyword: str) -> Callable[[Node, str, Any], None]:
-    def check(root: Node, path: str, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, numbers.Number):  # draft-04 booleans
-            raise GrammarError(f"'{keyword}' must be a number at '{path or '/'}'", keyword)
-
-    return check
-
-
-def _check_id(root: Node, path: str, value: Any) -> None:
-    if path:  # a nested $id would move the base of every $ref below it
-        raise GrammarError(f"'$id' is only supported at the root, not at '{path}'", "$id")
-
-
-_VALUE_CHECKS: dict[str, Callable[[Node, str, Any], None]] = {
-    "format": _check_format,
+_VALUE_CHECKS: dict[str, Callable[[str, Any], None]] = {
     "pattern": _check_pattern,
-    "$ref": _check_ref,
-    "items": _check_items,
-    "exclusiveMinimum": _check_bound("exclusiveMinimum"),
-    "exclusiveMaximum": _check_bound("exclusiveMaximum"),
-    "$id": _check_id,
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
+from .bounds import DEFAULT_BOUNDS, GenerationBounds
 from .errors import GrammarError
 from .lark_json import inline_schemas
 from .libraries import DEFAULT_LIBRARY, library_class
@@ -19,13 +20,14 @@ from .schema_check import check_json_schema
 from .spec import Choice, Grammar, GrammarSpec, JsonObject, JsonSchema, Regex
 
 
-def validate(spec: GrammarSpec, library: str | None = None) -> None:
-    """Return if `library` (default llguidance) can enforce `spec` exactly; raise GrammarError if not."""
+def validate(spec: GrammarSpec, library: str | None = None, bounds: GenerationBounds = DEFAULT_BOUNDS) -> None:
+    """Return if `library` (default llguidance) can enforce `spec` exactly, generated under `bounds`;
+    raise GrammarError if not."""
     check = _CHECKS.get(type(spec))
     if check is None:
         raise GrammarError(f"not a grammar spec: {type(spec).__name__}")
     check(spec)
-    library_class(library or DEFAULT_LIBRARY).check(spec)
+    library_class(library or DEFAULT_LIBRARY).check(spec, bounds)
 
 
 def _check_schema(spec: JsonSchema) -> None:

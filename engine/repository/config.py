@@ -9,6 +9,7 @@ import yaml
 
 from engine.errors import InvalidRequest
 from engine.repository.batching import DynamicBatching
+from grammars import GenerationBounds
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
 from engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
 
@@ -32,6 +33,7 @@ class ModelConfig:
     prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off)
     queue_timeout: float | None = None  # seconds a request may wait for a slot; None = no limit
     response_cache: bool = True
+    grammar_bounds: GenerationBounds = GenerationBounds()  # how far unbounded JSON may grow (grammars/bounds.py)
     num_threads: int | None = None
     version: str = "1"
     path: str | None = None             # the model's folder in the repository
@@ -70,6 +72,11 @@ class ModelConfig:
             data["steps"] = tuple(EnsembleStep.from_mapping(s) for s in data["steps"] or ())
         if data.get("dynamic_batching") is not None and not isinstance(data["dynamic_batching"], DynamicBatching):
             data["dynamic_batching"] = DynamicBatching.from_mapping(data["dynamic_batching"])
+        if "grammar_bounds" in data and not isinstance(data["grammar_bounds"], GenerationBounds):
+            try:
+                data["grammar_bounds"] = GenerationBounds.from_mapping(data["grammar_bounds"])
+            except (TypeError, ValueError) as exc:
+                raise InvalidRequest(f"model '{name}': {exc}", param="config") from exc
         if "version_policy" in data and not isinstance(data["version_policy"], VersionPolicy):
             data["version_policy"] = VersionPolicy.from_mapping(data["version_policy"])
         merged = {**data, **extra, "name": name}

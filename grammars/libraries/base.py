@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from typing import Callable, ClassVar
 
 from ..bitmask import vocabulary_row
+from ..bounds import DEFAULT_BOUNDS, GenerationBounds
 from ..compiled import CompiledGrammar
 from ..lowering import LoweredSpec, lower
 from ..matcher import Matcher
@@ -30,21 +31,31 @@ class Library(ABC):
         self.keep_row = vocabulary_row(tokenizer.vocab_size, tokenizer.special_token_ids)
 
     @classmethod
-    def check(cls, spec: GrammarSpec) -> None:
+    def check(cls, spec: GrammarSpec, bounds: GenerationBounds = DEFAULT_BOUNDS) -> None:
         """Raise GrammarError if this library cannot honour `spec` exactly. No tokenizer, no compiling.
 
         Called after the library-neutral checks of `grammars.validate`, so the spec is well formed.
+        What is checked is the generation form that `compile` builds.
         """
-        cls.check_lowered(lower(spec))
+        cls.check_lowered(cls.lower(spec, bounds))
+
+    @classmethod
+    def lower(cls, spec: GrammarSpec, bounds: GenerationBounds) -> LoweredSpec:
+        return lower(spec, cls.bounds_for(bounds))
+
+    @classmethod
+    def bounds_for(cls, bounds: GenerationBounds) -> GenerationBounds:
+        """The generation bounds this library can add without refusing its own output; by default all."""
+        return bounds
 
     @classmethod
     def check_lowered(cls, spec: LoweredSpec) -> None:
         """`check` on the lowered form; by default every lowered spec is honoured."""
         return None
 
-    def compile(self, spec: GrammarSpec) -> CompiledGrammar:
+    def compile(self, spec: GrammarSpec, bounds: GenerationBounds = DEFAULT_BOUNDS) -> CompiledGrammar:
         """Build `spec` (already validated for this library); GrammarError if the library fails."""
-        lowered = lower(spec)
+        lowered = self.lower(spec, bounds)
         builders: dict[type, Callable[..., MatcherFactory]] = {
             JsonSchema: self._build_json,
             Regex: self._build_regex,

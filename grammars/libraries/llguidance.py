@@ -53,7 +53,9 @@ def check_with_llguidance(spec: LoweredSpec) -> None:
 def _error(raw: str) -> GrammarError:
     first = raw.strip().splitlines()[0] if raw.strip() else raw
     if "oneOf" in first:
-        return GrammarError("'oneOf' is only supported when its branches cannot overlap; use 'anyOf'", "oneOf")
+        return GrammarError(
+            "'oneOf' is only supported when its branches cannot overlap (told apart by type, by a const/enum "
+            "property, or by required properties the other branches lack); use 'anyOf'", "oneOf")
     if "allOf" in first or "intersect" in first.lower():
         return GrammarError(f"this 'allOf' cannot be enforced: {first}", "allOf")
     return GrammarError(first)

@@ -10,10 +10,12 @@ outputs stay valid, some valid outputs become unreachable.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import outlines_core
 import torch
 
+from ..bounds import GenerationBounds
 from ..errors import GrammarError
 from ..lowering import JSON_WHITESPACE, LoweredSpec
 from ..matcher import Matcher
@@ -24,6 +26,9 @@ from .llguidance import check_with_llguidance
 from .outlines_schema import check_outlines_schema
 
 MAX_ROLLBACK = 8192  # tokens an outlines Guide remembers; rollback beyond it is refused
+# Longest schema regex outlines may index: `{"type": "object"}` (6,900 characters) takes ~8 s on a 49k
+# vocabulary, and SchemaStore's changie schema (45,000) ran for minutes at 9 GB before it was stopped.
+MAX_SCHEMA_REGEX = 8000
 
 
 class OutlinesLibrary(Library):
@@ -34,19 +39,26 @@ class OutlinesLibrary(Library):
         self._vocabulary = _vocabulary(tokenizer)
 
     @classmethod
+    def bounds_for(cls, bounds: GenerationBounds) -> GenerationBounds:
+        """Numbers and strings stay unbounded under outlines-core: it enforces no number bounds (they would be
+        refused), and a bounded string is a state per character in its index (a schema of a few 256-character
+        strings took minutes to index)."""
+        return replace(bounds, max_integer_digits=None, max_fraction_digits=None, max_string_length=None)
+
+    @classmethod
     def check_lowered(cls, spec: LoweredSpec) -> None:
         if isinstance(spec, Grammar):
             raise GrammarError("outlines-core cannot enforce Lark grammars; use the llguidance or xgrammar library")
         check_with_llguidance(spec)
         if isinstance(spec, JsonSchema):
             check_outlines_schema(json.loads(spec.schema))
+            size = len(_schema_regex(spec))
+            if size > MAX_SCHEMA_REGEX:
+                raise GrammarError(f"the schema is too large for outlines-core (a regex of {size} characters; at most "
+                                   f"{MAX_SCHEMA_REGEX}); use llguidance")
 
     def _build_json(self, spec: JsonSchema) -> MatcherFactory:
-        try:
-            regex = outlines_core.json_schema.build_regex_from_schema(spec.schema, JSON_WHITESPACE)
-        except (ValueError, TypeError) as exc:
-            raise GrammarError(f"outlines-core cannot convert the schema: {exc}") from None
-        return self._build_regex(Regex(regex))
+        return self._build_regex(Regex(_schema_regex(spec)))
 
     def _build_regex(self, spec: Regex) -> MatcherFactory:
         try:
@@ -59,6 +71,13 @@ class OutlinesLibrary(Library):
 
     def _build_lark(self, spec: Grammar) -> MatcherFactory:
         raise GrammarError("outlines-core cannot enforce Lark grammars; use the llguidance or xgrammar library")
+
+
+def _schema_regex(spec: JsonSchema) -> str:
+    try:
+        return outlines_core.json_schema.build_regex_from_schema(spec.schema, JSON_WHITESPACE)
+    except (ValueError, TypeError) as exc:
+        raise GrammarError(f"outlines-core cannot convert the schema: {exc}") from None
 
 
 def _vocabulary(tokenizer: TokenizerInfo) -> "outlines_core.Vocabulary":

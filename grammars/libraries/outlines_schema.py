@@ -13,7 +13,6 @@ from typing import Any
 
 from ..errors import GrammarError
 from ..regex_check import may_produce
-from ..schema_keywords import ANNOTATIONS
 from ..schema_walk import Node, is_recursive, iter_nodes
 
 # Keywords outlines-core never enforces.
@@ -53,7 +52,7 @@ def _check_node(path: str, node: Node) -> None:
             raise GrammarError(f"outlines-core does not enforce {keyword!r} (at '{path}')", keyword)
     read = _read_keywords(node)
     for keyword in node:
-        if keyword not in read and keyword not in ANNOTATIONS and keyword not in _CONTAINERS:
+        if keyword not in read and keyword not in _CONTAINERS:
             raise GrammarError(f"outlines-core ignores {keyword!r} next to the other keywords at '{path}'", keyword)
     _check_strings(path, node)
     _check_names(path, node)
@@ -76,6 +75,9 @@ def _check_strings(path: str, node: Node) -> None:
             f"characters (at '{path}')",
             "pattern",
         )
+    if isinstance(pattern, str) and pattern.startswith("^") != pattern.endswith("$"):
+        raise GrammarError(f"outlines-core cannot enforce a partly anchored 'pattern' {pattern!r} (at '{path}')",
+                           "pattern")
     sized = "minLength" in node or "maxLength" in node
     if sum((sized, fmt is not None, pattern is not None)) > 1:
         raise GrammarError(f"outlines-core enforces only one of length, 'pattern', 'format' (at '{path}')", "pattern")
@@ -86,6 +88,8 @@ def _check_names(path: str, node: Node) -> None:
     for name in properties:
         if json.dumps(name, ensure_ascii=False)[1:-1] != name:
             raise GrammarError(f"outlines-core cannot enforce property name {name!r} (needs escaping)", "properties")
+    if any(value is False for value in properties.values()):
+        raise GrammarError(f"outlines-core cannot read a 'false' property schema (at '{path}')", "properties")
     missing = [name for name in node.get("required", []) if name not in properties]
     if missing:
         raise GrammarError(

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
 import xgrammar
 
+from ..bounds import GenerationBounds
 from ..errors import GrammarError
 from ..lowering import LoweredSpec
 from ..matcher import Matcher
@@ -44,6 +46,11 @@ class XGrammarLibrary(Library):
         )
         # Conch caches compiled grammars itself, bounded; xgrammar's own cache would be a second copy.
         self._compiler = xgrammar.GrammarCompiler(info, max_threads=min(8, os.cpu_count() or 1), cache_enabled=False)
+
+    @classmethod
+    def bounds_for(cls, bounds: GenerationBounds) -> GenerationBounds:
+        """A maxLength would be refused (see UNENFORCED), so strings stay unbounded under xgrammar."""
+        return replace(bounds, max_string_length=None)
 
     @classmethod
     def check_lowered(cls, spec: LoweredSpec) -> None:

@@ -132,6 +132,84 @@ BOUNDED: list[SchemaCase] = [
         True,
     ),
     SchemaCase("string_length_range", _closed({"code": {"type": "string", "minLength": 2, "maxLength": 4}}), True),
+    # Older dialects, read by $schema and checked with their own jsonschema validator (issue 13).
+    SchemaCase(
+        "draft04_boolean_exclusive",
+        {"$schema": "http://json-schema.org/draft-04/schema#", "id": "http://example.com/limits",
+         **_closed({"n": {"type": "integer", "minimum": 0, "maximum": 10, "exclusiveMaximum": True},
+                    "m": {"type": "integer", "minimum": 5, "exclusiveMinimum": True, "maximum": 9}})},
+        True,
+    ),
+    SchemaCase(
+        "draft04_definitions_by_id",
+        {"$schema": "http://json-schema.org/draft-04/schema", "id": "http://example.com/colors",
+         "definitions": {"color": {"enum": ["cyan", "magenta"]}},
+         **_closed({"fg": {"$ref": "http://example.com/colors#/definitions/color"},
+                    "bg": {"$ref": "#/definitions/color"}})},
+        True,
+    ),
+    SchemaCase(
+        "draft06_tuple_items",
+        {"$schema": "http://json-schema.org/draft-06/schema#", "type": "array",
+         "items": [_int(0, 9), {"const": "x"}], "additionalItems": False, "minItems": 2},
+        True,
+    ),
+    SchemaCase(
+        "draft07_ref_siblings_ignored",
+        {"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "#/definitions/code", "maxLength": 1,
+         "definitions": {"code": {"type": "string", "pattern": "^[a-z]{3}$"}}},
+        True,
+    ),
+    SchemaCase(
+        "draft2019_items_additional",
+        {"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "array",
+         "items": [{"enum": ["a", "b"]}], "additionalItems": {"type": "boolean"}, "minItems": 1, "maxItems": 3},
+        True,
+    ),
+    SchemaCase(
+        "kubernetes_style_extensions",
+        {"description": "Pod is a collection of containers.", "x-kubernetes-group-version-kind":
+            [{"group": "", "kind": "Pod", "version": "v1"}],
+         **_closed({"apiVersion": {"type": "string", "enum": ["v1"]},
+                    "kind": {"type": "string", "enum": ["Pod"], "x-kubernetes-preserve-unknown-fields": True},
+                    "replicas": {**_int(0, 5), "format": "int32", "readonly": True}})},
+        True,
+    ),
+    SchemaCase(
+        "one_of_refs_discriminated",  # pydantic's discriminated union; objects left open, closed for generation
+        {"$defs": {"cat": {"type": "object", "properties": {"pet_type": {"const": "cat"}, "lives": _int(1, 9)},
+                           "required": ["pet_type"]},
+                   "dog": {"type": "object", "properties": {"pet_type": {"const": "dog"}, "name": _text(6)},
+                           "required": ["pet_type", "name"]}},
+         "type": "object", "properties": {"pet": {"oneOf": [{"$ref": "#/$defs/cat"}, {"$ref": "#/$defs/dog"}]}},
+         "required": ["pet"]},
+        True,
+    ),
+    SchemaCase(
+        "one_of_required_xor",  # exactly one of a, b
+        {"type": "object", "properties": {"a": _text(4), "b": _int(0, 9)}, "additionalProperties": False,
+         "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+        True,
+    ),
+    SchemaCase(
+        "one_of_untyped_branches",
+        {"oneOf": [{"properties": {"s": _text(5)}, "required": ["s"], "additionalProperties": False},
+                   {"properties": {"n": _int(0, 9)}, "required": ["n"], "additionalProperties": False}]},
+        True,
+    ),
+    SchemaCase("one_of_by_type", _closed({"v": {"oneOf": [{"type": "boolean"}, _text(3)]}}), True),
+    SchemaCase(
+        "one_of_disjoint_required",
+        {"oneOf": [{"type": "object", "properties": {"email": _text(10)}, "required": ["email"]},
+                   {"type": "object", "properties": {"phone": _text(8)}, "required": ["phone"]}]},
+        True,
+    ),
+    SchemaCase(
+        "one_of_enum_discriminator",
+        {"oneOf": [{"type": "object", "properties": {"t": {"enum": ["a", "b"]}, "n": _int(0, 9)}, "required": ["t"]},
+                   {"type": "object", "properties": {"t": {"enum": ["c"]}, "s": _text(4)}, "required": ["t"]}]},
+        True,
+    ),
 ]
 
 UNBOUNDED: list[SchemaCase] = [

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
 from grammars import Choice, Grammar, GrammarError, JsonObject, JsonSchema, Regex, validate
-from grammars.schema_check import check_json_schema
+from grammars.lowering import lower
+from grammars.schema_check import prepared_schema
 
 from .conftest import LIBRARIES
 from .schemas import SCHEMAS
@@ -23,8 +25,20 @@ UNSUPPORTED = {
     "propertyNames": {"type": "object", "propertyNames": {"maxLength": 3}},
     "dependentRequired": {"type": "object", "dependentRequired": {"a": ["b"]}},
     "unevaluatedProperties": {"type": "object", "unevaluatedProperties": False},
-    "contentEncoding": {"type": "string", "contentEncoding": "base64"},
-    "$anchor": {"$anchor": "here", "type": "string"},
+    "dependentSchemas": {"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}},
+    "unevaluatedItems": {"type": "array", "unevaluatedItems": False},
+}
+
+# Not validation keywords of any dialect, or no-ops: ignored, never a 400 (issue 13).
+IGNORED = {
+    "vendor extension": {"x-kubernetes-group-version-kind": [{"group": "", "kind": "Pod", "version": "v1"}]},
+    "annotations": {"title": "T", "description": "d", "$comment": "c", "examples": [1], "default": 1,
+                    "deprecated": True, "readOnly": True, "writeOnly": False, "contentMediaType": "text/plain",
+                    "contentEncoding": "base64", "$anchor": "here"},
+    "typos": {"readonly": True, "self": {"href": "x"}, "links": [], "_format": "x", "_uniqueItems": True,
+              "OneOf": [{"type": "string"}]},
+    "unknown format": {"format": "int64"},
+    "no-op values": {"uniqueItems": False, "minProperties": 0, "then": {"maxLength": 1}},
 }
 
 
@@ -44,6 +58,20 @@ def test_unsupported_keyword_is_named(keyword):
             validate(JsonSchema.from_dict(schema))
         assert caught.value.keyword == keyword
         assert f"unsupported JSON Schema keyword '{keyword}'" in caught.value.message
+
+
+@pytest.mark.parametrize("name", sorted(IGNORED))
+def test_unknown_keywords_annotations_and_formats_are_ignored(name):
+    for schema in ({"type": "string", **IGNORED[name]}, _nested({"type": "string", **IGNORED[name]})):
+        validate(JsonSchema.from_dict(schema))
+        lowered = lower(JsonSchema.from_dict(schema)).as_dict()
+        assert not set(json.dumps(lowered).split('"')) & set(IGNORED[name]), "what is ignored never reaches a library"
+
+
+def test_keyword_of_another_dialect_is_ignored():
+    """`const` is not a draft-04 keyword: a draft-04 validator ignores it, and so does Conch."""
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "string", "const": "x", "maxLength": 2}
+    assert lower(JsonSchema.from_dict(schema)).as_dict() == {"type": "string", "maxLength": 2}
 
 
 def test_property_named_like_a_keyword_is_fine():
@@ -70,14 +98,18 @@ def test_malformed_schema_is_refused(text, keyword):
 @pytest.mark.parametrize(
     "schema, keyword",
     [
-        ({"type": "string", "format": "credit-card"}, "format"),
         ({"$ref": "https://example.com/schema.json"}, "$ref"),
         ({"$ref": "#/$defs/missing"}, "$ref"),
         ({"type": "string", "pattern": "(?=a)b"}, "pattern"),
-        ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "string"}, "$schema"),
-        ({"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "string"}]}, "items"),
-        ({"type": "object", "properties": {"a": {"$id": "inner", "type": "string"}}}, "$id"),
+        ({"$schema": "http://json-schema.org/draft-03/schema#", "type": "string"}, "$schema"),
+        ({"type": "object", "properties": {"a": {"$id": "inner", "items": {"$ref": "#"}}}}, "$id"),
         ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf"),  # branches overlap: not provable
+        ({"oneOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["a", "b"]}]}, "oneOf"),
+        ({"oneOf": [{"type": "string"}, {"type": "string", "format": "date"}]}, "oneOf"),
+        ({"oneOf": [{"type": "string"}, {"required": ["a"]}]}, "oneOf"),  # every string matches both
+        ({"$ref": "#"}, "$ref"),  # no finite instance: its grammar would allow no token at all
+        ({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}, "$ref"),
+        ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "anyOf": [{"$ref": "#/$defs/a"}]}, "$ref"),
     ],
 )
 def test_schema_outside_what_is_enforced_is_refused(schema, keyword):
@@ -86,9 +118,14 @@ def test_schema_outside_what_is_enforced_is_refused(schema, keyword):
     assert caught.value.keyword == keyword
 
 
-def test_annotations_are_accepted():
-    validate(JsonSchema.from_dict({"title": "T", "description": "d", "$comment": "c", "examples": [1],
-                                   "default": 1, "deprecated": True, "readOnly": True, "type": "integer"}))
+def test_nested_id_without_refs_is_ignored():
+    validate(JsonSchema.from_dict({"type": "object", "properties": {"a": {"$id": "inner", "type": "string"}}}))
+
+
+def test_unused_definitions_are_not_checked():
+    """A definition no $ref reaches constrains nothing, so what it uses is never refused."""
+    schema = {"$defs": {"unused": {"type": "array", "uniqueItems": True}}, "type": "string"}
+    assert lower(JsonSchema.from_dict(schema)).as_dict() == {"type": "string", "maxLength": 256}
 
 
 @pytest.mark.parametrize(
@@ -131,7 +168,7 @@ def test_unknown_library_is_a_config_error():
 
 
 def test_validate_is_fast_without_a_tokenizer():
-    check_json_schema.cache_clear()
+    prepared_schema.cache_clear()
     start = time.perf_counter()
     for case in SCHEMAS:
         validate(JsonSchema.from_dict(case.schema))

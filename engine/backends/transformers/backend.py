@@ -123,7 +123,7 @@ class TransformersBackend:
         if self._grammars is None:
             from grammars import GrammarCompiler, TokenizerInfo
 
-            self._grammars = GrammarCompiler(TokenizerInfo.from_hf(self.tokenizer))
+            self._grammars = GrammarCompiler(TokenizerInfo.from_hf(self.tokenizer), bounds=self.config.grammar_bounds)
         return await self._grammars.compile_async(spec)
 
     # -- the engine thread -----------------------------------------------------------------------------

@@ -1,0 +1,117 @@
+"""grammars/bounds.py and generation.py: closed objects, bounded strings, arrays and numbers, for generation only.
+
+Random walks (a model that picks any allowed token) must end within a few tokens under small bounds,
+and every output must still validate against the user's own schema, with no key twice.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grammars import GenerationBounds, GrammarCompiler, JsonSchema
+from grammars.libraries import library_class
+from grammars.lowering import lower
+
+from .checking import validate_output
+from .conftest import load_info
+from .drive import random_walk
+
+SMALL = GenerationBounds(max_string_length=6, max_items=2, max_integer_digits=3, max_fraction_digits=2)
+
+# LangChain's with_structured_output(method="function_calling") sends this shape: no additionalProperties.
+LANGCHAIN_STYLE = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "population": {"type": "integer"}, "area": {"type": "number"},
+                   "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["city", "population"],
+}
+
+
+def _unique_keys(pairs):
+    keys = [key for key, _ in pairs]
+    assert len(keys) == len(set(keys)), f"a key appears twice: {keys}"
+    return dict(pairs)
+
+
+def _schema_for(library: str) -> dict:
+    """LANGCHAIN_STYLE without the parts a library leaves unbounded (outlines: numbers)."""
+    bounds = library_class(library).bounds_for(SMALL)
+    if bounds.max_integer_digits is None:
+        return {**LANGCHAIN_STYLE, "properties": {k: v for k, v in LANGCHAIN_STYLE["properties"].items()
+                                                  if v["type"] not in ("integer", "number")}, "required": ["city"]}
+    return LANGCHAIN_STYLE
+
+
+def test_open_object_is_closed_and_bounded_for_generation():
+    assert lower(JsonSchema.from_dict(LANGCHAIN_STYLE), SMALL).as_dict() == {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 6},
+                       "population": {"type": "integer", "minimum": -999, "maximum": 999},
+                       "area": {"type": "number", "minimum": -999, "maximum": 999, "multipleOf": 0.01},
+                       "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}, "maxItems": 2}},
+        "required": ["city", "population"],
+        "additionalProperties": False,
+    }
+
+
+@pytest.mark.parametrize(
+    "schema, expected",
+    [
+        ({"type": "integer", "minimum": 5000}, {"type": "integer", "minimum": 5000, "maximum": 5999}),
+        ({"type": "integer", "exclusiveMaximum": -2000}, {"type": "integer", "exclusiveMaximum": -2000,
+                                                         "minimum": -2999}),
+        ({"type": "string", "minLength": 10}, {"type": "string", "minLength": 10, "maxLength": 10}),
+        ({"type": "string", "format": "email"}, {"type": "string", "format": "email"}),
+        ({"type": "array", "minItems": 4}, {"type": "array", "minItems": 4, "maxItems": 4}),
+        ({"type": "object", "properties": {"a": {}}, "additionalProperties": True},
+         {"type": "object", "properties": {"a": {}}, "additionalProperties": True}),
+        ({"type": "object"}, {"type": "object"}),  # json_object mode stays any object
+    ],
+)
+def test_bounds_never_undercut_the_schema(schema, expected):
+    assert lower(JsonSchema.from_dict(schema), SMALL).as_dict() == expected
+
+
+def test_merged_objects_stay_open():
+    """Closing one part of an allOf would forbid the other part's properties."""
+    schema = {"$defs": {"base": {"type": "object", "properties": {"a": {"enum": [1]}}}},
+              "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"b": {"enum": [2]}}, "required": ["b"]}]}
+    lowered = json.dumps(lower(JsonSchema.from_dict(schema), SMALL).as_dict())
+    assert "additionalProperties" not in lowered
+
+
+def test_bounds_can_be_turned_off():
+    off = GenerationBounds(max_string_length=None, max_items=None, max_integer_digits=None,
+                           max_fraction_digits=None, close_objects=False)
+    assert lower(JsonSchema.from_dict(LANGCHAIN_STYLE), off).as_dict() == LANGCHAIN_STYLE
+
+
+@pytest.mark.parametrize("data", [{"max_items": 0}, {"max_string_length": "long"}, {"nope": 1},
+                                  {"close_objects": 1}])
+def test_bad_bounds_are_refused(data):
+    with pytest.raises(ValueError):
+        GenerationBounds.from_mapping(data)
+
+
+def test_random_walks_end_with_only_declared_keys_once(library):
+    schema = _schema_for(library)
+    grammar = GrammarCompiler(load_info(), library, bounds=SMALL).compile(JsonSchema.from_dict(schema))
+    for seed in range(4):
+        walk = random_walk(grammar, load_info(), seed, max_steps=150)
+        assert walk.finished, f"did not end within 150 tokens: {walk.text[:200]!r}"
+        validate_output(schema, walk.text)
+        value = json.loads(walk.text, object_pairs_hook=_unique_keys)
+        assert set(value) <= set(schema["properties"])
+
+
+def test_model_config_sets_the_bounds():
+    from engine.errors import InvalidRequest
+    from engine.repository.config import ModelConfig
+
+    config = ModelConfig.from_mapping("m", {"grammar_bounds": {"max_string_length": 32, "max_items": None}})
+    assert config.grammar_bounds == GenerationBounds(max_string_length=32, max_items=None)
+    assert ModelConfig.from_mapping("m", {}).grammar_bounds == GenerationBounds()
+    with pytest.raises(InvalidRequest):
+        ModelConfig.from_mapping("m", {"grammar_bounds": {"max_digits": 3}})
