@@ -28,10 +28,6 @@ KEYS = ("model", "prompt", "messages", "max_tokens", "max_completion_tokens", "n
         "response_format", "tools", "tool_choice", "stream", "stream_options", "user", "echo", "suffix",
         "text_input", "parameters", "inputs", "outputs", "id", "ready", "role", "content", "name", "datatype",
         "shape", "data", "binary_data_size", "exclude_input_in_output")
-# Until the isolation branch (sampling and seed validation) is merged, these keys draw only from ranges that
-# branch owns no failure in; the explicit cases below hold the out-of-range values (xfail until then).
-ISOLATION_PENDING = {"seed": st.integers(-2 ** 63, 2 ** 63 - 1), "temperature": st.floats(0.01, 2.0),
-                     "top_k": st.integers(-1, 1000)}
 # Counts that would make the tiny model generate for long stay out of reach: hostile, never merely large.
 COUNTS = st.sampled_from([-(2 ** 63), -1, 0, 1, 2, 2 ** 31, 2 ** 63, 2 ** 64, 10 ** 30, 1.5, "2", None, True, []])
 SCALARS = st.one_of(
@@ -44,8 +40,6 @@ DEEP = st.integers(60, 200).map(lambda depth: json.loads("[" * depth + "]" * dep
 
 
 def value_for(key: str):
-    if key in ISOLATION_PENDING:
-        return ISOLATION_PENDING[key]
     if key in ("max_tokens", "max_completion_tokens", "n", "top_logprobs", "best_of"):
         return COUNTS
     return st.one_of(VALUES, DEEP, st.just("\ud800"))
@@ -132,13 +126,10 @@ def _infer(shape: list, datatype: str = "BYTES", **extra) -> dict:
     return {"inputs": [{"name": "text_input", "datatype": datatype, "shape": shape, **extra}]}
 
 
-SEED = pytest.mark.xfail(reason="seed range validation lands with the isolation branch", strict=False)
 CASES = [
-    pytest.param("/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 1, "seed": 2 ** 64}, marks=SEED),
-    pytest.param("/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 1, "seed": -(2 ** 63) - 1},
-                 marks=SEED),
-    pytest.param("/v2/models/tiny/generate", {"text_input": "hi", "parameters": {"max_tokens": 1, "seed": 2 ** 64}},
-                 marks=SEED),
+    ("/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 1, "seed": 2 ** 64}),
+    ("/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 1, "seed": -(2 ** 63) - 1}),
+    ("/v2/models/tiny/generate", {"text_input": "hi", "parameters": {"max_tokens": 1, "seed": 2 ** 64}}),
     ("/v1/completions", {"model": "tiny\ud800", "prompt": "hi", "max_tokens": 1}),
     ("/v1/completions", {"model": "tiny", "prompt": "hi\ud800", "max_tokens": 1}),
     ("/v1/chat/completions", {"model": "tiny", "messages": [{"role": "user", "content": "\ud800"}]}),
