@@ -110,11 +110,15 @@ def echo_server() -> ThreadServer:
     return _serve(_echo_app())
 
 
-def metric(server_url: str, name: str, **labels: str) -> float:
-    """One sample of a server's /metrics (0 when absent), matched by name and the given labels."""
+def metric(server_url: str, name: str, api_key: str | None = None, **labels: str) -> float:
+    """One sample of a server's /metrics (0 when absent), matched by name and the given labels; `api_key` is a
+    key with the metrics role, which a server with keys asks for (a refused scrape raises, never reads 0)."""
     import httpx
 
-    for line in httpx.get(f"{server_url}/metrics", timeout=10).text.splitlines():
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    response = httpx.get(f"{server_url}/metrics", headers=headers, timeout=10)
+    response.raise_for_status()
+    for line in response.text.splitlines():
         if line.startswith(name) and (line[len(name)] in "{ ") and \
                 all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])

@@ -5,6 +5,7 @@ streamed responses carry only the new text, one response per delta.
 """
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, AsyncIterator
 
 import numpy as np
@@ -44,7 +45,7 @@ class LLMTensorModel:
                                                                  or "exclude_input_in_output" in params):
             raise InvalidRequest("exclude_input_in_output false is not supported when streaming: streamed "
                                  "responses carry only the new text", param="exclude_input_in_output")
-        grammar, values = split_grammar(values)
+        grammar, values = await asyncio.to_thread(split_grammar, values)   # a large schema's checks: off the loop
         gen = GenerationRequest(id=request.id, model=self.config.name, version=self.config.version, prompt=text,
                                 params=sampling_params(values), grammar=grammar, stream=stream)
         return await self.engine.prepare(gen, prompt_param="text_input"), flags

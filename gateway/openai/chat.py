@@ -50,9 +50,11 @@ async def build_request(body: ChatCompletionRequest, request: Request) -> tuple[
     params = body.sampling_params(body.max_new_tokens, body.num_logprobs, len(model.tokenizer))
     caps = model.backend.capabilities
     chat = chat_input(body, plan, caps.native_tools) if caps.chat_input else None  # an upstream renders its own
-    prompt = None if chat else await asyncio.to_thread(_prompt, body, model.tokenizer, plan)  # off the loop
+    # templating and a large schema's checks run off the event loop
+    prompt = None if chat else await asyncio.to_thread(_prompt, body, model.tokenizer, plan)
+    grammar = None if chat else await asyncio.to_thread(_grammar, body, plan)
     gen = GenerationRequest(id=new_id("chatcmpl"), model=body.model, chat=chat, prompt=prompt,
-                            params=params, grammar=None if chat else _grammar(body, plan), stream=body.stream,
+                            params=params, grammar=grammar, stream=body.stream,
                             add_special_tokens=False,
                             use_cache=body.cache and "no-cache" not in request.headers.get("cache-control", ""))
     return await conch.engine.prepare(gen, prompt_param="messages"), plan

@@ -1,6 +1,7 @@
 """POST /v1/completions. Several prompts become several engine requests; choice index = prompt * n + i."""
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, replace
 from typing import AsyncIterator
 
@@ -21,7 +22,7 @@ router = APIRouter(route_class=JSONBodyRoute)
 async def build_requests(body: CompletionRequest, request: Request) -> list[GenerationRequest]:
     conch = conch_state(request)
     model = conch.engine.get(body.model)
-    grammar, _ = output_spec(body)
+    grammar, _ = await asyncio.to_thread(output_spec, body)     # a large schema's checks: off the event loop
     params = body.sampling_params(body.max_tokens, body.logprobs, len(model.tokenizer))
     if body.prompt_logprobs is not None:
         if not model.backend.capabilities.prompt_logprobs:

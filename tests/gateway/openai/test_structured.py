@@ -105,7 +105,7 @@ async def test_constrained_and_free_requests_share_a_batch(aclient):
 
 @pytest.mark.parametrize("schema,keyword", [
     ({"type": "object", "patternProperties": {"^a": {"type": "string"}}}, "patternProperties"),
-    ({"type": "object", "properties": {"a": {"type": "string", "contentMediaType": "image/png"}}}, "contentMediaType"),
+    ({"type": "object", "properties": {"a": {"type": "array", "uniqueItems": True}}}, "uniqueItems"),
 ])
 def test_unsupported_keyword_is_400_naming_it(smollm2_server, schema, keyword):
     body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}],
@@ -126,3 +126,22 @@ def test_malformed_constraint_is_400(smollm2_server, field, value):
     r = httpx.post(f"{smollm2_server.v1}/chat/completions", json=body, timeout=60)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"].startswith(field)
+
+
+def test_old_dialects_annotations_and_extensions_are_accepted_and_enforced(smollm2_server):
+    """A draft-04 schema with a vendor extension, annotations, a typo'd keyword and an unknown format reaches
+    the model (they are ignored, as JSON Schema says), and its validation keywords still hold, draft-04's
+    boolean exclusiveMaximum included."""
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "title": "T",
+              "x-kubernetes-group-version-kind": [{"group": "", "kind": "Pod", "version": "v1"}],
+              "properties": {"a": {"type": "string", "maxLength": 10, "contentMediaType": "text/plain",
+                                   "format": "no-such-format", "readonly": True, "description": "d"},
+                             "n": {"type": "integer", "minimum": 0, "maximum": 9, "exclusiveMaximum": True}},
+              "required": ["a", "n"], "additionalProperties": False}
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Give a and n."}], "max_tokens": 60,
+            "temperature": 0, "response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": schema}}}
+    r = httpx.post(f"{smollm2_server.v1}/chat/completions", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    value = json.loads(r.json()["choices"][0]["message"]["content"])
+    jsonschema.Draft4Validator(schema).validate(value)
+    assert value["n"] < 9

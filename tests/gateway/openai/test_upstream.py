@@ -14,6 +14,7 @@ from tests.conftest import start_server, write_repository
 from tests.upstream_helpers import metric
 
 KEY = "sk-front"
+METRICS_KEY = "sk-metrics"           # the metrics role: /metrics of a server with keys wants it
 MESSAGES = [{"role": "user", "content": "Say something."}]
 TOOLS = [{"type": "function", "function": {           # an enum keeps random weights' arguments short
     "name": "get_weather", "description": "Weather of a city",
@@ -43,7 +44,8 @@ def front(tmp_path_factory, upstream):
     })
     (root / "keys.yaml").write_text(f"keys:\n  - {{key: {KEY}, name: front}}\n"
                                     "  - {key: sk-twice, name: twice, rpm: 2}\n"
-                                    "  - {key: sk-other, name: other, models: [remote-tools]}\n")
+                                    "  - {key: sk-other, name: other, models: [remote-tools]}\n"
+                                    f"  - {{key: {METRICS_KEY}, name: scraper, metrics: true}}\n")
     server = start_server(["--model-repository", str(root), "--api-keys-file", str(root / "keys.yaml"),
                            "--response-cache", "memory"], root, env={"UPSTREAM_KEY": "sk-upstream-unused"})
     yield server
@@ -152,7 +154,7 @@ def test_tools_are_forwarded_and_calls_come_back(client):
                tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=40, temperature=0)
     got = client.chat.completions.create(**ask)
     (call,) = got.choices[0].message.tool_calls
-    assert call.function.name == "get_weather" and got.choices[0].finish_reason == "tool_calls"
+    assert call.function.name == "get_weather" and got.choices[0].finish_reason == "stop"   # named: as OpenAI
     assert json.loads(call.function.arguments)["city"] in ("Paris", "Rome")
     names = [t.function.name for c in client.chat.completions.create(stream=True, **ask) if c.choices
              for t in c.choices[0].delta.tool_calls or () if t.function and t.function.name]
@@ -188,19 +190,19 @@ def test_rate_limits_apply_in_front(front, upstream):
 def test_cache_in_front_answers_without_the_upstream(client, front, upstream):
     ask = dict(model="remote", messages=[{"role": "user", "content": "cache me"}], max_tokens=4, temperature=0)
     first = client.chat.completions.create(**ask)
-    hits = metric(front.url, "nv_cache_num_hits_per_model", model="remote")
+    hits = metric(front.url, "nv_cache_num_hits_per_model", METRICS_KEY, model="remote")
     for _ in range(50):                                 # the store is written in the background: until a hit
         client.chat.completions.create(**ask)
-        if metric(front.url, "nv_cache_num_hits_per_model", model="remote") > hits:
+        if metric(front.url, "nv_cache_num_hits_per_model", METRICS_KEY, model="remote") > hits:
             break
         time.sleep(0.1)
-    hits = metric(front.url, "nv_cache_num_hits_per_model", model="remote")
+    hits = metric(front.url, "nv_cache_num_hits_per_model", METRICS_KEY, model="remote")
     before = metric(upstream.url, "nv_inference_request_success", model="tiny")
     again = client.chat.completions.create(**ask)
     streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(stream=True, **ask)
                        if c.choices)
     assert again.choices[0].message.content == streamed == first.choices[0].message.content
-    assert metric(front.url, "nv_cache_num_hits_per_model", model="remote") == hits + 2
+    assert metric(front.url, "nv_cache_num_hits_per_model", METRICS_KEY, model="remote") == hits + 2
     assert metric(upstream.url, "nv_inference_request_success", model="tiny") == before   # never asked
 
 
