@@ -2,6 +2,7 @@
 token limits) as a generation. Inputs are validated by the model's backend before anything is queued."""
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from engine.admission import Trace
 from engine.engine import Engine, tracked
 from engine.errors import InvalidRequest
+from engine.pipeline.tokenize import INLINE_CHARS
 from engine.types import GenerationRequest
 
 
@@ -42,8 +44,12 @@ def embedding_backend(engine: Engine, model: str, version: str | None = None):
 async def embed(engine: Engine, request: EmbeddingRequest) -> EmbeddingResult:
     model = embedding_backend(engine, request.model, request.version)
     backend = model.backend
-    rows = (backend.rows_from_texts(request.texts) if request.texts is not None
-            else backend.rows_from_ids(request.token_ids))
+    if request.texts is not None:      # tokenizing a large input is slow: off the event loop, as for prompts
+        inline = sum(map(len, request.texts)) <= INLINE_CHARS
+        rows = backend.rows_from_texts(request.texts) if inline else await asyncio.to_thread(
+            backend.rows_from_texts, request.texts)
+    else:
+        rows = backend.rows_from_ids(request.token_ids)
     backend.check_dimensions(request.dimensions)
     trace = Trace(GenerationRequest(id=request.id, model=request.model), model.config.version)
     with tracked(model, trace, engine.observers):
