@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import httpx
 import jsonschema
@@ -19,7 +18,9 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24},
                                            "population": {"type": "integer"}},
           "required": ["city", "population"], "additionalProperties": False}
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "playground.png"
+# docs/playground.png is refreshed only when asked (CONCH_PLAYGROUND_SCREENSHOT=docs/playground.png): a test run
+# never rewrites a tracked file.
+SCREENSHOT = os.environ.get("CONCH_PLAYGROUND_SCREENSHOT")
 
 
 @pytest.fixture(scope="module")
@@ -85,18 +86,17 @@ def test_schema_mode_returns_valid_json(page):
     jsonschema.validate(json.loads(text), SCHEMA)
     assert "valid JSON" in page.inner_text("#status")
     assert '"json_schema"' in page.inner_text("#curl")
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    if SCREENSHOT:
+        page.screenshot(path=SCREENSHOT, full_page=True)
 
 
-@pytest.mark.slow   # a tool call took 2.5-5 minutes on the shared 2-core machine (the tool grammar per token)
 def test_tools_mode_streams_a_tool_call(page):
     page.click("#clear")
     page.check("input[name=mode][value=tools]")
     page.select_option("#tool-choice", "required")
     page.fill("#max-tokens", "40")
     _send(page, "What is the weather in Paris?")
-    page.wait_for_selector(".msg.assistant[data-streaming='false']", timeout=600_000)
+    page.wait_for_selector(".msg.assistant[data-streaming='false']", timeout=120_000)
     call = page.locator(".msg.assistant .tool-call").first.inner_text()
     name, _, args = call.partition("(")
     assert name == "get_weather" and "city" in json.loads(args.removesuffix(")"))
