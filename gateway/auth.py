@@ -16,7 +16,8 @@ Every face calls `Gate.check(authorization, model)`: HTTP passes the `Authorizat
 alike, through the `guard` dependency), gRPC the `authorization` metadata value. It raises Unauthorized
 (401), ModelNotFound (404: a model the key may not use is not revealed) or RateLimited (429).
 Model control and /metrics also call `Gate.require(authorization, role)`: Forbidden (403) for a key without
-the role; with keys configured and no key holding it, that face is refused to everyone.
+the role; with keys configured and no key holding it, that face is refused to everyone. Over HTTP,
+`KeyFirst` authenticates from the headers before anything reads the body.
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.conftest import start_server, write_repository
 
-EXAMPLES, SLOW_EXAMPLES = 200, 2000
+EXAMPLES, SLOW_EXAMPLES = 200, 1000
 TEMPLATES: dict[str, dict] = {
     "/v1/chat/completions": {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
     "/v1/completions": {"model": "tiny", "prompt": "hi", "max_tokens": 2},
