@@ -14,10 +14,10 @@ CONTROL_KEYS = frozenset({"stream", "exclude_input_in_output", "return_finish_re
                           "return_num_output_tokens", "triton_enable_empty_final_response", "priority",
                           "timeout", "binary_data_output"})
 _TYPES = {"max_tokens": int, "min_tokens": int, "temperature": float, "top_p": float, "top_k": int, "min_p": float,
-          "seed": int,
-          "presence_penalty": float, "frequency_penalty": float, "repetition_penalty": float,
+          "seed": int, "presence_penalty": float, "frequency_penalty": float, "repetition_penalty": float,
           "ignore_eos": bool, "include_stop_str_in_output": bool, "stop": tuple, "stop_token_ids": tuple}
-_RANGES = {"max_tokens": (1, 1 << 31), "min_tokens": (0, 1 << 31)}    # the numeric limits of the others are engine/sampling.py's, for every face
+# The numeric limits of the others are engine/sampling.py's, shared by every face.
+_RANGES = {"max_tokens": (1, 1 << 31), "min_tokens": (0, 1 << 31)}
 
 
 def parse_json_object(raw: str, name: str) -> dict[str, Any]:
