@@ -10,7 +10,7 @@ PORT   ?= 8000
 GRPC_PORT ?= 8001
 PYTEST_ARGS ?=
 
-.PHONY: run test test-slow bench setup setup-dev clean
+.PHONY: run test test-slow lint bench setup setup-dev clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ test: setup-dev
 test-slow: setup-dev
 	bash scripts/ensure-redis.sh
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+lint: setup-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: setup-dev
 	$(PY) -m tests.bench
