@@ -59,8 +59,8 @@ _BACKENDS: dict[str, str] = {
     "openai": "engine.backends.openai.backend:OpenAIBackend",
     "embedding": "engine.backends.embedding.backend:EmbeddingBackend",
     "ensemble": "engine.ensemble.backend:EnsembleBackend",
-    "tokenizer": "engine.ensemble.text:TokenizerBackend",
-    "detokenizer": "engine.ensemble.text:DetokenizerBackend",
+    "tokenizer": "engine.backends.text.backend:TokenizerBackend",
+    "detokenizer": "engine.backends.text.backend:DetokenizerBackend",
 }
 
 

@@ -5,13 +5,14 @@ import asyncio
 import itertools
 import logging
 from contextlib import aclosing, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import AsyncIterator, Iterator
 
 from engine.admission import Admission, Observer, Trace
 from engine.backend import Backend, load_backend_class
 from engine.cache import ResponseCache
-from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
+from engine.errors import ModelNotFound, ModelNotReady
+from engine.loaded_model import LoadedModel
 from engine.pipeline import detokenize, tokenize
 from engine.pipeline.tokenize import tokenizes_inline
 from engine.repository import ModelConfig, ModelRepository
@@ -19,34 +20,6 @@ from engine.sampling import checked_sampling
 from engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class LoadedModel:
-    config: ModelConfig
-    backend: Backend
-    inflight: int = 0     # requests between Engine.generate's start and end; unload waits for them
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def tokenizer(self):
-        tokenizer = self.backend.tokenizer
-        if tokenizer is None:                 # a python, tokenizer-less or tensor-only model
-            raise InvalidRequest(f"model '{self.name}' ({self.config.backend} backend) does not generate text "
-                                 f"from a prompt; use /v2 infer or gRPC", param="model")
-        return tokenizer
-
-    @property
-    def context_length(self) -> int:
-        return self.backend.context_length
-
-    @property
-    def vocab_size(self) -> int | None:
-        tokenizer = self.backend.tokenizer
-        return len(tokenizer) if tokenizer is not None else None
 
 
 class Engine:

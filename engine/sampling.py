@@ -1,7 +1,7 @@
 """The numeric limits of sampling, checked once for every request whatever face it came through.
 
 Both faces build their SamplingParams through `checked_sampling` (/v1 in gateway/openai/schemas/common.py, /v2
-and gRPC in engine/ensemble/sampling.py), each on top of its own wire ranges, and Engine.prepare runs it again
+and gRPC in engine/tensors/sampling.py), each on top of its own wire ranges, and Engine.prepare runs it again
 with the model's vocabulary, so no path reaches a backend without it. It guarantees the sampler that no batch
 row can turn into inf or NaN:
   - every float is finite, and inside the range where the sampler's arithmetic stays finite;

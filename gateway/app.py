@@ -6,9 +6,8 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from engine.engine import Engine
-from engine.repository import ModelControl
-from gateway import health, openai, playground
-from gateway import kserve  # after openai: gateway.errors needs the openai package initialised first
+from engine.model_control import ModelControl
+from gateway import health, kserve, openai, playground
 from gateway.auth import Gate, KeyFirst, guard
 from gateway.bodies import BodyGuard
 from gateway.errors import CatchAll, install_error_handlers

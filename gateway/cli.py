@@ -6,7 +6,8 @@ import logging
 from pathlib import Path
 
 from engine.engine import Engine
-from engine.repository import ModelControl, ModelRepository
+from engine.model_control import ModelControl
+from engine.repository import ModelRepository
 from gateway.state import Settings
 
 

@@ -16,12 +16,23 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agents import ChatTemplateError
-from grammars import GrammarError
 from engine import errors as engine_errors
-from gateway.openai.schemas.common import ParamError
-from gateway.streaming import ClientDisconnected
+from grammars import GrammarError
 
 log = logging.getLogger(__name__)
+
+
+class ParamError(ValueError):
+    """A value error that names its parameter (the request field path); wire schemas raise it in validators."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+        self.message = message
+
+
+class ClientDisconnected(Exception):
+    """The client went away before the response started (gateway/streaming.py's until_disconnect)."""
 
 
 class APIError(Exception):

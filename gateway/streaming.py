@@ -8,6 +8,8 @@ from typing import Any, AsyncIterator, Awaitable, TypeVar
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
+from gateway.errors import APIError, ClientDisconnected, openai_body, to_api_error
+
 T = TypeVar("T")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -21,8 +23,6 @@ def sse_event(payload: Any) -> str:
 def error_event(error: str | Exception) -> str:
     """The OpenAI error event for a failure after a /v1 stream has started: an engine's error message (an
     internal error) or an exception, mapped as a response's would be. The stream closes after it."""
-    from gateway.errors import APIError, openai_body, to_api_error  # gateway.errors imports this module
-
     err = APIError(500, error, type="internal_error") if isinstance(error, str) else to_api_error(error)
     return sse_event(openai_body(err))
 
@@ -52,10 +52,6 @@ async def prime(agen: AsyncIterator[T]) -> AsyncIterator[T]:
             await agen.aclose()
 
     return chained()
-
-
-class ClientDisconnected(Exception):
-    pass
 
 
 async def until_disconnect(request: Request, work: Awaitable[T]) -> T:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from engine.backend import Capabilities
-from engine.engine import Engine, LoadedModel
+from engine.engine import Engine
+from engine.loaded_model import LoadedModel
 from engine.repository import ModelConfig
 from engine.types import GenerationDelta, GenerationRequest, PositionLogprobs, RequestStatus, TokenLogprob, Usage
 from tests.conftest import free_port

@@ -5,20 +5,18 @@ as an LLM does (/v1), through engine/ensemble/generation.py."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import AsyncIterator
 
 from engine.backend import Capabilities
+from engine.engine import Engine
 from engine.ensemble.generation import TextPipeline, text_plan
 from engine.ensemble.graph import plan
 from engine.ensemble.run import run_steps
-from engine.ensemble.tensors import InferRequest, Tensors, check_inputs
 from engine.errors import BackendUnavailable, InvalidRequest, ModelNotFound, ModelNotReady
 from engine.repository.config import ModelConfig
 from engine.repository.specs import EnsembleStep
+from engine.tensors.interface import InferRequest, Tensors, check_inputs
 from engine.types import GenerationDelta, GenerationRequest
-
-if TYPE_CHECKING:
-    from engine.engine import Engine
 
 
 class EnsembleBackend:
@@ -30,7 +28,7 @@ class EnsembleBackend:
         self.text: TextPipeline | None = None   # set when the ensemble can serve text prompts (/v1)
         self.text_refusal = ""
 
-    def bind(self, engine: "Engine") -> None:
+    def bind(self, engine: Engine) -> None:
         self.engine = engine
 
     async def start(self) -> None:

@@ -18,18 +18,16 @@ from __future__ import annotations
 
 from contextlib import aclosing
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, AsyncIterator, Callable
+from typing import AsyncIterator, Callable
 
-from engine.ensemble.llm import ALL_FLAGS, llm_outputs
+from engine.engine import Engine
 from engine.ensemble.run import run_steps
-from engine.ensemble.tensors import InferenceError, InferRequest, Tensors, bytes_tensor, first_string
 from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
 from engine.repository.specs import EnsembleStep
+from engine.tensors.interface import InferenceError, InferRequest, Tensors, bytes_tensor, first_string
+from engine.tensors.llm import ALL_FLAGS, llm_outputs
 from engine.types import GenerationDelta, GenerationRequest
-
-if TYPE_CHECKING:
-    from engine.engine import Engine
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ def _text_tensor(specs, preferred: str, kind: str, required: bool = False) -> st
 
 
 class TextPipeline:
-    def __init__(self, engine: "Engine", name: str, plan: TextPlan) -> None:
+    def __init__(self, engine: Engine, name: str, plan: TextPlan) -> None:
         self.engine, self.name, self.plan = engine, name, plan
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:

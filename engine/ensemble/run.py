@@ -4,17 +4,15 @@ A step that answers many times (the LLM when streaming) runs every later step on
 decoupled ensembles do, so a streamed ensemble streams end to end."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import AsyncIterator
 
-from engine.ensemble.contract import tensor_model
-from engine.ensemble.tensors import InferRequest, Tensors
+from engine.engine import Engine
 from engine.repository.specs import EnsembleStep
+from engine.tensors.interface import InferRequest, Tensors
+from engine.tensors.llm import tensor_model
 
-if TYPE_CHECKING:
-    from engine.engine import Engine
 
-
-async def run_steps(engine: "Engine", steps: tuple[EnsembleStep, ...], tensors: Tensors, request: InferRequest,
+async def run_steps(engine: Engine, steps: tuple[EnsembleStep, ...], tensors: Tensors, request: InferRequest,
                     index: int = 0) -> AsyncIterator[Tensors]:
     """Every tensor known once steps[index:] have run (one item per answer of the last decoupled step)."""
     if index == len(steps):

@@ -8,14 +8,12 @@ one of stop_token_ids) ends a choice in the backend (neither ends one before min
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import AsyncIterator
 
+from engine.backend import Backend
 from engine.pipeline.incremental import IncrementalDetokenizer
 from engine.pipeline.stop import StopChecker
 from engine.types import GenerationDelta, GenerationRequest, RequestStatus, Usage
-
-if TYPE_CHECKING:
-    from engine.backend import Backend
 
 _FLUSHED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH)   # ends that release held text
 
@@ -65,7 +63,7 @@ def _ends_on_stop_token(delta: GenerationDelta) -> bool:
             and bool(delta.token_ids) and delta.token_ids[-1] == delta.stop_reason)
 
 
-async def detokenize(backend: "Backend", request: GenerationRequest,
+async def detokenize(backend: Backend, request: GenerationRequest,
                      deltas: AsyncIterator[GenerationDelta]) -> AsyncIterator[GenerationDelta]:
     """The text deltas of `deltas` (the backend's stream for `request`). Ends once every choice has ended; the
     caller closes `deltas` then, which stops whatever the backend still runs for the request."""

@@ -7,19 +7,16 @@ prompt that cannot fit is refused by a cheap lower bound on its token count befo
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from engine.errors import ContextLengthExceeded, InvalidRequest
+from engine.loaded_model import LoadedModel
 from engine.pipeline.length_bound import at_least_tokens
 from engine.types import GenerationRequest
-
-if TYPE_CHECKING:
-    from engine.engine import LoadedModel
 
 INLINE_CHARS = 2048        # shorter prompts tokenize in well under a millisecond: cheaper than a thread hop
 
 
-def tokenize(model: "LoadedModel", request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
+def tokenize(model: LoadedModel, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
     """The request with `prompt_token_ids` set and `max_tokens` resolved (None: the rest of the context).
 
     Raises InvalidRequest naming `prompt_param` for an empty prompt, ContextLengthExceeded for one that, with

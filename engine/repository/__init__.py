@@ -1,6 +1,6 @@
-"""The model repository: a folder per model with its config and version folders, and model control."""
+"""The model repository: a folder per model with its config and version folders (model control, which drives
+the engine, is engine/model_control.py)."""
 from engine.repository.config import ModelConfig
-from engine.repository.control import ControlMode, ModelControl
 from engine.repository.repository import ModelRepository
 
-__all__ = ["ControlMode", "ModelConfig", "ModelControl", "ModelRepository"]
+__all__ = ["ModelConfig", "ModelRepository"]

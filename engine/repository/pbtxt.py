@@ -1,4 +1,5 @@
-"""Triton's `config.pbtxt`: protobuf text format into tritonclient's `ModelConfig` message, and back.
+"""Triton's `config.pbtxt`: protobuf text format into tritonclient's `ModelConfig` message, and that into
+Conch's `ModelConfig` (the way back, with the tensor contract filled in, is engine/tensors/triton_config.py).
 
 Conch's own settings (weights, dtype, context_length...) may come as `parameters { key: ... }` entries.
 A vLLM-layout folder (`backend: "vllm"` + `<version>/model.json`) keeps its engine arguments in
@@ -7,7 +8,6 @@ A vLLM-layout folder (`backend: "vllm"` + `<version>/model.json`) keeps its engi
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,10 @@ from engine.repository.batching import DynamicBatching
 from engine.repository.config import ModelConfig
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
 
-_CONCH_FIELDS = {"weights": str, "tokenizer": str, "chat_template": str, "tool_call_parser": str,
-                 "max_parallel_tool_calls": int,
-                 "dtype": str, "context_length": int, "max_queue_size": int, "num_threads": int}
+# Conch's own settings, carried in Triton's `parameters` (name -> type)
+CONCH_FIELDS = {"weights": str, "tokenizer": str, "chat_template": str, "tool_call_parser": str,
+                "max_parallel_tool_calls": int,
+                "dtype": str, "context_length": int, "max_queue_size": int, "num_threads": int}
 
 
 def parse_pbtxt(text: str, name: str) -> pb.ModelConfig:
@@ -52,7 +53,7 @@ def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str)
     if message.max_batch_size > 0:
         data["max_batch_size"] = message.max_batch_size
     params = {k: v.string_value for k, v in message.parameters.items()}
-    data.update({k: _CONCH_FIELDS[k](params.pop(k)) for k in list(params) if k in _CONCH_FIELDS})
+    data.update({k: CONCH_FIELDS[k](params.pop(k)) for k in list(params) if k in CONCH_FIELDS})
     if backend == "vllm" and path is not None:
         params["engine_args"] = _model_json(Path(path) / version / "model.json", name)
     policy = json_format.MessageToDict(message.version_policy, preserving_proto_field_name=True)
@@ -64,32 +65,6 @@ def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str)
         inputs=tuple(_spec(t) for t in message.input), outputs=tuple(_spec(t) for t in message.output),
         steps=tuple(_step(s) for s in message.ensemble_scheduling.step),
         version_policy=VersionPolicy.from_mapping(policy), **data)
-
-
-def to_triton(config: ModelConfig) -> pb.ModelConfig:
-    """The config as Triton's message: the parsed one, or one built from a config.yaml."""
-    if config.triton is not None:
-        return config.triton
-    from engine.ensemble.contract import tensor_interface
-
-    inputs, outputs = tensor_interface(config)
-    message = pb.ModelConfig(name=config.name, backend=config.backend,
-                             max_batch_size=0 if not config.is_llm else config.max_batch_size)
-    if config.backend == "ensemble":
-        message.platform, message.backend = "ensemble", ""
-    message.input.extend(pb.ModelInput(name=t.name, data_type=_pb_type(t.datatype), dims=list(t.dims),
-                                       optional=t.optional) for t in inputs)
-    message.output.extend(pb.ModelOutput(name=t.name, data_type=_pb_type(t.datatype), dims=list(t.dims))
-                          for t in outputs)
-    message.model_transaction_policy.decoupled = config.decoupled or config.is_llm
-    for step in config.steps:
-        s = message.ensemble_scheduling.step.add(model_name=step.model, model_version=step.version)
-        s.input_map.update(dict(step.input_map))
-        s.output_map.update(dict(step.output_map))
-    for field in fields(config):
-        if field.name in _CONCH_FIELDS and getattr(config, field.name) is not None:
-            message.parameters[field.name].string_value = str(getattr(config, field.name))
-    return message
 
 
 def _backend(message: pb.ModelConfig) -> str:
@@ -107,10 +82,6 @@ def _spec(t: pb.ModelInput | pb.ModelOutput) -> TensorSpec:
     datatype = pb.DataType.Name(t.data_type).removeprefix("TYPE_")
     return TensorSpec(t.name, "BYTES" if datatype == "STRING" else datatype, tuple(t.dims) or (-1,),
                       bool(getattr(t, "optional", False)))
-
-
-def _pb_type(datatype: str) -> int:
-    return pb.DataType.Value("TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}")
 
 
 def _step(s) -> EnsembleStep:

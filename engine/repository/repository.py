@@ -11,6 +11,7 @@ from engine.models.minilm import EMBEDDING_MODEL_ID, minilm_available
 from engine.models.smollm2 import DEFAULT_MODEL_ID
 from engine.repository.batching import DynamicBatching
 from engine.repository.config import ModelConfig, confine_override
+from engine.repository.pbtxt import from_json, parse_pbtxt, to_conch
 
 CONFIG_FILES = ("config.yaml", "config.pbtxt")
 
@@ -99,8 +100,6 @@ class ModelRepository:
         if yaml_file.exists():
             return ModelConfig.from_yaml(yaml_file, name, **extra)
         if pbtxt_file.exists():
-            from engine.repository.pbtxt import parse_pbtxt, to_conch
-
             return to_conch(parse_pbtxt(pbtxt_file.read_text(), name), name, **extra)
         if model_dir.is_dir():
             raise InvalidRequest(f"model '{name}' has neither config.yaml nor config.pbtxt in {self.root}")
@@ -114,6 +113,4 @@ def _from_override(name: str, override: Any, **extra: Any) -> ModelConfig:
         raise InvalidRequest(f"model '{name}': the config override is not a JSON object", param="config")
     if set(data) <= {f.name for f in fields(ModelConfig)}:
         return ModelConfig.from_mapping(name, {k: v for k, v in data.items() if k != "name"}, **extra)
-    from engine.repository.pbtxt import from_json, to_conch
-
     return to_conch(from_json(data, name), name, **extra)

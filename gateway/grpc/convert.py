@@ -10,7 +10,7 @@ import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
 from engine import errors
-from engine.ensemble.tensors import InferRequest, Tensors, datatype_of
+from engine.tensors.interface import InferRequest, Tensors, datatype_of
 from gateway.auth import Forbidden, Unauthorized
 from gateway.kserve.codec import check_shape, dtype_for, from_raw, to_raw
 from gateway.limits import RateLimited

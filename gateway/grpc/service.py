@@ -19,8 +19,8 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
-from engine.ensemble.contract import tensor_model
 from engine.errors import EngineError
+from engine.tensors.llm import tensor_model
 from gateway.auth import Gate
 from gateway.grpc.convert import StreamResponses, status_of, to_infer_request, to_infer_response
 from gateway.kserve import metadata

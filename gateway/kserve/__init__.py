@@ -1,7 +1,7 @@
 """Triton's face over HTTP: KServe v2 (metadata, health, infer) and the generate and repository extensions."""
 from fastapi import APIRouter
 
-from engine.ensemble.tensors import InferenceError
+from engine.tensors.interface import InferenceError
 from gateway.errors import register_error
 from gateway.kserve import generate, infer, models, repository
 from gateway.kserve.state import TritonState

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.ensemble.tensors import NUMPY_DTYPES, datatype_of
 from engine.errors import InvalidRequest
+from engine.tensors.interface import NUMPY_DTYPES, datatype_of
 
 
 def dtype_for(datatype: str, name: str):

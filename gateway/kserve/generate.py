@@ -13,11 +13,11 @@ from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Request
 
-from engine.engine import LoadedModel
-from engine.ensemble.contract import tensor_model
-from engine.ensemble.tensors import InferRequest, Tensors
 from engine.errors import InvalidRequest
+from engine.loaded_model import LoadedModel
 from engine.repository.specs import TensorSpec
+from engine.tensors.interface import InferRequest, Tensors
+from engine.tensors.llm import tensor_model
 from gateway.errors import to_api_error
 from gateway.kserve.codec import from_json_data, json_shape, to_json_data
 from gateway.kserve.state import TritonState, triton_state

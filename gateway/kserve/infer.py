@@ -7,9 +7,9 @@ from typing import AsyncIterator
 
 from fastapi import APIRouter, Request, Response
 
-from engine.ensemble.contract import tensor_model
-from engine.ensemble.tensors import InferRequest, Tensors
 from engine.errors import InvalidRequest
+from engine.tensors.interface import InferRequest, Tensors
+from engine.tensors.llm import tensor_model
 from gateway.kserve.state import TritonState, triton_state
 from gateway.kserve.tensors import HEADER, parse_infer, render_infer
 from gateway.streaming import until_disconnect

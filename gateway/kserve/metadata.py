@@ -2,9 +2,9 @@
 One function per answer, shared by the HTTP routes and the gRPC service."""
 from __future__ import annotations
 
-from engine.engine import LoadedModel
-from engine.ensemble.contract import tensor_interface
-from engine.repository.pbtxt import to_triton
+from engine.loaded_model import LoadedModel
+from engine.tensors.contract import tensor_interface
+from engine.tensors.triton_config import to_triton
 from gateway.auth import may_use
 from gateway.kserve.state import EXTENSIONS, SERVER_NAME, SERVER_VERSION, TritonState
 

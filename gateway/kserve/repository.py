@@ -9,7 +9,7 @@ import logging
 from fastapi import APIRouter, Request, Response
 
 from engine.errors import EngineError, InvalidRequest
-from engine.repository.control import ModelState
+from engine.model_control import ModelState
 from gateway.auth import may_use, require_role
 from gateway.errors import public_reason
 from gateway.kserve.generate import json_body

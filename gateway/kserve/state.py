@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from engine.engine import Engine, LoadedModel
+from engine.engine import Engine
 from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
-from engine.repository import ModelControl
+from engine.loaded_model import LoadedModel
+from engine.model_control import ModelControl
 
 SERVER_NAME = "conch"
 SERVER_VERSION = "0.1.0"

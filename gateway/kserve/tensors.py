@@ -11,8 +11,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from engine.ensemble.tensors import InferRequest, Tensors, datatype_of
 from engine.errors import InvalidRequest
+from engine.tensors.interface import InferRequest, Tensors, datatype_of
 from gateway.kserve.codec import check_shape, from_json_data, from_raw, to_json_data, to_raw
 
 HEADER = "Inference-Header-Content-Length"

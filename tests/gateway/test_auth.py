@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import httpx
 
-from engine.engine import LoadedModel
+from engine.loaded_model import LoadedModel
 from engine.repository import ModelConfig
 from gateway.app import build_app
 from gateway.auth import ApiKey, Gate, KeyRing, bearer

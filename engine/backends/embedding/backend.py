@@ -18,10 +18,10 @@ import numpy as np
 
 from engine.backend import Capabilities
 from engine.batcher import DynamicBatcher
-from engine.ensemble.contract import EMBEDDING_INPUTS, EMBEDDING_OUTPUTS
-from engine.ensemble.tensors import InferRequest, Tensors, check_inputs, datatype_of
 from engine.errors import InvalidRequest, ModelNotReady
 from engine.repository.config import ModelConfig
+from engine.tensors.contract import EMBEDDING_INPUTS, EMBEDDING_OUTPUTS
+from engine.tensors.interface import InferRequest, Tensors, check_inputs, datatype_of
 
 Row = tuple[int, ...]
 

@@ -16,11 +16,12 @@ from typing import Any, AsyncIterator
 from google.protobuf import json_format
 
 from engine.backend import Capabilities
-from engine.batcher import DynamicBatcher
 from engine.backends.python import utils as pb_utils
-from engine.ensemble.tensors import InferenceError, InferRequest, Tensors, check_inputs
+from engine.batcher import DynamicBatcher
 from engine.errors import BackendUnavailable, InvalidRequest
 from engine.repository.config import ModelConfig
+from engine.tensors.interface import InferenceError, InferRequest, Tensors, check_inputs
+from engine.tensors.triton_config import to_triton
 
 sys.modules.setdefault("triton_python_backend_utils", pb_utils)
 
@@ -113,8 +114,6 @@ def _load_module(config: ModelConfig):
 
 
 def _args(config: ModelConfig) -> dict[str, str]:
-    from engine.repository.pbtxt import to_triton
-
     model_config = json_format.MessageToDict(to_triton(config), preserving_proto_field_name=True)
     return {"model_config": json.dumps(model_config), "model_name": config.name,
             "model_version": config.version, "model_repository": str(Path(config.path or ".")),

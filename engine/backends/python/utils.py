@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.ensemble.tensors import NUMPY_DTYPES
+from engine.tensors.interface import NUMPY_DTYPES
 
 
 class TritonError(Exception):

@@ -5,7 +5,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, model_validator
 
-from gateway.openai.schemas.common import ParamError, SamplingFields, WireModel
+from gateway.errors import ParamError
+from gateway.openai.schemas.common import SamplingFields, WireModel
 
 
 class TextPart(WireModel):

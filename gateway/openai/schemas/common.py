@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.sampling import checked_sampling
 from engine.types import SamplingParams
+from gateway.errors import ParamError
 
 MAX_STOP = 16
 
@@ -20,15 +21,6 @@ class WireModel(BaseModel):
 class StreamOptions(WireModel):
     include_usage: bool = False
     continuous_usage_stats: bool = False
-
-
-class ParamError(ValueError):
-    """A value error that names its parameter (the request field path)."""
-
-    def __init__(self, param: str, message: str) -> None:
-        super().__init__(message)
-        self.param = param
-        self.message = message
 
 
 class SamplingFields(WireModel):

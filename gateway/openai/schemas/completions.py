@@ -5,7 +5,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.openai.schemas.common import ParamError, SamplingFields
+from gateway.errors import ParamError
+from gateway.openai.schemas.common import SamplingFields
 
 
 class CompletionRequest(SamplingFields):

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 
 from engine.ensemble.graph import plan
-from engine.ensemble.sampling import sampling_params
 from engine.errors import InvalidRequest, ModelNotFound
 from engine.repository.config import ModelConfig
 from engine.repository.specs import EnsembleStep, TensorSpec
+from engine.tensors.sampling import sampling_params
 
 PRE = ModelConfig("pre", backend="python", inputs=(TensorSpec("prompt", "BYTES", (1,)),),
                   outputs=(TensorSpec("text_input", "BYTES", (1,)),))

@@ -8,8 +8,9 @@ from tritonclient.grpc import model_config_pb2
 
 from engine.errors import InvalidRequest, ModelNotFound
 from engine.repository import ModelRepository
-from engine.repository.pbtxt import parse_pbtxt, to_triton
+from engine.repository.pbtxt import parse_pbtxt
 from engine.repository.specs import VersionPolicy
+from engine.tensors.triton_config import to_triton
 
 PBTXT = '''
 name: "m"

@@ -1,4 +1,5 @@
-"""The LLM tensor contract over `Engine.generate`: text_input + sampling_parameters in, text_output out.
+"""The LLM tensor contract over `Engine.generate`: text_input + sampling_parameters in, text_output out; and
+`tensor_model`, any loaded model as named tensors.
 
 Non-streamed responses carry the prompt before the completion unless `exclude_input_in_output`;
 streamed responses carry only the new text, one response per delta.
@@ -6,28 +7,26 @@ streamed responses carry only the new text, one response per delta.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import AsyncIterator
 
 import numpy as np
 
-from engine.ensemble.contract import tensor_interface
-from engine.ensemble.sampling import parse_json_object, sampling_params
-from engine.ensemble.structured import split_grammar
-from engine.ensemble.tensors import (InferenceError, InferRequest, Tensors, bytes_tensor, check_inputs, first_bool,
-                                     first_string)
+from engine.engine import Engine
 from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
+from engine.tensors.contract import tensor_interface
+from engine.tensors.interface import (InferenceError, InferRequest, TensorModel, Tensors, bytes_tensor, check_inputs,
+                                      first_bool, first_string)
+from engine.tensors.sampling import parse_json_object, sampling_params
+from engine.tensors.structured import split_grammar
 from engine.types import GenerationDelta, GenerationRequest
-
-if TYPE_CHECKING:
-    from engine.engine import Engine
 
 _FLAGS = ("exclude_input_in_output", "return_finish_reason", "return_num_input_tokens", "return_num_output_tokens")
 ALL_FLAGS = {f: True for f in _FLAGS}     # every output of the contract (an ensemble's later steps may read any)
 
 
 class LLMTensorModel:
-    def __init__(self, engine: "Engine", config: ModelConfig) -> None:
+    def __init__(self, engine: Engine, config: ModelConfig) -> None:
         self.engine, self.config = engine, config
         self.inputs, self.outputs = tensor_interface(config)
 
@@ -69,6 +68,15 @@ class LLMTensorModel:
                 yield llm_outputs(prefix + "".join(text), last, flags, len(gen.prompt_token_ids))
         finally:
             await deltas.aclose()
+
+
+def tensor_model(engine: Engine, name: str, version: str | None = None) -> TensorModel:
+    """The loaded model (that version, or the newest) as named tensors: its own `infer`, or the LLM contract
+    over `Engine.generate`."""
+    model = engine.get(name, version)
+    if hasattr(model.backend, "infer"):
+        return model.backend
+    return LLMTensorModel(engine, model.config)
 
 
 def _param_bool(params: dict, key: str) -> bool:

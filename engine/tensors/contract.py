@@ -1,15 +1,9 @@
-"""Triton's LLM tensor contract, which every LLM model offers whatever its backend, and the lookup of a
-loaded model's tensor interface."""
+"""Triton's LLM tensor contract, which every LLM model offers whatever its backend, and the tensor interface of
+a model known from its config alone (the lookup of a loaded model's tensors is engine/tensors/llm.py)."""
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from engine.repository.config import ModelConfig
 from engine.repository.specs import TensorSpec
-
-if TYPE_CHECKING:
-    from engine.engine import Engine
-    from engine.ensemble.tensors import TensorModel
 
 LLM_INPUTS = (
     TensorSpec("text_input", "BYTES", (1,)),
@@ -48,13 +42,3 @@ def tensor_interface(config: ModelConfig) -> tuple[tuple[TensorSpec, ...], tuple
         return _BUILTIN[config.backend]
     return config.inputs, config.outputs
 
-
-def tensor_model(engine: "Engine", name: str, version: str | None = None) -> "TensorModel":
-    """The loaded model (that version, or the newest) as named tensors: its own `infer`, or the LLM contract
-    over `Engine.generate`."""
-    model = engine.get(name, version)
-    if hasattr(model.backend, "infer"):
-        return model.backend
-    from engine.ensemble.llm import LLMTensorModel
-
-    return LLMTensorModel(engine, model.config)

@@ -8,10 +8,10 @@ from typing import AsyncIterator
 import numpy as np
 
 from engine.backend import Capabilities
-from engine.ensemble.contract import tensor_interface
-from engine.ensemble.tensors import InferRequest, Tensors, bytes_tensor, check_inputs, first_string
 from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
+from engine.tensors.contract import tensor_interface
+from engine.tensors.interface import InferRequest, Tensors, bytes_tensor, check_inputs, first_string
 
 
 class _TextModel:

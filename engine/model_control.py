@@ -6,12 +6,10 @@ import asyncio
 import enum
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from engine.engine import Engine
 from engine.errors import InvalidRequest
-
-if TYPE_CHECKING:
-    from engine.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +36,7 @@ class ModelControl:
     selects; versions it no longer selects are retired only once all the selected ones are up, so a broken new
     version leaves the serving ones in place."""
 
-    def __init__(self, engine: "Engine", mode: ControlMode | str = ControlMode.NONE,
+    def __init__(self, engine: Engine, mode: ControlMode | str = ControlMode.NONE,
                  startup: list[str] | None = None, poll_secs: float = 15.0) -> None:
         self.engine, self.mode, self.poll_secs = engine, ControlMode(mode), poll_secs
         self.startup = startup or []

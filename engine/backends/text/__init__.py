@@ -1,0 +1,1 @@
+"""The `tokenizer` and `detokenizer` backends: text <-> token id tensors, as ensemble steps."""

@@ -1,0 +1,36 @@
+"""A model version the engine serves: its config, its started backend, and the requests in flight on it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.backend import Backend
+from engine.errors import InvalidRequest
+from engine.repository.config import ModelConfig
+
+
+@dataclass
+class LoadedModel:
+    config: ModelConfig
+    backend: Backend
+    inflight: int = 0     # requests between Engine.generate's start and end; unload waits for them
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def tokenizer(self):
+        tokenizer = self.backend.tokenizer
+        if tokenizer is None:                 # a python, tokenizer-less or tensor-only model
+            raise InvalidRequest(f"model '{self.name}' ({self.config.backend} backend) does not generate text "
+                                 f"from a prompt; use /v2 infer or gRPC", param="model")
+        return tokenizer
+
+    @property
+    def context_length(self) -> int:
+        return self.backend.context_length
+
+    @property
+    def vocab_size(self) -> int | None:
+        tokenizer = self.backend.tokenizer
+        return len(tokenizer) if tokenizer is not None else None
