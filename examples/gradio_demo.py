@@ -38,7 +38,8 @@ def _messages(history: list) -> list[dict]:
         if isinstance(item, dict):
             out.append(item)
         else:
-            out += [{"role": r, "content": c} for r, c in zip(("user", "assistant"), item) if c is not None]
+            pair = zip(("user", "assistant"), item, strict=True)      # Gradio's tuples: (user, assistant)
+            out += [{"role": r, "content": c} for r, c in pair if c is not None]
     return out
 
 

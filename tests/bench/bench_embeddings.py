@@ -29,7 +29,8 @@ ROUNDS = int(os.environ.get("CONCH_BENCH_ROUNDS", 3))
 THREADS = int(os.environ.get("CONCH_BENCH_THREADS", 1))   # see the note above
 WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex every bold jester".split()
 TEXTS = [" ".join(WORDS[(i + k) % len(WORDS)] for k in range(12 + i % 9)) for i in range(REQUESTS)]
-MODELS = {"batched": {"max_batch_size": 32, "dynamic_batching": {"max_queue_delay_microseconds": DELAY_US}}, "single": {"max_batch_size": 1}}
+MODELS = {"batched": {"max_batch_size": 32, "dynamic_batching": {"max_queue_delay_microseconds": DELAY_US}},
+          "single": {"max_batch_size": 1}}
 
 
 def _repository() -> Path:
@@ -57,7 +58,7 @@ class _Connection:
                           f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
         head = await self.reader.readuntil(b"\r\n\r\n")
         status = int(head.split(b" ", 2)[1])
-        length = int(next(l.split(b":", 1)[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")))
+        length = int(next(h.split(b":", 1)[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")))
         payload = await self.reader.readexactly(length)
         if status != 200:
             raise RuntimeError(f"{status}: {payload[:200]!r}")
@@ -78,12 +79,14 @@ async def _measure(url: str, model: str) -> tuple[float, float]:
             await conn.post("/v1/embeddings", {"model": model, "input": text, "encoding_format": FORMAT})
             latencies.append(time.perf_counter() - began)
 
-    share = lambda texts: [texts[i::CONCURRENCY] for i in range(CONCURRENCY)]
+    def share(texts: list[str]) -> list[list[str]]:     # one slice per connection
+        return [texts[i::CONCURRENCY] for i in range(CONCURRENCY)]
+
     try:
-        await asyncio.gather(*(client(c, t) for c, t in zip(connections, share(TEXTS[:CONCURRENCY]))))  # warm up
-        latencies.clear()
+        await asyncio.gather(*(client(c, t) for c, t in zip(connections, share(TEXTS[:CONCURRENCY]), strict=True)))
+        latencies.clear()                                  # the above warmed up every connection
         start = time.perf_counter()
-        await asyncio.gather(*(client(c, t) for c, t in zip(connections, share(TEXTS))))
+        await asyncio.gather(*(client(c, t) for c, t in zip(connections, share(TEXTS), strict=True)))
         elapsed = time.perf_counter() - start
     finally:
         for c in connections:
@@ -94,8 +97,11 @@ async def _measure(url: str, model: str) -> tuple[float, float]:
 def _batches(url: str, model: str) -> float:
     """Requests per forward so far (nv_inference_count / nv_inference_exec_count)."""
     text = httpx.get(f"{url}/metrics").text
-    value = lambda name: float(next(l for l in text.splitlines() if l.startswith(f'{name}{{model="{model}"'))
-                               .rsplit(" ", 1)[1])
+
+    def value(name: str) -> float:
+        row = next(r for r in text.splitlines() if r.startswith(f'{name}{{model="{model}"'))
+        return float(row.rsplit(" ", 1)[1])
+
     return value("nv_inference_count") / max(1.0, value("nv_inference_exec_count"))
 
 

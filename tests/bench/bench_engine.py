@@ -116,7 +116,8 @@ async def _in_process() -> dict:
 def main() -> None:
     fig = asyncio.run(_in_process())
     fig["http_c16"], rss = _serve_over_http(PROMPTS)
-    print(f"workload: {len(PROMPTS)} chat prompts x {NEW_TOKENS} new tokens, greedy, bf16, {torch.get_num_threads()} threads")
+    print(f"workload: {len(PROMPTS)} chat prompts x {NEW_TOKENS} new tokens, greedy, bf16, "
+          f"{torch.get_num_threads()} threads")
     for key in ("c1", "c16", "hf_static16", "hf_sequential", "http_c16"):
         print(f"  {key:<14} {fig[key]:8.1f} tokens/s")
     _ratio("conch c16 / conch c1", fig["c16"] / fig["c1"], 4.0)

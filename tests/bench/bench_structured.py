@@ -111,7 +111,8 @@ async def _run() -> None:
         print(f"  c={c:<2} free {statistics.median(free):6.1f} tok/s, schema {statistics.median(constrained):6.1f} "
               f"tok/s: median pair ratio {statistics.median(ratios):4.2f}x (goal >= 0.95x)")
     free, constrained = await _median_ttft(engine, ids), await _median_ttft(engine, ids, schema)
-    print(f"  ttft free {free * 1e3:6.1f} ms, schema {constrained * 1e3:6.1f} ms: {constrained / free:4.2f}x (goal <= 1.1x)")
+    print(f"  ttft free {free * 1e3:6.1f} ms, schema {constrained * 1e3:6.1f} ms: "
+          f"{constrained / free:4.2f}x (goal <= 1.1x)")
     compile_figures(tokenizer)
     tools = _twenty_tools()
     plain, with_tools = _chat(tokenizer, "Weather in Paris?"), _chat(tokenizer, "Weather in Paris?", tools)

@@ -27,8 +27,8 @@ from engine.repository import ModelRepository
 from engine.types import GenerationRequest, SamplingParams
 
 NEW_TOKENS, CONCURRENCY = 64, 16
-PROMPTS = [f"Write a short paragraph about {t}{'!' * (i % 4)}" for i, t in
-           enumerate(["the sea", "a robot", "autumn", "a city at night", "coffee", "mountains", "a key", "the moon"] * 4)]
+TOPICS = ["the sea", "a robot", "autumn", "a city at night", "coffee", "mountains", "a key", "the moon"]
+PROMPTS = [f"Write a short paragraph about {t}{'!' * (i % 4)}" for i, t in enumerate(TOPICS * 4)]
 SAMPLING = {"max_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}
 THREADS = int(os.environ.get("CONCH_BENCH_THREADS", os.cpu_count() or 1))
 ROUNDS = int(os.environ.get("CONCH_BENCH_ROUNDS", 5))

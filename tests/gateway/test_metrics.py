@@ -70,7 +70,10 @@ async def test_metrics_move_as_requests_flow(server):
     assert _value(after, "nv_cache_num_hits_per_model", model="tiny") >= 1
     assert _value(after, "nv_inference_exec_count", model="tiny") >= 6          # decode steps of the miss
     assert _value(after, "nv_inference_pending_request_count", model="tiny") == 0
-    count = lambda m, h: _value(m, h, h + "_count", default=0, model="tiny")
+
+    def count(metrics: str, histogram: str) -> float:
+        return _value(metrics, histogram, histogram + "_count", default=0, model="tiny")
+
     for h in ("conch_time_to_first_token_seconds", "conch_e2e_request_latency_seconds",
               "conch_prompt_tokens", "conch_generation_tokens"):
         assert count(after, h) - count(before, h) == requests, h

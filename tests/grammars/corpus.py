@@ -80,7 +80,8 @@ def main(libraries: list[str]) -> None:
         mine = [outcomes[lib, case.name] for case in corpus()]
         accepted = [o for o in mine if o.refusal is None]
         walks = sum(o.finished for o in accepted)
-        print(f"| {lib} | {len(accepted)} / {total} | {total - len(accepted)} | {walks} / {len(SEEDS) * len(accepted)} |")
+        print(f"| {lib} | {len(accepted)} / {total} | {total - len(accepted)} | "
+              f"{walks} / {len(SEEDS) * len(accepted)} |")
     print()
     print("| schema | " + " | ".join(libraries) + " |")
     print("| --- | " + " | ".join("---" for _ in libraries) + " |")

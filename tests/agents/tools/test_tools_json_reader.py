@@ -10,7 +10,8 @@ import pytest
 from agents.tools.canonical import dumps, encode_string_body
 from agents.tools.json_reader import JsonReader, canonical_object
 
-_CHARS = ['a', 'Z', ' ', '"', '\\', '/', '\n', '\t', '\x01', '\x1f', '\x7f', 'é', '大', '😀', '\u2028', '{', '}', '[', ']']
+_CHARS = ['a', 'Z', ' ', '"', '\\', '/', '\n', '\t', '\x01', '\x1f', '\x7f', 'é', '大', '😀', '\u2028',
+          '{', '}', '[', ']']
 
 
 def _random_value(rng: random.Random, depth: int = 0):

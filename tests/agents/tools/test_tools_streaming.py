@@ -7,7 +7,8 @@ import pytest
 from agents.tools import ContentDelta, ToolCallDelta, get_parser, parser_names
 
 LONG_CODE = "print('hello')\\n" * 40
-HERMES_LONG = f'<tool_call>\n{{"name": "write_file", "arguments": {{"path": "a.py", "code": "{LONG_CODE}"}}}}\n</tool_call>'
+HERMES_LONG = ('<tool_call>\n'
+               f'{{"name": "write_file", "arguments": {{"path": "a.py", "code": "{LONG_CODE}"}}}}\n</tool_call>')
 
 
 def _events_before_end(parser, text: str, end_marker: str) -> list:

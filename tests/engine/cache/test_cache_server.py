@@ -109,7 +109,8 @@ async def test_parameters_never_collide_and_opt_outs_bypass(server):
         for _ in range(20):                     # let the background writes land, then every one is a hit
             c = await _counters(client)
             again = [(await client.post("/v1/completions", json={**base, **v})).json()["choices"] for v in variants]
-            if (await _counters(client))["nv_cache_num_hits_per_model"] - c["nv_cache_num_hits_per_model"] == len(variants):
+            hits = (await _counters(client))["nv_cache_num_hits_per_model"] - c["nv_cache_num_hits_per_model"]
+            if hits == len(variants):
                 break
         assert again == first
         assert first[4][0]["text"] != first[0][0]["text"]          # the bias changed the output: its own entry

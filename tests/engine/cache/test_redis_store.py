@@ -34,7 +34,10 @@ async def test_redis_down_is_a_miss_logged_once_then_reconnects(redis_server, ca
     store = RedisStore(redis_server.url, pause=0.05)
     engine = fake_engine(cache=ResponseCache(store))
     request = GenerationRequest(id="a", model="m", prompt="hi", params=SamplingParams(max_tokens=3, temperature=0))
-    run = lambda: _collect(engine, request)
+
+    def run():
+        return _collect(engine, request)
+
     await run()
     await engine.cache.flush()
     await run()

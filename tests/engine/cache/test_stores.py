@@ -8,7 +8,8 @@ from engine.types import GenerationDelta, PositionLogprobs, RequestStatus, Token
 
 def test_codec_round_trips_every_field():
     deltas = [
-        GenerationDelta("x", 0, (5, 6), "hé", (PositionLogprobs(TokenLogprob(5, "h", -0.1), (TokenLogprob(7, "a", -2.0),)),)),
+        GenerationDelta("x", 0, (5, 6), "hé",
+                        (PositionLogprobs(TokenLogprob(5, "h", -0.1), (TokenLogprob(7, "a", -2.0),)),)),
         GenerationDelta("x", 1, (), "", (), RequestStatus.FINISHED_STOPPED, Usage(3, 4), stop_reason="\n"),
         GenerationDelta("x", 0, (8,), "!", (), RequestStatus.FINISHED_LENGTH, Usage(3, 2), stop_reason=2),
     ]

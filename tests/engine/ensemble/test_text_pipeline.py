@@ -1,6 +1,7 @@
 """An ensemble with an LLM step served as an LLM (what /v1 uses): pre-processing on the prompt text, the request's
-own sampling parameters and n at the LLM step, post-processing on word-aligned pieces when streaming and on the whole text
-otherwise. The example's pre-processing step with the tiny random-weights LLM and a bracketing post-processing step."""
+own sampling parameters and n at the LLM step, post-processing on word-aligned pieces when streaming and on the
+whole text otherwise. The example's pre-processing step with the tiny random-weights LLM and a bracketing
+post-processing step."""
 from __future__ import annotations
 
 import asyncio
@@ -138,7 +139,7 @@ def test_tensor_only_ensembles_and_python_models_refuse_text_prompts(repo):
         with pytest.raises(InvalidRequest, match="tensor_only.*0 LLM steps"):
             await engine.prepare(GenerationRequest(id="t", model="tensor_only", prompt="x"))
         with pytest.raises(InvalidRequest, match="preprocess"):
-            engine.get("preprocess").tokenizer
+            _ = engine.get("preprocess").tokenizer
         await engine.unload("smollm2")
         with pytest.raises(ModelNotReady, match="LLM step 'smollm2'"):
             await engine.prepare(request())

@@ -12,7 +12,6 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.conftest import write_repository
-from tests.gateway.minilm_reference import reference, tokenizer  # noqa: F401 (fixtures)
 from tests.gateway.kserve.triton_repo import start_triton
 
 EMB = {"backend": "embedding", "weights": "builtin:minilm", "dtype": "float32"}
@@ -102,7 +101,7 @@ async def _embed(http: httpx.AsyncClient, body: dict) -> httpx.Response:
 
 
 def _counter(metrics: str, name: str, model: str) -> float:
-    line = next(l for l in metrics.splitlines() if l.startswith(f'{name}{{model="{model}"'))
+    line = next(row for row in metrics.splitlines() if row.startswith(f'{name}{{model="{model}"'))
     return float(line.rsplit(" ", 1)[1])
 
 

@@ -34,7 +34,8 @@ async def test_completion_async(aclient):
 
 
 def test_default_max_tokens_is_sixteen(client):
-    r = client.completions.create(model=MODEL, prompt="Once upon a time", temperature=0, extra_body={"ignore_eos": True})
+    r = client.completions.create(model=MODEL, prompt="Once upon a time", temperature=0,
+                                  extra_body={"ignore_eos": True})
     assert r.usage.completion_tokens == 16
 
 
@@ -47,7 +48,8 @@ def test_several_prompts_and_n(client):
 
 
 def test_echo_and_logprobs(client):
-    r = client.completions.create(model=MODEL, prompt="Roses are red,", max_tokens=3, temperature=0, echo=True, logprobs=2)
+    r = client.completions.create(model=MODEL, prompt="Roses are red,", max_tokens=3, temperature=0, echo=True,
+                                  logprobs=2)
     choice = r.choices[0]
     assert choice.text.startswith("Roses are red,")
     # The prompt's tokens come first (the first one without a logprob), then the generated ones.

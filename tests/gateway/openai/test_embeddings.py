@@ -11,7 +11,6 @@ import pytest
 
 from engine.models.minilm import minilm_path
 from tests.conftest import start_server, write_repository
-from tests.gateway.minilm_reference import reference, tokenizer  # noqa: F401 (fixtures)
 
 EMB = {"backend": "embedding", "weights": "builtin:minilm", "dtype": "float32"}
 TEXTS = ["The cat sits on the mat.", "Quantum chromodynamics describes the strong force.", "hello world"]

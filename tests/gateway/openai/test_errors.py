@@ -50,7 +50,8 @@ def test_missing_field(http):
 
 
 def test_malformed_json(http):
-    err = _error(http.post("/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}), 400)
+    response = http.post("/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
+    err = _error(response, 400)
     assert err["code"] == "invalid_json"
 
 

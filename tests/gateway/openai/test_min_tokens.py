@@ -3,7 +3,6 @@ end a choice before that many tokens. SmolLM2 asked "Say only: hi" answers in a 
 from __future__ import annotations
 
 import httpx
-import openai
 import pytest
 
 from engine.models import DEFAULT_MODEL_ID

@@ -30,8 +30,9 @@ def client(smollm2_server):
 
 async def _one(aclient, case, stream: bool, max_tokens: int = 200) -> tuple[str, str]:
     kwargs = dict(model=MODEL, messages=[{"role": "user", "content": f"{ASK} ({case.name})"}], max_tokens=max_tokens,
-                  temperature=0, response_format={"type": "json_schema",
-                                                  "json_schema": {"name": case.name, "schema": case.schema, "strict": True}})
+                  temperature=0,
+                  response_format={"type": "json_schema",
+                                   "json_schema": {"name": case.name, "schema": case.schema, "strict": True}})
     if not stream:
         r = await aclient.chat.completions.create(**kwargs)
         return r.choices[0].message.content, r.choices[0].finish_reason
@@ -98,7 +99,7 @@ async def test_constrained_and_free_requests_share_a_batch(aclient):
     free = [aclient.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": f"Say hi {i}"}],
                                             max_tokens=8, temperature=0) for i in range(3)]
     results = await asyncio.gather(_one(aclient, case, False), *free, _one(aclient, case, True))
-    for text, finish in (results[0], results[-1]):
+    for text, _finish in (results[0], results[-1]):
         jsonschema.validate(json.loads(text), case.schema)
     assert all(r.choices[0].message.content for r in results[1:-1])
 
@@ -139,7 +140,8 @@ def test_old_dialects_annotations_and_extensions_are_accepted_and_enforced(smoll
                              "n": {"type": "integer", "minimum": 0, "maximum": 9, "exclusiveMaximum": True}},
               "required": ["a", "n"], "additionalProperties": False}
     body = {"model": MODEL, "messages": [{"role": "user", "content": "Give a and n."}], "max_tokens": 60,
-            "temperature": 0, "response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": schema}}}
+            "temperature": 0,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": schema}}}
     r = httpx.post(f"{smollm2_server.v1}/chat/completions", json=body, timeout=120)
     assert r.status_code == 200, r.text
     value = json.loads(r.json()["choices"][0]["message"]["content"])

@@ -89,7 +89,8 @@ def test_required_stream_reassembles_to_the_same_calls(client):
             else:
                 assert part.id is None and part.function.name is None
                 seen[part.index]["arguments"] += part.function.arguments or ""
-    assert [(c.function.name, c.function.arguments) for c in whole] == [(v["name"], v["arguments"]) for v in seen.values()]
+    streamed = [(v["name"], v["arguments"]) for v in seen.values()]
+    assert [(c.function.name, c.function.arguments) for c in whole] == streamed
 
 
 def test_parallel_tool_calls_false_allows_one_call(client):

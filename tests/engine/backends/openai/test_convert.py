@@ -85,7 +85,10 @@ def test_usage_is_counted_when_the_upstream_sends_none():
 
 def test_upstream_tool_calls_become_hermes_text():
     state = StreamState(_request(), _Words())
-    call = lambda name, args: NS(index=0, function=NS(name=name, arguments=args))
+
+    def call(name, args):
+        return NS(index=0, function=NS(name=name, arguments=args))
+
     state.feed(_chunk([_chat_choice(0, calls=[call("get_weather", '{"city": ')])]))
     state.feed(_chunk([_chat_choice(0, calls=[call(None, '"Paris"}')], finish="tool_calls")]))
     (final,) = state.finish()
