@@ -55,4 +55,5 @@ def _call_block(function: Mapping[str, Any]) -> str:
         arguments = json.loads(arguments)
     except ValueError:
         pass
-    return "<tool_call>\n" + json.dumps({"name": function["name"], "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+    call = json.dumps({"name": function["name"], "arguments": arguments}, ensure_ascii=False)
+    return f"<tool_call>\n{call}\n</tool_call>"

@@ -79,7 +79,8 @@ def to_api_error(exc: Exception) -> APIError:
     for cls in type(exc).__mro__:
         mapping = _TABLE.get(cls)
         if mapping is not None:
-            headers = {"Retry-After": str(max(1, round(getattr(exc, "retry_after", 1))))} if mapping.status in (429, 503) else None
+            retry = mapping.status in (429, 503)
+            headers = {"Retry-After": str(max(1, round(getattr(exc, "retry_after", 1))))} if retry else None
             return APIError(mapping.status, getattr(exc, "message", str(exc)), type=mapping.type,
                             param=getattr(exc, "param", None), code=mapping.code, headers=headers)
     return APIError(500, f"internal error: {exc}", type="internal_error")

@@ -45,7 +45,10 @@ class Metrics:
     def __init__(self, engine: Engine, gate=None) -> None:
         self.engine, self.gate = engine, gate
         self.registry = CollectorRegistry(auto_describe=False)
-        hist = lambda name, doc, buckets: Histogram(name, doc, ["model"], buckets=buckets, registry=self.registry)
+
+        def hist(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+            return Histogram(name, doc, ["model"], buckets=buckets, registry=self.registry)
+
         self.ttft = hist("conch_time_to_first_token_seconds", "Time to first token", _LATENCY)
         self.itl = hist("conch_inter_token_latency_seconds", "Time between two tokens of a choice", _ITL)
         self.e2e = hist("conch_e2e_request_latency_seconds", "End-to-end request latency", _E2E)
@@ -94,8 +97,12 @@ class Metrics:
 def _labels(labels: dict[str, str]) -> str:
     if not labels:
         return ""
-    esc = lambda v: str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-    return "{" + ",".join(f'{k}="{esc(v)}"' for k, v in labels.items()) + "}"
+    return "{" + ",".join(f'{k}="{_escaped(v)}"' for k, v in labels.items()) + "}"
+
+
+def _escaped(value: object) -> str:
+    """A label value as Prometheus' text format writes it: backslash, newline and double quote escaped."""
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def _metric(name: str, doc: str, kind: str, samples) -> Metric:
@@ -153,7 +160,8 @@ class _Collector:
         gate, cache = self.m.gate, self.m.engine.cache
         if gate is not None:
             yield _metric("conch_rate_limit_rejections", "Requests refused by a rate limit", "counter",
-                          [({"model": model, "limit": limit}, n) for (model, limit), n in sorted(gate.rejections.items())])
+                          [({"model": model, "limit": limit}, n)
+                           for (model, limit), n in sorted(gate.rejections.items())])
             yield _metric("conch_unauthorized_requests", "Requests refused for a wrong or missing key", "counter",
                           [({}, gate.unauthorized)])
         if cache is not None:

@@ -3,11 +3,11 @@
 A schema's dialect is its root `$schema` (2020-12 when absent or not one of these). Normalizing
 changes spelling, never meaning. Every keyword the dialect does not define for
 validation (annotations, vendor `x-*` extensions, typos, another draft's keywords) is dropped, as a
-validator ignores it; then schema_vocabulary.py drops what is a no-op. The rewrites: draft-04's boolean `exclusiveMinimum`/`exclusiveMaximum` become
-numeric bounds, `id` becomes `$id`, `definitions` becomes `$defs` (and the `$ref` pointers into it
-follow), `dependencies` splits into `dependentRequired`/`dependentSchemas`, an `items` array becomes
-`prefixItems` (with `additionalItems` as `items`), and up to draft-07 the siblings of a `$ref` are
-dropped, as those drafts say they are ignored.
+validator ignores it; then schema_vocabulary.py drops what is a no-op. The rewrites: draft-04's boolean
+`exclusiveMinimum`/`exclusiveMaximum` become numeric bounds, `id` becomes `$id`, `definitions` becomes
+`$defs` (and the `$ref` pointers into it follow), `dependencies` splits into `dependentRequired`/
+`dependentSchemas`, an `items` array becomes `prefixItems` (with `additionalItems` as `items`), and up to
+draft-07 the siblings of a `$ref` are dropped, as those drafts say they are ignored.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ the choice comes back as one finished delta. With `stream`, a choice's text runs
 end where a word ends (before the whitespace that starts the next one, or at the end; at most MAX_HELD deltas
 are held for one word), each piece one delta: a word filter such as the example's `postprocess` then works
 on a stream, which it would not on the LLM's raw deltas ("he" + "ck"). /v2 generate_stream and gRPC keep
-Triton's decoupled-ensemble semantics instead: every LLM response runs through the later steps on its own. Token ids and logprobs are the LLM step's, untouched: they
-describe the text before post-processing. Usage counts the prompt the LLM step saw.
+Triton's decoupled-ensemble semantics instead: every LLM response runs through the later steps on its own.
+Token ids and logprobs are the LLM step's, untouched: they describe the text before post-processing. Usage
+counts the prompt the LLM step saw.
 """
 from __future__ import annotations
 

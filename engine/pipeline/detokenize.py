@@ -4,7 +4,8 @@ Per choice, text never ends inside a UTF-8 character, and text that may still be
 until it cannot. A stop string ends its choice at once: the final delta carries the text before it (through it
 with include_stop_str_in_output), the tokens up to the one that completed it, and usage counting those; the
 backend is told to stop that choice, and whatever it produced for it meanwhile is dropped. A stop token (EOS or
-one of stop_token_ids) ends a choice in the backend (neither ends one before min_tokens tokens); it counts in usage but is never decoded into the text."""
+one of stop_token_ids) ends a choice in the backend (neither ends one before min_tokens tokens); it counts in
+usage but is never decoded into the text."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -11,7 +11,8 @@ least one byte; so one token spans at most M = max(len(s) for s in the vocabular
 
 (special tokens the tokenizer adds only add to the count). A tokenizer that may drop or merge characters
 before its model sees them (a normalizer, a pre-tokenizer that removes whitespace, SentencePiece's
-whitespace handling, an added token that strips the whitespace beside it) gets no bound: its prompts are tokenized whole, in a worker thread.
+whitespace handling, an added token that strips the whitespace beside it) gets no bound: its prompts are
+tokenized whole, in a worker thread.
 """
 from __future__ import annotations
 

@@ -91,7 +91,8 @@ class StreamResponses:
         return message
 
 
-_METADATA_CACHE = 16        # (name, dtype, shape) entries kept per request; a model with ever-new shapes builds the rest
+# (name, dtype, shape) entries kept per request; a model with ever-new shapes builds the rest
+_METADATA_CACHE = 16
 
 
 def _add_outputs(response: pb.ModelInferResponse, outputs: Tensors, wanted: list[str] | None,

@@ -122,7 +122,8 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def RepositoryModelUnload(self, request, context):
         async def work():
             await self._authorize_control(_authorization(context), request.model_name)
-            dependents = "unload_dependents" in request.parameters and request.parameters["unload_dependents"].bool_param
+            params = request.parameters
+            dependents = "unload_dependents" in params and params["unload_dependents"].bool_param
             await self.state.control.unload(request.model_name, unload_dependents=dependents)
         await _guard(context, work())
         return pb.RepositoryModelUnloadResponse()

@@ -28,8 +28,11 @@ def _delta_dict(event: ToolCallDelta) -> dict:
     return {"tool_calls": [part]}
 
 
+_NO_TOOL_CHOICE = ToolChoice("none")
+
+
 class ChatOutput:
-    def __init__(self, parser: ToolParser | None, choice: ToolChoice = ToolChoice("none")) -> None:
+    def __init__(self, parser: ToolParser | None, choice: ToolChoice = _NO_TOOL_CHOICE) -> None:
         self._parser = parser
         self._choice = choice
         self.has_calls = False

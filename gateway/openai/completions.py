@@ -32,7 +32,8 @@ async def build_requests(body: CompletionRequest, request: Request) -> list[Gene
     base_id = new_id("cmpl")
     out = []
     for i, prompt in enumerate(body.prompts()):
-        gen = GenerationRequest(id=f"{base_id}-{i}", model=body.model, params=params, stream=body.stream, grammar=grammar,
+        gen = GenerationRequest(id=f"{base_id}-{i}", model=body.model, params=params, stream=body.stream,
+                                grammar=grammar,
                                 use_cache=body.cache and "no-cache" not in request.headers.get("cache-control", ""),
                                 prompt=prompt if isinstance(prompt, str) else None,
                                 prompt_token_ids=tuple(prompt) if not isinstance(prompt, str) else None)

@@ -59,7 +59,8 @@ def _structured_outputs(value: dict[str, Any]) -> Any:
     kinds = [k for k in value if value[k] is not None]
     unknown = [k for k in kinds if k not in _STRUCTURED]
     if unknown:
-        raise APIError(400, f"unsupported structured_outputs fields: {unknown}", param=f"structured_outputs.{unknown[0]}")
+        raise APIError(400, f"unsupported structured_outputs fields: {unknown}",
+                       param=f"structured_outputs.{unknown[0]}")
     if len(kinds) != 1:
         raise APIError(400, "structured_outputs needs exactly one of json, regex, choice, grammar",
                        param="structured_outputs")
@@ -86,5 +87,6 @@ def output_spec(body: Any) -> tuple[Any, str | None]:
     try:
         validate(spec)
     except GrammarError as exc:
-        raise APIError(400, exc.message, param=param, code="unsupported_schema" if exc.keyword else "invalid_grammar") from exc
+        code = "unsupported_schema" if exc.keyword else "invalid_grammar"
+        raise APIError(400, exc.message, param=param, code=code) from exc
     return spec, param

@@ -70,7 +70,8 @@ def _check_tool_messages(body: ChatCompletionRequest) -> None:
             seen.add(call.id)
         if message.role == "tool":
             if not message.tool_call_id:
-                raise APIError(400, f"messages[{i}]: a tool message needs tool_call_id", param=f"messages.{i}.tool_call_id")
+                raise APIError(400, f"messages[{i}]: a tool message needs tool_call_id",
+                               param=f"messages.{i}.tool_call_id")
             if message.tool_call_id not in seen:
                 raise APIError(400, f"messages[{i}]: tool_call_id '{message.tool_call_id}' matches no earlier "
                                "assistant tool call", param=f"messages.{i}.tool_call_id")

@@ -58,8 +58,9 @@ class ModelRunner:
             layer.keys, layer.values = k, v
         rest = torch.tensor(prompt[cached:]).unsqueeze(0)          # (1, L - P)
         mask = torch.ones((1, len(prompt)), dtype=torch.long)
-        out = self.model(input_ids=rest, attention_mask=mask, position_ids=torch.arange(cached, len(prompt)).unsqueeze(0),
-                         cache=cache, use_cache=True, cache_position=torch.arange(cached, len(prompt)),
+        positions = torch.arange(cached, len(prompt))               # (L - P,)
+        out = self.model(input_ids=rest, attention_mask=mask, position_ids=positions.unsqueeze(0),
+                         cache=cache, use_cache=True, cache_position=positions,
                          logits_to_keep=1)
         self.kv.merge(cache, mask)
         return out.logits[:, -1, :].float()

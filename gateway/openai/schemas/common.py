@@ -68,7 +68,8 @@ class SamplingFields(WireModel):
         stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         for token_id in self.stop_token_ids or []:
             if not 0 <= token_id < vocab_size:
-                raise ParamError("stop_token_ids", f"token id {token_id} is outside the vocabulary (0..{vocab_size - 1})")
+                raise ParamError("stop_token_ids",
+                                 f"token id {token_id} is outside the vocabulary (0..{vocab_size - 1})")
         return checked_sampling(SamplingParams(      # the numeric limits every face shares
             max_tokens=max_tokens,
             min_tokens=self.min_tokens,
