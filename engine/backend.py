@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AsyncIterator, Callable, Protocol, runtime_checkable
+from typing import AsyncGenerator, Callable, Protocol, TYPE_CHECKING, runtime_checkable
 
 from engine.errors import BackendUnavailable
 
@@ -40,7 +40,7 @@ class Backend(Protocol):
 
     async def start(self) -> None: ...
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]: ...
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]: ...
 
     async def abort(self, request_id: str, index: int | None = None) -> None:
         """Stop one choice of a request, or (index None) all of them; each still ends with a final delta."""

@@ -6,7 +6,7 @@ import itertools
 import logging
 from contextlib import aclosing, contextmanager
 from dataclasses import replace
-from typing import AsyncIterator, Iterator
+from typing import AsyncGenerator, Iterator
 
 from engine.admission import Admission, Observer, Trace
 from engine.backend import Backend, load_backend_class
@@ -108,7 +108,7 @@ class Engine:
             return tokenize(model, request, prompt_param)
         return await asyncio.to_thread(tokenize, model, request, prompt_param)
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         """Deltas of every choice of the request, interleaved; each choice ends with a finished delta.
 
         Invariant: below this method a request is known only by its engine key, unique in the process (the
@@ -126,7 +126,7 @@ class Engine:
                     yield replace(delta, request_id=label)
 
     async def _answer(self, model: LoadedModel, request: GenerationRequest,
-                      trace: Trace) -> AsyncIterator[GenerationDelta]:
+                      trace: Trace) -> AsyncGenerator[GenerationDelta, None]:
         """A cache hit replays its stored deltas; a miss waits for a slot, runs the backend, is stored."""
         cache = self.cache if self.cache is not None and ResponseCache.applies(model.config, request) else None
         if cache is not None:
@@ -149,7 +149,7 @@ class Engine:
 
 
 def _text(backend: Backend, request: GenerationRequest,
-          deltas: AsyncIterator[GenerationDelta]) -> AsyncIterator[GenerationDelta]:
+          deltas: AsyncGenerator[GenerationDelta, None]) -> AsyncGenerator[GenerationDelta, None]:
     """The generate step's deltas, through the detokenize step unless the backend wrote the text itself."""
     return deltas if backend.capabilities.text_output else detokenize(backend, request, deltas)
 

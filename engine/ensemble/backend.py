@@ -5,7 +5,7 @@ as an LLM does (/v1), through engine/ensemble/generation.py."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import AsyncIterator
+from typing import AsyncGenerator
 
 from engine.backend import Capabilities
 from engine.engine import Engine
@@ -13,6 +13,7 @@ from engine.ensemble.generation import TextPipeline, text_plan
 from engine.ensemble.graph import plan
 from engine.ensemble.run import run_steps
 from engine.errors import BackendUnavailable, InvalidRequest, ModelNotFound, ModelNotReady
+from engine.loaded_model import LoadedModel
 from engine.repository.config import ModelConfig
 from engine.repository.specs import EnsembleStep
 from engine.tensors.interface import InferRequest, Tensors, check_inputs
@@ -40,26 +41,35 @@ class EnsembleBackend:
         except InvalidRequest as exc:           # a tensor-only ensemble: /v2 infer and gRPC still serve it
             self.text_refusal = exc.message
 
+    @property
+    def _engine(self) -> Engine:
+        if self.engine is None:
+            raise BackendUnavailable(f"ensemble '{self.config.name}' needs an engine to run its steps")
+        return self.engine
+
     def _lookup(self, name: str) -> ModelConfig:
         try:
-            return self.engine.get(name).config
+            return self._engine.get(name).config
         except ModelNotFound:
-            return self.engine.repository.config(name)
+            return self._engine.repository.config(name)
 
-    async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
+    async def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]:
         check_inputs(self.inputs, request.inputs, self.config.name)
         wanted = {t.name for t in self.outputs}
-        async for tensors in run_steps(self.engine, self.order, dict(request.inputs), request):
+        async for tensors in run_steps(self._engine, self.order, dict(request.inputs), request):
             yield {k: v for k, v in tensors.items() if k in wanted}
 
     # -- the Backend protocol: text generation through the LLM step, when the ensemble has one -------------
-    def _llm(self):
+    def _text(self) -> TextPipeline:
         if self.text is None:
             raise InvalidRequest(f"ensemble '{self.config.name}' cannot generate from a text prompt: "
                                  f"{self.text_refusal}; use /v2 infer or gRPC", param="model")
-        step = self.text.plan.llm
+        return self.text
+
+    def _llm(self) -> LoadedModel:
+        step = self._text().plan.llm
         try:
-            return self.engine.get(step.model, step.model_version)
+            return self._engine.get(step.model, step.model_version)
         except ModelNotFound:
             raise ModelNotReady(f"ensemble '{self.config.name}': its LLM step '{step.model}' is not loaded") from None
 
@@ -81,9 +91,9 @@ class EnsembleBackend:
         except (InvalidRequest, ModelNotReady):
             return Capabilities()
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         self._llm()
-        return self.text.generate(request)
+        return self._text().generate(request)
 
     async def abort(self, request_id: str, index: int | None = None) -> None:
         return None

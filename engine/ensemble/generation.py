@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from contextlib import aclosing
 from dataclasses import dataclass, replace
-from typing import AsyncIterator, Callable
+from typing import AsyncGenerator, AsyncIterator, Callable
 
 from engine.engine import Engine
 from engine.ensemble.run import run_steps
@@ -69,7 +69,7 @@ class TextPipeline:
     def __init__(self, engine: Engine, name: str, plan: TextPlan) -> None:
         self.engine, self.name, self.plan = engine, name, plan
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         step = self.plan.llm
         llm = self.engine.get(step.model, step.model_version)
         text = request.prompt if request.prompt is not None else llm.tokenizer.decode(request.prompt_token_ids)
@@ -116,7 +116,7 @@ class TextPipeline:
         outputs = llm_outputs(delta.text, delta, ALL_FLAGS, prompt_tokens)
         produced = {t: outputs[key] for key, t in self.plan.llm.output_map if key in outputs}
         request = InferRequest(f"{delta.request_id}/post", {})
-        pieces = []
+        pieces: list[str] = []
         async for result in run_steps(self.engine, self.plan.post, {**tensors, **produced}, request):
             array = result.get(self.plan.text_output)
             if array is None:

@@ -4,7 +4,7 @@ A step that answers many times (the LLM when streaming) runs every later step on
 decoupled ensembles do, so a streamed ensemble streams end to end."""
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import AsyncGenerator
 
 from engine.engine import Engine
 from engine.repository.specs import EnsembleStep
@@ -13,7 +13,7 @@ from engine.tensors.llm import tensor_model
 
 
 async def run_steps(engine: Engine, steps: tuple[EnsembleStep, ...], tensors: Tensors, request: InferRequest,
-                    index: int = 0) -> AsyncIterator[Tensors]:
+                    index: int = 0) -> AsyncGenerator[Tensors, None]:
     """Every tensor known once steps[index:] have run (one item per answer of the last decoupled step)."""
     if index == len(steps):
         yield tensors

@@ -9,7 +9,7 @@ usage but is never decoded into the text."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import AsyncIterator
+from typing import AsyncGenerator, AsyncIterator
 
 from engine.backend import Backend
 from engine.pipeline.incremental import IncrementalDetokenizer
@@ -65,7 +65,7 @@ def _ends_on_stop_token(delta: GenerationDelta) -> bool:
 
 
 async def detokenize(backend: Backend, request: GenerationRequest,
-                     deltas: AsyncIterator[GenerationDelta]) -> AsyncIterator[GenerationDelta]:
+                     deltas: AsyncIterator[GenerationDelta]) -> AsyncGenerator[GenerationDelta, None]:
     """The text deltas of `deltas` (the backend's stream for `request`). Ends once every choice has ended; the
     caller closes `deltas` then, which stops whatever the backend still runs for the request."""
     choices: dict[int, ChoiceText] = {}

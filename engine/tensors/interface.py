@@ -5,7 +5,7 @@ BYTES tensors are numpy object arrays of `bytes`; every other datatype maps to o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Protocol
+from typing import Any, AsyncGenerator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -34,8 +34,8 @@ def datatype_of(array: np.ndarray) -> str:
     raise InvalidRequest(f"numpy dtype {array.dtype} has no KServe datatype")
 
 
-def bytes_tensor(values: list[str | bytes] | str | bytes) -> np.ndarray:
-    items = values if isinstance(values, list) else [values]
+def bytes_tensor(values: Sequence[str | bytes] | str | bytes) -> np.ndarray:
+    items = [values] if isinstance(values, (str, bytes)) else values
     return np.array([v.encode() if isinstance(v, str) else bytes(v) for v in items], dtype=np.object_)
 
 
@@ -59,13 +59,14 @@ class InferRequest:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
+@runtime_checkable
 class TensorModel(Protocol):
     """A model seen as named tensors in, a stream of named tensors out (one item unless decoupled)."""
 
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
 
-    def infer(self, request: InferRequest) -> AsyncIterator[Tensors]: ...
+    def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]: ...
 
 
 def check_inputs(specs: tuple[TensorSpec, ...], inputs: Tensors, model: str) -> None:

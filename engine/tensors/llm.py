@@ -7,7 +7,7 @@ streamed responses carry only the new text, one response per delta.
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from typing import AsyncGenerator
 
 import numpy as np
 
@@ -49,15 +49,16 @@ class LLMTensorModel:
                                 params=sampling_params(values), grammar=grammar, stream=stream)
         return await self.engine.prepare(gen, prompt_param="text_input"), flags
 
-    async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
+    async def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]:
         gen, flags = await self.generation_request(request)
+        prompt_tokens = len(gen.prompt_token_ids or ())      # Engine.prepare has tokenized the prompt
         deltas = self.engine.generate(gen)
         try:
             if gen.stream:
                 async for delta in deltas:
                     _raise_on_error(delta)
                     if delta.text or delta.finished:
-                        yield llm_outputs(delta.text, delta, flags, len(gen.prompt_token_ids))
+                        yield llm_outputs(delta.text, delta, flags, prompt_tokens)
             else:
                 text, last = [], None
                 async for delta in deltas:
@@ -65,7 +66,7 @@ class LLMTensorModel:
                     text.append(delta.text)
                     last = delta
                 prefix = "" if flags["exclude_input_in_output"] else (gen.prompt or "")
-                yield llm_outputs(prefix + "".join(text), last, flags, len(gen.prompt_token_ids))
+                yield llm_outputs(prefix + "".join(text), last, flags, prompt_tokens)
         finally:
             await deltas.aclose()
 
@@ -74,7 +75,7 @@ def tensor_model(engine: Engine, name: str, version: str | None = None) -> Tenso
     """The loaded model (that version, or the newest) as named tensors: its own `infer`, or the LLM contract
     over `Engine.generate`."""
     model = engine.get(name, version)
-    if hasattr(model.backend, "infer"):
+    if isinstance(model.backend, TensorModel):          # runtime-checkable: it has its own `infer`
         return model.backend
     return LLMTensorModel(engine, model.config)
 
@@ -91,11 +92,11 @@ def _raise_on_error(delta: GenerationDelta) -> None:
 
 def llm_outputs(text: str, delta: GenerationDelta | None, flags: dict[str, bool], prompt_tokens: int) -> Tensors:
     out: Tensors = {"text_output": bytes_tensor(text)}
-    finished = delta is not None and delta.finished
-    if flags["return_finish_reason"] and finished:
-        out["finish_reason"] = bytes_tensor(delta.finish_reason or "")
+    final = delta if delta is not None and delta.finished else None
+    if flags["return_finish_reason"] and final is not None:
+        out["finish_reason"] = bytes_tensor(final.finish_reason or "")
     if flags["return_num_input_tokens"]:
         out["num_input_tokens"] = np.array([prompt_tokens], dtype=np.uint32)
-    if flags["return_num_output_tokens"] and finished and delta.usage is not None:
-        out["num_output_tokens"] = np.array([delta.usage.completion_tokens], dtype=np.uint32)
+    if flags["return_num_output_tokens"] and final is not None and final.usage is not None:
+        out["num_output_tokens"] = np.array([final.usage.completion_tokens], dtype=np.uint32)
     return out

@@ -54,8 +54,9 @@ def _coerce(key: str, value: Any) -> Any:
         raise InvalidRequest(f"sampling parameter '{key}' must be {kind.__name__}, got {value!r}", param=key) from exc
     if kind is int and isinstance(value, float) and value != int(value):
         raise InvalidRequest(f"sampling parameter '{key}' must be an integer, got {value!r}", param=key)
-    low, high = _RANGES.get(key, (None, None))
-    if low is not None and not low <= out <= high:
+    bounds = _RANGES.get(key)
+    if bounds is not None and not bounds[0] <= out <= bounds[1]:
+        low, high = bounds
         raise InvalidRequest(f"sampling parameter '{key}' must be in [{low}, {high}], got {value!r}", param=key)
     return out
 

@@ -26,7 +26,7 @@ def _decoded(value: Any, name: str, kind: type) -> Any:
     return value
 
 
-_KIND_NAMES = {dict: "a JSON Schema object", list: "a list of strings", str: "a string"}
+_KIND_NAMES: dict[type, str] = {dict: "a JSON Schema object", list: "a list of strings", str: "a string"}
 
 _BUILDERS: dict[str, Callable[[Any, str], GrammarSpec]] = {
     "json_schema": lambda v, n: JsonSchema.from_dict(_decoded(v, n, dict)),
