@@ -12,7 +12,7 @@ padding) -> EMBEDDING FP32 [-1, dim]; parameters `dimensions`, `priority`, `time
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, AsyncGenerator, Sequence
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from engine.repository.config import ModelConfig
 from engine.tensors.contract import EMBEDDING_INPUTS, EMBEDDING_OUTPUTS
 from engine.tensors.interface import InferRequest, Tensors, check_inputs, datatype_of
 
+if TYPE_CHECKING:
+    from engine.backends.embedding.encoder import Encoder
+
 Row = tuple[int, ...]
 
 
@@ -31,15 +34,15 @@ class EmbeddingBackend:
 
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
-        self.encoder = None
+        self.encoder: Encoder | None = None       # loaded by start (torch and transformers load then)
         self.batcher: DynamicBatcher | None = None
         self.inputs, self.outputs = EMBEDDING_INPUTS, EMBEDDING_OUTPUTS
 
     async def start(self) -> None:
         from engine.backends.embedding.encoder import Encoder
 
-        self.encoder = await asyncio.to_thread(Encoder, self.config)
-        self._specials = _special_tokens(self.encoder.tokenizer)
+        self.encoder = encoder = await asyncio.to_thread(Encoder, self.config)
+        self._specials = _special_tokens(encoder.tokenizer)
         self.batcher = DynamicBatcher(self.config.name, self._run, max(1, self.config.max_batch_size),
                                       self.config.dynamic_batching, batch_requests=self.config.dynamic_batching
                                       is not None)
@@ -54,8 +57,14 @@ class EmbeddingBackend:
         return self.encoder.spec.max_length if self.encoder is not None else self.config.context_length
 
     @property
+    def _started(self) -> Encoder:
+        if self.encoder is None:
+            raise ModelNotReady(f"model '{self.config.name}' is not started")
+        return self.encoder
+
+    @property
     def dimension(self) -> int:
-        return self.encoder.dimension
+        return self._started.dimension
 
     @property
     def steps(self) -> int:
@@ -119,11 +128,11 @@ class EmbeddingBackend:
     def _run(self, payloads: list[list[Row]]) -> list[np.ndarray]:
         """One forward over every row of the batch; each request gets its own rows back, in order."""
         flat = [row for rows in payloads for row in rows]
-        vectors = self.encoder.encode(flat)
+        vectors = self._started.encode(flat)
         bounds = np.cumsum([len(rows) for rows in payloads])[:-1]
         return np.split(vectors, bounds)
 
-    async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
+    async def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]:
         rows = self.tensor_rows(request.inputs)
         params = request.parameters
         timeout = params.get("timeout")
@@ -143,7 +152,7 @@ class EmbeddingBackend:
         ids = inputs["INPUT_IDS"]
         if datatype_of(ids) != "INT64" or ids.ndim != 2:
             raise InvalidRequest("input INPUT_IDS must be INT64 of shape [batch, tokens]", param="INPUT_IDS")
-        pad = self.encoder.pad_id
+        pad = self._started.pad_id
         return self.rows_from_ids([_strip(row.tolist(), pad) for row in ids], param="INPUT_IDS")
 
     def generate(self, request):

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from contextlib import aclosing
 from dataclasses import replace
-from typing import AsyncIterator, Callable
+from typing import Any, AsyncGenerator, Callable, Sequence
 
 from engine.backend import Capabilities
 from engine.backends.openai.client import engine_error, make_client
@@ -35,7 +36,7 @@ class OpenAIBackend:
         self.capabilities = Capabilities(n=True, seed=True, text_output=True, chat_input=True,
                                          native_tools=self.upstream.supports_tools)
         self.context_length = config.context_length
-        self.tokenizer = None
+        self.tokenizer: Any = None       # a Hugging Face or tiktoken tokenizer once started (counting.py)
         self.router = Router(self.upstream)
         self._engine = None
 
@@ -69,7 +70,7 @@ class OpenAIBackend:
         """(deployment label, healthy, in flight) of each deployment, for /metrics."""
         return [(d.label, self.router.healthy(d), d.inflight) for d in self.router.deployments]
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         """This model's deployments, then its fallbacks, each only while no delta has been yielded."""
         fallbacks = [(n, b) for n in self.upstream.fallbacks if (b := self._fallback_backend(n)) is not None]
         attempts = [lambda: self.routed(request)] + [
@@ -81,10 +82,10 @@ class OpenAIBackend:
             return UpstreamError(f"{failures[0].message}; {tried}") if tried else failures[0]
         return first_started(attempts, failed)
 
-    def routed(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+    def routed(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         """The request on this model's deployments, the next one tried while nothing has been yielded."""
         kwargs = upstream_kwargs(request, self.upstream)
-        attempts = [lambda d=d: self._ask(d, request, kwargs) for d in self.router.attempts()]
+        attempts = [partial(self._ask, d, request, kwargs) for d in self.router.attempts()]
 
         def failed(failures: list[UpstreamError]) -> UpstreamError:
             if len(failures) == 1:
@@ -93,7 +94,8 @@ class OpenAIBackend:
                                       + "; ".join(f.message for f in failures))
         return first_started(attempts, failed)
 
-    async def _ask(self, d: Deployment, request: GenerationRequest, kwargs: dict) -> AsyncIterator[GenerationDelta]:
+    async def _ask(self, d: Deployment, request: GenerationRequest,
+                   kwargs: dict) -> AsyncGenerator[GenerationDelta, None]:
         state = StreamState(request, self.tokenizer)
         client = d.client
         create = client.chat.completions.create if request.chat is not None else client.completions.create
@@ -132,8 +134,11 @@ class OpenAIBackend:
         return backend
 
 
-async def first_started(attempts: list[Callable[[], AsyncIterator[GenerationDelta]]],
-                        failed: Callable[[list[UpstreamError]], UpstreamError]) -> AsyncIterator[GenerationDelta]:
+Attempt = Callable[[], AsyncGenerator[GenerationDelta, None]]      # one deployment's try at a request
+
+
+async def first_started(attempts: Sequence[Attempt], failed: Callable[[list[UpstreamError]], UpstreamError]
+                        ) -> AsyncGenerator[GenerationDelta, None]:
     """The deltas of the first attempt that yields one before an UpstreamError; an error after its first
     delta is raised as it is. When every attempt failed first, raises `failed(their errors)`."""
     failures: list[UpstreamError] = []

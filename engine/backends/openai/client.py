@@ -14,7 +14,7 @@ from engine.repository.upstream import RouteConfig, UpstreamConfig
 try:                                   # the HTTP library the openai SDK is built on (httpx2 from openai 3)
     import httpx2 as _http
 except ImportError:                    # pragma: no cover - openai < 3
-    import httpx as _http
+    import httpx as _http  # type: ignore[no-redef]  # the same API under its older name: one binding, two sources
 
 _CONNECT_TIMEOUT = 10.0
 _REFUSED = (400, 413, 422)             # the client's request, as the upstream judged it: a 400 here too

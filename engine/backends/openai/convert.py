@@ -106,12 +106,12 @@ class StreamState:
     def finish(self) -> list[GenerationDelta]:
         """Every choice's final delta, with usage: the upstream's (all its completion tokens on the last
         choice, so that sums over choices are right), else counted here."""
-        missing = [i for i in range(self.request.params.n) if self.choices.get(i, _Choice()).final is None]
+        finals = [self.choices.get(i, _Choice()).final for i in range(self.request.params.n)]
+        missing = [i for i, final in enumerate(finals) if final is None]
         if missing:
             raise ValueError(f"the stream ended before choice(s) {missing} finished")
-        finals = [self.choices[i].final for i in range(self.request.params.n)]
         usages = self._usages()
-        return [replace(f, usage=u) for f, u in zip(finals, usages, strict=True)]
+        return [replace(f, usage=u) for f, u in zip(finals, usages, strict=True) if f is not None]
 
     def _usages(self) -> list[Usage]:
         n = self.request.params.n

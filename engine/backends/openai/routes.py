@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from engine.repository.upstream import RouteConfig, UpstreamConfig
 
@@ -17,7 +17,7 @@ from engine.repository.upstream import RouteConfig, UpstreamConfig
 @dataclass
 class Deployment:
     config: RouteConfig
-    client: object = None          # its AsyncOpenAI (engine/backends/openai/client.py)
+    client: Any = None             # its openai.AsyncOpenAI (engine/backends/openai/client.py) once started
     inflight: int = 0
     failures: int = 0              # consecutive
     cooled_until: float = 0.0      # monotonic seconds

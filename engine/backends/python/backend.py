@@ -11,7 +11,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator
 
 from google.protobuf import json_format
 
@@ -50,7 +50,7 @@ class PythonBackend:
                                            self.config.dynamic_batching)
             self._batcher.start()
 
-    async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
+    async def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]:
         check_inputs(self.inputs, request.inputs, self.config.name)
         tensors = [pb_utils.Tensor(name, array) for name, array in request.inputs.items()]
         pb_request = pb_utils.InferenceRequest(tensors, request.id, request.parameters)
@@ -103,6 +103,8 @@ def _load_module(config: ModelConfig):
         raise BackendUnavailable(f"model '{config.name}': the python backend needs {path}")
     module_name = f"conch_python_model_{config.name}_{config.version}_{id(config):x}"
     spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise BackendUnavailable(f"model '{config.name}': {path} cannot be imported as a module")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)

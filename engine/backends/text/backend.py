@@ -3,15 +3,19 @@ with the tokenizer named by the config (`tokenizer:` or `weights:`, builtin refs
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncGenerator
 
 import numpy as np
 
 from engine.backend import Capabilities
-from engine.errors import InvalidRequest
+from engine.errors import InvalidRequest, ModelNotReady
 from engine.repository.config import ModelConfig
 from engine.tensors.contract import tensor_interface
 from engine.tensors.interface import InferRequest, Tensors, bytes_tensor, check_inputs, first_string
+
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 class _TextModel:
@@ -21,7 +25,7 @@ class _TextModel:
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
         self.inputs, self.outputs = tensor_interface(config)
-        self.tokenizer = None
+        self.tokenizer: PreTrainedTokenizerBase | None = None
 
     async def start(self) -> None:
         from transformers import AutoTokenizer
@@ -30,6 +34,12 @@ class _TextModel:
 
         source = self.config.resolve(self.config.tokenizer) if self.config.tokenizer else weights_folder(self.config)
         self.tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, source)
+
+    @property
+    def _started(self) -> PreTrainedTokenizerBase:
+        if self.tokenizer is None:
+            raise ModelNotReady(f"model '{self.config.name}' is not started")
+        return self.tokenizer
 
     def generate(self, request):
         raise InvalidRequest(f"model '{self.config.name}' is a {self.config.backend}: use /v2 infer or gRPC")
@@ -45,14 +55,14 @@ class _TextModel:
 
 
 class TokenizerBackend(_TextModel):
-    async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
+    async def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]:
         check_inputs(self.inputs, request.inputs, self.config.name)
-        ids = self.tokenizer.encode(first_string(request.inputs["text_input"], "text_input"))
+        ids = self._started.encode(first_string(request.inputs["text_input"], "text_input"))
         yield {"input_ids": np.array(ids, dtype=np.int32)}
 
 
 class DetokenizerBackend(_TextModel):
-    async def infer(self, request: InferRequest) -> AsyncIterator[Tensors]:
+    async def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]:
         check_inputs(self.inputs, request.inputs, self.config.name)
         ids = request.inputs["output_ids"].reshape(-1).tolist()
-        yield {"text_output": bytes_tensor(self.tokenizer.decode(ids, skip_special_tokens=True))}
+        yield {"text_output": bytes_tensor(self._started.decode(ids, skip_special_tokens=True))}
