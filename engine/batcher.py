@@ -57,7 +57,7 @@ class DynamicBatcher:
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
-        self.policy = self.policy or DynamicBatching()
+        self.rules: DynamicBatching = self.policy or DynamicBatching()     # the policy in force
         self._queue: list[_Pending] = []
         self._arrival = itertools.count()
         self._wake = asyncio.Event()
@@ -84,8 +84,8 @@ class DynamicBatcher:
         if not 0 < rows <= self.max_batch_size:
             raise InvalidRequest(f"a request of {rows} rows does not fit model '{self.name}' "
                                  f"(max_batch_size {self.max_batch_size})")
-        level = self.policy.level(priority)
-        queue_policy = self.policy.policy(level)
+        level = self.rules.level(priority)
+        queue_policy = self.rules.policy(level)
         if self._task is None or self._task.done():
             raise ModelNotReady(f"model '{self.name}' is not serving (its batcher is stopped)")
         if queue_policy.max_queue_size and self._level_size(level) >= queue_policy.max_queue_size:
@@ -159,8 +159,8 @@ class DynamicBatcher:
             return [], self._next_deadline()
         if not self.batch_requests:
             return self._take(taken[:1]), None
-        preferred = [s for s in self.policy.preferred_batch_size if s <= rows]
-        if rows >= self.max_batch_size or rows in self.policy.preferred_batch_size:
+        preferred = [s for s in self.rules.preferred_batch_size if s <= rows]
+        if rows >= self.max_batch_size or rows in self.rules.preferred_batch_size:
             return self._take(taken), None
         if preferred:                              # the largest preferred size a prefix of the queue makes
             prefix = list(itertools.accumulate(p.rows for p in taken))
@@ -168,7 +168,7 @@ class DynamicBatcher:
                 if size in prefix:
                     return self._take(taken[:prefix.index(size) + 1]), None
         waited = self.clock() - min(p.enqueued for p in taken)
-        delay = self.policy.max_queue_delay_us / 1e6
+        delay = self.rules.max_queue_delay_us / 1e6
         if waited >= delay:
             return self._take(taken), None
         deadline = self._next_deadline()

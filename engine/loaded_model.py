@@ -1,6 +1,7 @@
 """A model version the engine serves: its config, its started backend, and the requests in flight on it."""
 from __future__ import annotations
 
+from collections.abc import Sized
 from dataclasses import dataclass
 
 from engine.backend import Backend
@@ -33,4 +34,4 @@ class LoadedModel:
     @property
     def vocab_size(self) -> int | None:
         tokenizer = self.backend.tokenizer
-        return len(tokenizer) if tokenizer is not None else None
+        return len(tokenizer) if isinstance(tokenizer, Sized) else None    # a transformers tokenizer has len

@@ -11,7 +11,9 @@ from typing import Protocol
 
 class Store(Protocol):
     name: str
-    errors: int
+
+    @property
+    def errors(self) -> int: ...             # failures so far (read-only to the cache)
 
     async def get(self, key: str) -> bytes | None: ...
 

@@ -31,7 +31,9 @@ def ensure_tiny_model(seed: int = 0) -> Path:
         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
     )
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).to(torch.float32)
+    # transformers decorates PreTrainedModel.to with functools.wraps(nn.Module.to), which mypy reads as the
+    # unbound function (dtype taken for `self`): a typing artifact of the library, the call is right
+    model = LlamaForCausalLM(config).to(torch.float32)  # type: ignore[arg-type]
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
     try:
         model.save_pretrained(tmp)

@@ -40,12 +40,13 @@ def tokenize(model: LoadedModel, request: GenerationRequest, prompt_param: str =
         raise ContextLengthExceeded(
             f"This model's maximum context length is {limit} tokens. However, your prompt has "
             f"{len(ids)} tokens. Please reduce the length of the prompt.", param=prompt_param)
-    if params.max_tokens is None:
-        params = replace(params, max_tokens=limit - len(ids))
-    if len(ids) + params.max_tokens > limit:
+    max_tokens = params.max_tokens if params.max_tokens is not None else limit - len(ids)
+    if max_tokens != params.max_tokens:
+        params = replace(params, max_tokens=max_tokens)
+    if len(ids) + max_tokens > limit:
         raise ContextLengthExceeded(
             f"This model's maximum context length is {limit} tokens. However, you requested "
-            f"{len(ids) + params.max_tokens} tokens ({len(ids)} in the prompt, {params.max_tokens} in the "
+            f"{len(ids) + max_tokens} tokens ({len(ids)} in the prompt, {max_tokens} in the "
             f"completion). Please reduce the prompt or max_tokens.", param=prompt_param)
     return replace(request, prompt_token_ids=ids, params=params)
 

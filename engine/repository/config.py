@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import yaml
 
@@ -94,6 +94,12 @@ class ModelConfig:
         if not isinstance(data, dict):
             raise InvalidRequest(f"model '{name}': {file} is not a mapping", param="config")
         return cls.from_mapping(name, data, **extra)
+
+    @overload
+    def resolve(self, value: str) -> str: ...
+
+    @overload
+    def resolve(self, value: None) -> None: ...
 
     def resolve(self, value: str | None) -> str | None:
         """A path from the config, made absolute against the version folder."""

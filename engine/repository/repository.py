@@ -95,7 +95,7 @@ class ModelRepository:
     def _read(self, name: str, model_dir: Path, version: str, override: Any) -> ModelConfig:
         extra = {"path": str(model_dir), "version": version}
         if override is not None:
-            return confine_override(_from_override(name, override, **extra), self.root)
+            return confine_override(_from_override(name, override, **extra), model_dir.parent)   # the root
         yaml_file, pbtxt_file = (model_dir / f for f in CONFIG_FILES)
         if yaml_file.exists():
             return ModelConfig.from_yaml(yaml_file, name, **extra)
