@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any, Callable
 
 import jsonschema
+from jsonschema.protocols import Validator
 
 from .errors import GrammarError
 from .schema_pointer import RefTranslator, is_local_ref, local_pointer
@@ -28,7 +29,7 @@ Node = dict[str, Any]
 @dataclass(frozen=True)
 class Dialect:
     name: str
-    validator: type  # jsonschema's validator class for the dialect (meta-schema, keyword set)
+    validator: type[Validator]  # jsonschema's validator class for the dialect (meta-schema, keyword set)
     boolean_exclusive: bool = False  # draft-04: exclusiveMinimum/Maximum are flags on minimum/maximum
     id_keyword: str = "$id"
     ref_overrides: bool = False  # up to draft-07: a $ref's siblings are ignored

@@ -72,8 +72,9 @@ def _typed(branch: Any) -> Any:
 
 
 def _forbid_others(branches: list[Any]) -> list[Any]:
-    required = [_required_of_object(branch) for branch in branches]
-    if len(branches) < 2 or any(names is None for names in required):
+    maybe_required = [_required_of_object(branch) for branch in branches]
+    required = [names for names in maybe_required if names is not None]
+    if len(branches) < 2 or len(required) < len(branches):
         return branches
     if any(not (other - mine) for i, mine in enumerate(required) for j, other in enumerate(required) if i != j):
         return branches  # some branch requires nothing another lacks: not told apart this way

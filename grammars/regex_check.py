@@ -14,7 +14,7 @@ from .errors import GrammarError
 try:  # Python >= 3.11
     from re import _parser as _p  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse as _p  # type: ignore[no-redef]
+    import sre_parse as _p
 
 _UNSUPPORTED = {
     "ASSERT": "look-around",

@@ -7,7 +7,7 @@ whose branches might overlap. The other adapters call it too.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import llguidance.hf
 import torch
@@ -21,7 +21,10 @@ from ..spec import Grammar, JsonSchema, Regex
 from ..tokenizer import TokenizerInfo
 from .base import Library, MatcherFactory
 
-_JSON_OPTIONS = {"whitespace_pattern": JSON_WHITESPACE}
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions     # a TypedDict of the stubs only
+
+_JSON_OPTIONS: JsonCompileOptions = {"whitespace_pattern": JSON_WHITESPACE}
 
 _GRAMMAR_TEXT: dict[type, Callable[..., str]] = {
     JsonSchema: lambda spec: LLMatcher.grammar_from_json_schema(spec.schema, overrides=_JSON_OPTIONS),

@@ -93,7 +93,8 @@ class _StoppedStates:
     """Per Index, memo of which states allow nothing but EOS; shared by its matchers (GIL-safe)."""
 
     def __init__(self, index: "outlines_core.Index", eos: frozenset[int]) -> None:
-        self._index, self._eos, self._memo = index, eos, {}
+        self._index, self._eos = index, eos
+        self._memo: dict[int, bool] = {}
 
     def __call__(self, state: int) -> bool:
         if state not in self._memo:  # only a final state can be stopped; skip listing the others' tokens
