@@ -11,7 +11,7 @@ import queue
 import secrets
 import threading
 import time
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import torch
 
@@ -27,6 +27,9 @@ from engine.pipeline.length_bound import max_token_span
 from engine.repository.config import ModelConfig
 from engine.types import GenerationDelta, GenerationRequest
 
+if TYPE_CHECKING:
+    from grammars import GrammarCompiler
+
 log = logging.getLogger(__name__)
 
 
@@ -36,7 +39,7 @@ class TransformersBackend:
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
         self.context_length = config.context_length
-        self.tokenizer = None
+        self.tokenizer: Any = None       # a transformers tokenizer once started
         self.scheduler = Scheduler(config.max_batch_size)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._wake = threading.Event()
@@ -44,7 +47,7 @@ class TransformersBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
-        self._grammars = None
+        self._grammars: GrammarCompiler | None = None     # built on the first constrained request
         self.steps = 0
         self.step_seconds = 0.0        # wall time inside step(), and the part spent in the model's forward
         self.forward_seconds = 0.0
@@ -143,7 +146,7 @@ class TransformersBackend:
             except Exception as exc:                          # a failed step fails its batch, not the server
                 log.exception("engine step failed")
                 deltas = self._fail_running(str(exc))
-            if deltas:
+            if deltas and self._loop is not None:                # start() set the loop before the thread
                 self._loop.call_soon_threadsafe(self._deliver, deltas)
 
     def _drain_inbox(self) -> None:

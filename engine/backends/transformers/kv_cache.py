@@ -9,10 +9,26 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 
 def _left_pad(x: torch.Tensor, pad: int) -> torch.Tensor:
     return F.pad(x, (0, 0, pad, 0)) if pad else x        # (B, H, T, D) -> (B, H, pad + T, D)
+
+
+def layers(cache: DynamicCache) -> list[DynamicLayer]:
+    """The cache's layers: full attention (DynamicLayer) in every model Conch runs, nothing linear or dummy."""
+    out = [layer for layer in cache.layers if isinstance(layer, DynamicLayer)]
+    if len(out) != len(cache.layers):
+        raise TypeError("the model's KV cache has layers other than attention ones (DynamicLayer)")
+    return out
+
+
+def kv(layer: DynamicLayer) -> tuple[torch.Tensor, torch.Tensor]:
+    """A filled layer's (keys, values), each (B, kv_heads, T, head_dim)."""
+    if layer.keys is None or layer.values is None:
+        raise ValueError("a KV cache layer that was never filled")
+    return layer.keys, layer.values
 
 
 class BatchKVCache:
@@ -35,9 +51,10 @@ class BatchKVCache:
             return
         total = max(self.length, other_mask.shape[1])
         pad_self, pad_other = total - self.length, total - other_mask.shape[1]
-        for mine, theirs in zip(self.cache.layers, other.layers, strict=True):
-            mine.keys = torch.cat([_left_pad(mine.keys, pad_self), _left_pad(theirs.keys, pad_other)])
-            mine.values = torch.cat([_left_pad(mine.values, pad_self), _left_pad(theirs.values, pad_other)])
+        for mine, theirs in zip(layers(self.cache), layers(other), strict=True):
+            (keys, values), (other_keys, other_values) = kv(mine), kv(theirs)
+            mine.keys = torch.cat([_left_pad(keys, pad_self), _left_pad(other_keys, pad_other)])
+            mine.values = torch.cat([_left_pad(values, pad_self), _left_pad(other_values, pad_other)])
         self.mask = torch.cat([F.pad(self.mask, (pad_self, 0)), F.pad(other_mask, (pad_other, 0))])
 
     def keep(self, rows: list[int]) -> None:
@@ -50,9 +67,10 @@ class BatchKVCache:
         mask = self.mask.index_select(0, index)
         used = mask.any(0).nonzero()
         start = int(used[0]) if len(used) else 0
-        for layer in self.cache.layers:
-            layer.keys = layer.keys.index_select(0, index)[:, :, start:]
-            layer.values = layer.values.index_select(0, index)[:, :, start:]
+        for layer in layers(self.cache):
+            keys, values = kv(layer)
+            layer.keys = keys.index_select(0, index)[:, :, start:]
+            layer.values = values.index_select(0, index)[:, :, start:]
         self.mask = mask[:, start:]
 
     def extend_mask(self) -> torch.Tensor:

@@ -25,8 +25,9 @@ def prompt_logprobs(model: torch.nn.Module, tokenizer, prompt_ids: list[int], k:
     top_values, top_ids = rows.topk(k, dim=-1) if k else (None, None)
     out = []
     for i, token in enumerate(targets):
-        top = () if not k else tuple(TokenLogprob(int(t), tokenizer.decode([int(t)]), float(v))
-                                     for v, t in zip(top_values[i], top_ids[i], strict=True))
+        top = () if top_values is None or top_ids is None else tuple(
+            TokenLogprob(int(t), tokenizer.decode([int(t)]), float(v))
+            for v, t in zip(top_values[i], top_ids[i], strict=True))
         out.append(PositionLogprobs(TokenLogprob(token, tokenizer.decode([token]), chosen[i]), top))
     return tuple(out)
 

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, PreTrainedModel
 
-from engine.backends.transformers.kv_cache import BatchKVCache
+from engine.backends.transformers.kv_cache import BatchKVCache, kv, layers
 from engine.backends.transformers.prefix_cache import PrefixCache
 from engine.backends.transformers.scheduler import Batch
 
@@ -12,7 +12,7 @@ from engine.backends.transformers.scheduler import Batch
 class ModelRunner:
     """Owns the model and the running batch's KV cache. Not thread-safe: the engine loop thread only."""
 
-    def __init__(self, model: torch.nn.Module, pad_id: int, prefix_cache: PrefixCache | None = None) -> None:
+    def __init__(self, model: PreTrainedModel, pad_id: int, prefix_cache: PrefixCache | None = None) -> None:
         self.model = model
         self.pad_id = pad_id
         self.kv = BatchKVCache()
@@ -49,9 +49,9 @@ class ModelRunner:
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     @torch.inference_mode()
-    def _prefill_from_prefix(self, prompt: list[int], cached: int, layers) -> torch.Tensor:
+    def _prefill_from_prefix(self, prompt: list[int], cached: int, cached_layers) -> torch.Tensor:
         cache = DynamicCache(config=self.model.config)
-        for layer, (k, v) in zip(cache.layers, layers, strict=True):
+        for layer, (k, v) in zip(layers(cache), cached_layers, strict=True):
             # Shared, not copied: DynamicLayer.update and BatchKVCache only ever build new tensors (cat,
             # index_select), so nothing writes into the prefix cache's tensors.
             layer.lazy_initialization(k, v)
@@ -86,8 +86,8 @@ class ModelRunner:
         for row, prompt in enumerate(prompts):
             if self.prefixes.wants(prompt):
                 start = width - len(prompt)
-                self.prefixes.store(prompt, [(layer.keys[row:row + 1, :, start:], layer.values[row:row + 1, :, start:])
-                                             for layer in cache.layers])
+                self.prefixes.store(prompt, [(keys[row:row + 1, :, start:], values[row:row + 1, :, start:])
+                                             for keys, values in map(kv, layers(cache))])
 
     @torch.inference_mode()
     def decode(self, last_tokens: list[int]) -> torch.Tensor:

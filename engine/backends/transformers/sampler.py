@@ -61,10 +61,11 @@ class Sampler:
         for row, seq in enumerate(seqs):
             try:
                 token = greedy[row]
-                if not seq.params.greedy:
+                if not seq.params.greedy and probs is not None:     # probs holds every non-greedy row
                     drawn += 1
                     token = int(torch.multinomial(probs[drawn - 1], 1, generator=seq.generator))
-                out.append((token, self._logprobs(seq, logprobs[row], token) if want[row] else None))
+                wanted = logprobs[row] if want[row] and logprobs is not None else None     # (V,) raw log-probs
+                out.append((token, self._logprobs(seq, wanted, token) if wanted is not None else None))
             except Exception as exc:             # e.g. its probabilities hold inf or NaN
                 seq.fail(f"sampling failed for this request: {exc}")
                 out.append(None)

@@ -58,7 +58,8 @@ class Sequence:
             self.finish(RequestStatus.FINISHED_STOPPED, token_id)
         elif self.matcher is not None and self.matcher.is_finished():
             self.finish(RequestStatus.FINISHED_STOPPED, None)
-        elif len(self.output_ids) >= self.params.max_tokens or self.num_tokens >= self.max_total:
+        elif self.num_tokens >= self.max_total or (self.params.max_tokens is not None
+                                                   and len(self.output_ids) >= self.params.max_tokens):
             self.finish(RequestStatus.FINISHED_LENGTH, None)
 
     def finish(self, status: RequestStatus, reason: str | int | None = None) -> None:
