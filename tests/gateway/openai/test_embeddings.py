@@ -52,7 +52,7 @@ def test_float_matches_sentence_transformers(client, reference, tokenizer):
 def test_base64_is_little_endian_float32(server, client):
     floats = client.embeddings.create(model="minilm", input="hello world", encoding_format="float")
     raw = httpx.post(f"{server.v1}/embeddings", json={"model": "minilm", "input": "hello world",
-                                                      "encoding_format": "base64"}).json()
+                                                      "encoding_format": "base64"}, timeout=120).json()
     decoded = np.frombuffer(base64.b64decode(raw["data"][0]["embedding"]), dtype="<f4")
     np.testing.assert_array_equal(decoded, np.array(floats.data[0].embedding, dtype=np.float32))
     sdk = client.embeddings.create(model="minilm", input="hello world")  # the SDK asks for base64 itself
