@@ -15,7 +15,7 @@ from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
 from engine.pipeline import detokenize, tokenize
 from engine.pipeline.tokenize import tokenizes_inline
 from engine.repository import ModelConfig, ModelRepository
-from engine.sampling import checked_sampling
+from engine.params import checked_sampling
 from engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ class Engine:
         return model
 
     async def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
-        """Sampling checked (engine/sampling.py), then the pipeline's tokenize step (engine/pipeline/tokenize.py),
+        """Sampling checked (engine/params/sampling.py), then the pipeline's tokenize step (engine/pipeline/tokenize.py),
         in a worker thread unless the prompt is short; raises InvalidRequest naming the field."""
         model = self.get(request.model, request.version)
         params = checked_sampling(request.params, model.vocab_size)
