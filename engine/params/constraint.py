@@ -67,8 +67,10 @@ NAMES = frozenset(KINDS) | frozenset(ALIASES)
 
 
 def build_constraint(given: Iterable[tuple[str, str, Any]]) -> OutputConstraint | None:
-    """The one constraint of (param, kind or alias, value) fields whose value is not None, or None."""
-    fields = [(param, ALIASES.get(kind, kind), value) for param, kind, value in given if value is not None]
+    """The one constraint of (param, kind or alias, value) fields whose value is not None, or None. Fields are
+    taken in the order of their names, so that a wire without order (a protobuf map) reads the same."""
+    fields = sorted(((param, ALIASES.get(kind, kind), value) for param, kind, value in given if value is not None),
+                    key=lambda field: field[0])
     specs = [(param, KINDS[kind](value, param)) for param, kind, value in fields]
     built = [(param, spec) for param, spec in specs if spec is not None]   # None: json_object false
     if not built:

@@ -51,7 +51,7 @@ async def build_request(body: ChatCompletionRequest, request: Request) -> tuple[
     conch = conch_state(request)
     model = conch.engine.get(body.model)
     plan = plan_tools(body, model.config.max_parallel_tool_calls)
-    params = body.sampling_params(len(model.tokenizer))
+    params = body.sampling
     caps = model.backend.capabilities
     chat = chat_input(body, plan, caps.native_tools) if caps.chat_input else None  # an upstream renders its own
     # templating and a large schema's checks run off the event loop

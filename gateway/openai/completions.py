@@ -24,7 +24,7 @@ async def build_requests(body: CompletionRequest, request: Request) -> list[Gene
     model = conch.engine.get(body.model)
     constraint = await asyncio.to_thread(output_constraint, body)     # a large schema's checks: off the event loop
     grammar = constraint.spec if constraint is not None else None
-    params = body.sampling_params(len(model.tokenizer))
+    params = body.sampling
     if params.prompt_logprobs is not None and not model.backend.capabilities.prompt_logprobs:
         raise APIError(400, f"model '{body.model}' ({model.config.backend} backend) cannot score the prompt: "
                        "echo with logprobs or max_tokens 0 is not supported", param="echo")

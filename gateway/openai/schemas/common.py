@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
 
-from engine import InvalidRequest, SamplingParams, build_sampling, checked_sampling
+from engine import InvalidRequest, SamplingParams, build_sampling
 
 
 class WireModel(BaseModel):
@@ -75,9 +75,10 @@ class SamplingFields(WireModel):
             raise ParamError(exc.param or "body", exc.message) from exc
         return self
 
-    def sampling_params(self, vocab_size: int) -> SamplingParams:
-        """This request's SamplingParams, its token ids checked against the model's vocabulary."""
-        return checked_sampling(self._sampling, vocab_size)
+    @property
+    def sampling(self) -> SamplingParams:
+        """This request's SamplingParams (Engine.prepare checks their token ids against the vocabulary)."""
+        return self._sampling
 
     @property
     def include_usage(self) -> bool:
