@@ -34,7 +34,7 @@ class Param:
 
     def bounds(self) -> str:
         left = "(" if self.low_open else "["
-        right = ")" if self.high_open else "]"
+        right = ")" if self.high_open or self.high is None else "]"
         return f"{left}{_num(self.low)}, {_num(self.high)}{right}"
 
 
@@ -43,7 +43,7 @@ def _num(value: float | None) -> str:
 
 
 PARAMS: tuple[Param, ...] = (
-    Param("max_tokens", "int", 0, INT_MAX),            # 0 only when scoring the prompt (build_sampling checks)
+    Param("max_tokens", "int", 0, INT_MAX, aliases=("max_completion_tokens",)),   # 0 only when scoring the prompt
     Param("min_tokens", "int", 0, INT_MAX),
     Param("temperature", "float", 0.0, 2.0),
     Param("top_p", "float", 0.0, 1.0, low_open=True),   # top_p = 0 would keep no token

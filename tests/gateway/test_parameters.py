@@ -103,6 +103,10 @@ def test_chat_reads_the_same_table(server, v1):
         v1.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hi"}], max_tokens=2,
                                    logprobs=True, top_logprobs=21)
     assert err.value.body["param"] == "top_logprobs" and "[0, 20]" in err.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as err:
+        v1.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hi"}],
+                                   max_completion_tokens=-1)
+    assert err.value.body["param"] == "max_completion_tokens"
     assert _v2(server, {"temperature": 3}) == "'temperature' must be in [0, 2], got 3.0"
 
 

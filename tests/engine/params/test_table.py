@@ -82,6 +82,7 @@ def test_text_non_finite_floats_are_refused(text):
 
 def test_alias_reads_into_the_field_and_errors_name_the_alias():
     assert build_sampling({"top_logprobs": 5}).logprobs == 5
+    assert build_sampling({"max_completion_tokens": 7}).max_tokens == 7
     with pytest.raises(InvalidRequest) as err:
         build_sampling({"top_logprobs": 30})
     assert err.value.param == "top_logprobs"
