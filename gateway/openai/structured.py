@@ -26,7 +26,7 @@ def _response_format(value: dict[str, Any]) -> list[tuple[str, str, Any]]:
         if unknown:
             raise APIError(400, f"unsupported fields in response_format.json_schema: {sorted(unknown)}",
                            param="response_format.json_schema")
-        return [("response_format.json_schema.schema", "json_schema", inner["schema"])]
+        return [("response_format", "json_schema", inner["schema"])]        # OpenAI names the field itself
     raise APIError(400, f"response_format.type must be text, json_object or json_schema, not {kind!r}",
                    param="response_format.type")
 
