@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from agents.tools import ToolFunction
+from engine.types import RequestStatus
 from grammars import Grammar
 
 GRAMMAR_PARSER = "hermes"          # the tool_call_parser that reads what these grammars write
@@ -41,12 +42,13 @@ class ToolChoice:
         """The output is calls only, enforced by a grammar."""
         return self.mode in ("required", "function")
 
-    def finish_reason(self, engine_reason: str | None, has_calls: bool) -> str | None:
-        """OpenAI's rule: "tool_calls" when the model chose to call (auto, required); a named choice is
-        the caller's decision, so it ends "stop". "length" and the rest pass through."""
-        if engine_reason == "stop" and has_calls and self.mode != "function":
-            return "tool_calls"
-        return engine_reason
+    def final_status(self, status: RequestStatus, has_calls: bool) -> RequestStatus:
+        """OpenAI's rule: FINISHED_TOOL_CALLS ("tool_calls") when the model chose to call (auto, required); a
+        named choice is the caller's decision, so it stays FINISHED_STOPPED ("stop"). Other ends pass through;
+        RequestStatus.finish_reason is the one map to OpenAI's words."""
+        if status == RequestStatus.FINISHED_STOPPED and has_calls and self.mode != "function":
+            return RequestStatus.FINISHED_TOOL_CALLS
+        return status
 
 
 def _calls_rule(count: int) -> str:

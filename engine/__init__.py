@@ -1,5 +1,13 @@
-"""Triton's role: model repository, scheduling and batching, backends."""
-from engine.engine import Engine
-from engine.types import GenerationDelta, GenerationRequest, RequestStatus, SamplingParams
+"""Triton's role: model repository, scheduling and batching, backends.
 
-__all__ = ["Engine", "GenerationDelta", "GenerationRequest", "RequestStatus", "SamplingParams"]
+The front door: what the gateway needs to turn a wire request into a typed one and run it.
+"""
+from engine.engine import Engine
+from engine.loaded_model import LoadedModel
+from engine.errors import EngineError, InvalidRequest
+from engine.params import OutputConstraint, build_constraint, build_sampling, checked_sampling
+from engine.types import ChatInput, GenerationDelta, GenerationRequest, RequestStatus, SamplingParams
+
+__all__ = ["ChatInput", "Engine", "EngineError", "GenerationDelta", "GenerationRequest", "InvalidRequest",
+           "LoadedModel", "OutputConstraint", "RequestStatus", "SamplingParams", "build_constraint", "build_sampling",
+           "checked_sampling"]

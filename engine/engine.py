@@ -16,7 +16,7 @@ from engine.loaded_model import LoadedModel
 from engine.pipeline import detokenize, tokenize
 from engine.pipeline.tokenize import tokenizes_inline
 from engine.repository import ModelConfig, ModelRepository
-from engine.sampling import checked_sampling
+from engine.params import checked_sampling
 from engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
@@ -98,8 +98,8 @@ class Engine:
         return model
 
     async def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
-        """Sampling checked (engine/sampling.py), then the pipeline's tokenize step (engine/pipeline/tokenize.py),
-        in a worker thread unless the prompt is short; raises InvalidRequest naming the field."""
+        """Sampling checked (engine/params/sampling.py), then the pipeline's tokenize step
+        (engine/pipeline/tokenize.py), in a worker thread unless the prompt is short; raises InvalidRequest naming the field."""
         model = self.get(request.model, request.version)
         params = checked_sampling(request.params, model.vocab_size)
         if params is not request.params:

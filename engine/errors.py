@@ -3,12 +3,14 @@ from __future__ import annotations
 
 
 class EngineError(Exception):
-    """Base class. `param` names the offending request field, where there is one."""
+    """Base class. `param` names the offending request field, where there is one; `code` is a machine-readable
+    reason finer than the class (OpenAI's `code`: "invalid_schema"...), where one helps."""
 
-    def __init__(self, message: str, param: str | None = None) -> None:
+    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
+        self.code = code
 
 
 class InvalidRequest(EngineError):

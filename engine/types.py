@@ -5,6 +5,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from grammars.spec import GrammarSpec
+
 
 class RequestStatus(enum.IntEnum):
     """Ordered: a request is finished once its status is past RUNNING."""
@@ -37,12 +39,13 @@ _FINISH_REASONS = {
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Validated sampling parameters. The gateway checks ranges; the engine trusts them."""
+    """Sampling parameters, built by engine/params (its table holds each one's type, range and wire names)
+    and checked again by Engine.prepare."""
 
     max_tokens: int | None = 16  # None = up to the end of the context (filled in by Engine.prepare)
     temperature: float = 1.0
     top_p: float = 1.0
-    top_k: int = 0              # 0 = off (engine/sampling.py turns a face's -1 into 0)
+    top_k: int = 0              # 0 = off (engine/params/sampling.py turns a face's -1 into 0)
     min_p: float = 0.0
     seed: int | None = None
     presence_penalty: float = 0.0
@@ -99,7 +102,7 @@ class GenerationRequest:
     prompt: str | None = None
     prompt_token_ids: tuple[int, ...] | None = None
     params: SamplingParams = field(default_factory=SamplingParams)
-    grammar: Any = None          # a grammars spec (JsonSchema, Regex, ...) or None
+    grammar: GrammarSpec | None = None   # the output constraint (engine/params/constraint.py builds it)
     priority: int = 0            # lower runs first, as in Triton's priority levels
     deadline: float | None = None  # time.monotonic() after which the request is dropped
     stream: bool = False

@@ -82,7 +82,8 @@ def to_api_error(exc: Exception) -> APIError:
             retry = mapping.status in (429, 503)
             headers = {"Retry-After": str(max(1, round(getattr(exc, "retry_after", 1))))} if retry else None
             return APIError(mapping.status, getattr(exc, "message", str(exc)), type=mapping.type,
-                            param=getattr(exc, "param", None), code=mapping.code, headers=headers)
+                            param=getattr(exc, "param", None), code=mapping.code or getattr(exc, "code", None),
+                            headers=headers)
     return APIError(500, f"internal error: {exc}", type="internal_error")
 
 

@@ -44,9 +44,10 @@ class LLMTensorModel:
                                                                  or "exclude_input_in_output" in params):
             raise InvalidRequest("exclude_input_in_output false is not supported when streaming: streamed "
                                  "responses carry only the new text", param="exclude_input_in_output")
-        grammar, values = await asyncio.to_thread(split_grammar, values)   # a large schema's checks: off the loop
+        constraint, values = await asyncio.to_thread(split_grammar, values)   # a large schema's checks: off the loop
         gen = GenerationRequest(id=request.id, model=self.config.name, version=self.config.version, prompt=text,
-                                params=sampling_params(values), grammar=grammar, stream=stream)
+                                params=sampling_params(values), stream=stream,
+                                grammar=constraint.spec if constraint is not None else None)
         return await self.engine.prepare(gen, prompt_param="text_input"), flags
 
     async def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]:

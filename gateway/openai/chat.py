@@ -10,13 +10,14 @@ from agents import render_chat
 from agents.tool_grammar import GRAMMAR_PARSER
 from agents.tool_prompt import template_accepts_tools, tool_dicts, with_default_tool_prompt
 from agents.tools import get_parser
-from engine.types import GenerationDelta, GenerationRequest
+from grammars import GrammarSpec
+from engine import GenerationDelta, GenerationRequest
 from gateway.errors import APIError
 from gateway.openai.chat_output import ChatOutput
 from gateway.openai.choices import Choice, collect, chat_logprobs, new_id, now, usage
 from gateway.openai.json_route import JSONBodyRoute
 from gateway.openai.schemas.chat import ChatCompletionRequest
-from gateway.openai.structured import output_spec
+from gateway.openai.structured import output_constraint
 from gateway.openai.tools import ToolPlan, plan_tools
 from gateway.openai.upstream import chat_input
 from gateway.state import conch_state
@@ -36,18 +37,21 @@ def _prompt(body: ChatCompletionRequest, tokenizer, plan: ToolPlan) -> str:
                        continue_final_message=body.continue_final_message)
 
 
-def _grammar(body: ChatCompletionRequest, plan: ToolPlan):
-    spec, param = output_spec(body)
-    if spec is not None and plan.grammar is not None:
-        raise APIError(400, f"{param} cannot be combined with tool_choice '{plan.choice.mode}'", param=param)
-    return spec if spec is not None else plan.grammar
+def _grammar(body: ChatCompletionRequest, plan: ToolPlan) -> GrammarSpec | None:
+    constraint = output_constraint(body)
+    if constraint is None:
+        return plan.grammar
+    if plan.grammar is not None:
+        raise APIError(400, f"{constraint.param} cannot be combined with tool_choice '{plan.choice.mode}'",
+                       param=constraint.param)
+    return constraint.spec
 
 
 async def build_request(body: ChatCompletionRequest, request: Request) -> tuple[GenerationRequest, ToolPlan]:
     conch = conch_state(request)
     model = conch.engine.get(body.model)
     plan = plan_tools(body, model.config.max_parallel_tool_calls)
-    params = body.sampling_params(body.max_new_tokens, body.num_logprobs, len(model.tokenizer))
+    params = body.sampling
     caps = model.backend.capabilities
     chat = chat_input(body, plan, caps.native_tools) if caps.chat_input else None  # an upstream renders its own
     # templating and a large schema's checks run off the event loop
@@ -92,7 +96,7 @@ def _choice(c: Choice, logprobs: bool, output: ChatOutput) -> dict:
     return {
         "index": c.index, "message": message,
         "logprobs": chat_logprobs(c.logprobs) if logprobs else None,
-        "finish_reason": output.finish_reason(c.finish_reason),
+        "finish_reason": output.finish_reason(c.status),
     }
 
 
@@ -124,7 +128,7 @@ async def _stream(gen: GenerationRequest, body: ChatCompletionRequest, deltas: A
             for k, part in enumerate(parts):
                 yield chunk(d.index, part, logprobs=logprobs if k == 0 else None)
             if d.finished:
-                yield chunk(d.index, {}, output.finish_reason(d.finish_reason))
+                yield chunk(d.index, {}, output.finish_reason(d.status))
     except Exception as exc:  # mid-stream failure: an error event, then the stream closes
         yield error_event(exc)
         return

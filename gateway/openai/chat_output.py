@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from agents.tool_grammar import ToolChoice
 from agents.tools import ContentDelta, ToolCall, ToolCallDelta, ToolParser, assemble
+from engine import RequestStatus
 
 
 def call_dict(call: ToolCall) -> dict:
@@ -69,5 +70,6 @@ class ChatOutput:
                 out.append(_delta_dict(event))
         return out
 
-    def finish_reason(self, engine_reason: str | None) -> str | None:
-        return self._choice.finish_reason(engine_reason, self.has_calls)
+    def finish_reason(self, status: RequestStatus | None) -> str | None:
+        """OpenAI's finish_reason for a choice that ended with `status` (None: not ended)."""
+        return None if status is None else self._choice.final_status(status, self.has_calls).finish_reason

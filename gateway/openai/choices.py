@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from typing import AsyncIterator
 
-from engine.types import GenerationDelta, PositionLogprobs
+from engine import GenerationDelta, RequestStatus
+from engine.types import PositionLogprobs
 from gateway.errors import APIError
 
 
@@ -18,7 +19,7 @@ class Choice:
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[PositionLogprobs] = field(default_factory=list)
     prompt_logprobs: tuple[PositionLogprobs, ...] = ()
-    finish_reason: str | None = None
+    status: RequestStatus | None = None          # set when the choice ends; .finish_reason is OpenAI's word
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
@@ -29,11 +30,15 @@ class Choice:
         self.logprobs.extend(delta.logprobs)
         self.prompt_logprobs = delta.prompt_logprobs or self.prompt_logprobs
         if delta.finished:
-            self.finish_reason = delta.finish_reason
+            self.status = delta.status
             self.error = delta.error
             if delta.usage is not None:
                 self.prompt_tokens = delta.usage.prompt_tokens
                 self.completion_tokens = delta.usage.completion_tokens
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.status.finish_reason if self.status is not None else None
 
     @property
     def content(self) -> str:

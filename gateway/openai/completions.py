@@ -7,12 +7,12 @@ from typing import AsyncIterator
 
 from fastapi import APIRouter, Request
 
-from engine.types import GenerationDelta, GenerationRequest
+from engine import GenerationDelta, GenerationRequest
 from gateway.errors import APIError
 from gateway.openai.choices import Choice, collect, completion_logprobs, echo_logprobs, new_id, now, usage
 from gateway.openai.json_route import JSONBodyRoute
 from gateway.openai.schemas.completions import CompletionRequest
-from gateway.openai.structured import output_spec
+from gateway.openai.structured import output_constraint
 from gateway.state import conch_state
 from gateway.streaming import error_event, merge, prime, sse_event, sse_response, until_disconnect
 
@@ -22,13 +22,12 @@ router = APIRouter(route_class=JSONBodyRoute)
 async def build_requests(body: CompletionRequest, request: Request) -> list[GenerationRequest]:
     conch = conch_state(request)
     model = conch.engine.get(body.model)
-    grammar, _ = await asyncio.to_thread(output_spec, body)     # a large schema's checks: off the event loop
-    params = body.sampling_params(body.max_tokens, body.logprobs, len(model.tokenizer))
-    if body.prompt_logprobs is not None:
-        if not model.backend.capabilities.prompt_logprobs:
-            raise APIError(400, f"model '{body.model}' ({model.config.backend} backend) cannot score the prompt: "
-                           "echo with logprobs or max_tokens 0 is not supported", param="echo")
-        params = replace(params, prompt_logprobs=body.prompt_logprobs)
+    constraint = await asyncio.to_thread(output_constraint, body)     # a large schema's checks: off the event loop
+    grammar = constraint.spec if constraint is not None else None
+    params = body.sampling
+    if params.prompt_logprobs is not None and not model.backend.capabilities.prompt_logprobs:
+        raise APIError(400, f"model '{body.model}' ({model.config.backend} backend) cannot score the prompt: "
+                       "echo with logprobs or max_tokens 0 is not supported", param="echo")
     base_id = new_id("cmpl")
     out = []
     for i, prompt in enumerate(body.prompts()):

@@ -6,24 +6,25 @@ constraint) is refused: nothing can constrain a remote model's sampling."""
 from __future__ import annotations
 
 from agents.tool_prompt import with_default_tool_prompt
-from engine.types import ChatInput
+from engine import ChatInput
 from gateway.errors import APIError
 from gateway.openai.schemas.chat import ChatCompletionRequest
-from gateway.openai.structured import output_spec
+from gateway.openai.structured import output_constraint
 from gateway.openai.tools import ToolPlan
 
 
 def chat_input(body: ChatCompletionRequest, plan: ToolPlan, native_tools: bool) -> ChatInput:
-    spec, param = output_spec(body)                     # validated here as for any model
+    constraint = output_constraint(body)                # validated here as for any model
+    param = constraint.param.split(".")[0] if constraint is not None else None   # the top-level field
     if native_tools:
-        if spec is not None and param != "response_format":
+        if constraint is not None and param != "response_format":
             raise _unconstrained(body, param)
         choice = body.tool_choice
         return ChatInput(tuple(m.model_dump(exclude_none=True) for m in body.messages),
                          tools=tuple(t.model_dump(exclude_none=True) for t in body.tools or ()),
                          tool_choice=choice.model_dump() if hasattr(choice, "model_dump") else choice,
                          parallel_tool_calls=body.parallel_tool_calls, response_format=body.response_format)
-    if spec is not None:
+    if constraint is not None:
         raise _unconstrained(body, param)
     if plan.grammar is not None:
         raise _unconstrained(body, "tool_choice")

@@ -113,7 +113,7 @@ class TransformersBackend:
 
     def _sequence(self, request: GenerationRequest, index: int, prompt_ids: list[int], compiled) -> Sequence:
         p = request.params
-        # seed in [-2**63, 2**64) (engine/sampling.py); mod 2**64 is torch's own mapping of a negative seed
+        # seed in [-2**63, 2**64) (engine/params/table.py); mod 2**64 is torch's own mapping of a negative seed
         gen = torch.Generator().manual_seed((p.seed + index) % 2**64 if p.seed is not None else secrets.randbits(63))
         return Sequence(
             request=request, index=index, prompt_ids=prompt_ids,

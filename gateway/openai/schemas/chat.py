@@ -74,10 +74,10 @@ class Message(WireModel):
 
 class ChatCompletionRequest(SamplingFields):
     messages: Annotated[list[Message], Field(min_length=1)]
-    max_tokens: Annotated[int, Field(ge=1)] | None = None
-    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
     logprobs: bool = False
-    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    top_logprobs: int | None = None
     response_format: dict[str, Any] | None = None
     tools: list[Tool] | None = None
     tool_choice: Union[Literal["none", "auto", "required"], NamedToolChoice] | None = None
@@ -90,16 +90,15 @@ class ChatCompletionRequest(SamplingFields):
     add_generation_prompt: bool = True
     continue_final_message: bool = False
 
-    @model_validator(mode="after")
-    def _check(self) -> "ChatCompletionRequest":
-        if self.top_logprobs is not None and not self.logprobs:
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("top_logprobs") is not None and not data.get("logprobs"):
             raise ParamError("top_logprobs", "top_logprobs requires logprobs to be true")
-        return self
+        return data
 
-    @property
-    def max_new_tokens(self) -> int | None:
-        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
-
-    @property
-    def num_logprobs(self) -> int | None:
-        return (self.top_logprobs or 0) if self.logprobs else None
+    def route_sampling(self) -> dict[str, Any]:
+        """max_completion_tokens wins over max_tokens (OpenAI's newer name); top_logprobs is `logprobs` below."""
+        tokens = ("max_completion_tokens", self.max_completion_tokens) if self.max_completion_tokens is not None \
+            else ("max_tokens", self.max_tokens)
+        return {tokens[0]: tokens[1], "top_logprobs": (self.top_logprobs or 0) if self.logprobs else None}

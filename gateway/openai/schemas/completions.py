@@ -1,9 +1,9 @@
 """/v1/completions request."""
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from gateway.errors import ParamError
 from gateway.openai.schemas.common import SamplingFields
@@ -11,10 +11,10 @@ from gateway.openai.schemas.common import SamplingFields
 
 class CompletionRequest(SamplingFields):
     prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: Annotated[int, Field(ge=0)] | None = 16   # 0: score the echoed prompt only
-    logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    max_tokens: int | None = 16   # 0: score the echoed prompt only
+    logprobs: int | None = None
     echo: bool = False
-    best_of: Annotated[int, Field(ge=1)] | None = None
+    best_of: int | None = None
     response_format: dict[str, Any] | None = None
     structured_outputs: dict[str, Any] | None = None
     guided_json: dict[str, Any] | str | None = None
@@ -36,11 +36,15 @@ class CompletionRequest(SamplingFields):
             raise ValueError("best_of other than n is not supported")
         return value
 
-    @model_validator(mode="after")
-    def _scoring(self) -> "CompletionRequest":
-        if self.max_tokens == 0 and not self.echo:
+    @model_validator(mode="before")
+    @classmethod
+    def _scoring(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("max_tokens") == 0 and not data.get("echo"):
             raise ParamError("max_tokens", "max_tokens 0 is only allowed with echo (to score the prompt)")
-        return self
+        return data
+
+    def route_sampling(self) -> dict[str, Any]:
+        return {"max_tokens": self.max_tokens, "logprobs": self.logprobs, "prompt_logprobs": self.prompt_logprobs}
 
     @property
     def prompt_logprobs(self) -> int | None:
