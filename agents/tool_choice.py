@@ -1,0 +1,30 @@
+"""What a request's `tool_choice` asks of the output, and the finish_reason rule that follows from it.
+
+    none      -> the tools are not even rendered; plain text
+    auto      -> no grammar: the model may answer in prose or call; calls are parsed afterwards
+    required  -> one to `max_calls` calls of any listed tool, enforced by the format's grammar
+    function  -> exactly one call of the named function, enforced by the format's grammar
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_MAX_PARALLEL_TOOL_CALLS = 4
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    mode: str                    # "none" | "auto" | "required" | "function"
+    function: str | None = None  # the named function, for mode "function"
+
+    @property
+    def forced(self) -> bool:
+        """The output is calls only, enforced by a grammar."""
+        return self.mode in ("required", "function")
+
+    def finish_reason(self, engine_reason: str | None, has_calls: bool) -> str | None:
+        """OpenAI's rule: "tool_calls" when the model chose to call (auto, required); a named choice is
+        the caller's decision, so it ends "stop". "length" and the rest pass through."""
+        if engine_reason == "stop" and has_calls and self.mode != "function":
+            return "tool_calls"
+        return engine_reason
