@@ -12,6 +12,7 @@ import pytest
 
 from agents.tool_formats import format_names
 from tests.conftest import start_server, write_repository
+from tests.gateway.openai.tool_answers import ask
 from tests.grammars.conftest import load_tokenizer
 
 MAX_CALLS = 3
@@ -49,28 +50,10 @@ def client(tmp_path_factory):
     server.stop()
 
 
-def _ask(client, fmt: str, stream: bool, **kwargs) -> tuple[str, str | None, list]:
-    """(finish_reason, content, [(id, name, arguments)]), whole or reassembled from the stream."""
-    kwargs = {"model": f"tiny-{fmt}", "messages": [{"role": "user", "content": "Weather in Oslo? And 2 + 2?"}],
-              "tools": TOOLS, "max_tokens": 250, "temperature": 1.0, "seed": 7, **kwargs}
-    if not stream:
-        choice = client.chat.completions.create(**kwargs).choices[0]
-        calls = [(c.id, c.function.name, c.function.arguments) for c in choice.message.tool_calls or []]
-        return choice.finish_reason, choice.message.content, calls
-    content, calls, finish = "", {}, None
-    for chunk in client.chat.completions.create(stream=True, **kwargs):
-        delta = chunk.choices[0].delta
-        content += delta.content or ""
-        for part in delta.tool_calls or []:
-            if part.index not in calls:  # the first delta of a call carries its id and name, once
-                assert part.id and part.function.name, part
-                calls[part.index] = (part.id, part.function.name, "")
-            else:
-                assert part.id is None and part.function.name is None, part
-            call_id, name, args = calls[part.index]
-            calls[part.index] = (call_id, name, args + (part.function.arguments or ""))
-        finish = chunk.choices[0].finish_reason or finish
-    return finish, content or None, [calls[i] for i in sorted(calls)]
+def _ask(client, fmt: str, stream: bool, **kwargs) -> tuple[str | None, str | None, list]:
+    return ask(client, stream, **{"model": f"tiny-{fmt}", "tools": TOOLS, "max_tokens": 250, "temperature": 1.0,
+                                  "seed": 7, "messages": [{"role": "user", "content": "Weather in Oslo? 2 + 2?"}],
+                                  **kwargs})
 
 
 def _check(calls: list, names: set[str]) -> None:
