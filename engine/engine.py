@@ -99,7 +99,8 @@ class Engine:
 
     async def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
         """Sampling checked (engine/params/sampling.py), then the pipeline's tokenize step
-        (engine/pipeline/tokenize.py), in a worker thread unless the prompt is short; raises InvalidRequest naming the field."""
+        (engine/pipeline/tokenize.py), in a worker thread unless the prompt is short; raises InvalidRequest
+        naming the field."""
         model = self.get(request.model, request.version)
         params = checked_sampling(request.params, model.vocab_size)
         if params is not request.params:

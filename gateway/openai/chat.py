@@ -7,11 +7,9 @@ from typing import AsyncIterator
 from fastapi import APIRouter, Request
 
 from agents import render_chat
-from agents.tool_grammar import GRAMMAR_PARSER
-from agents.tool_prompt import template_accepts_tools, tool_dicts, with_default_tool_prompt
-from agents.tools import get_parser
-from grammars import GrammarSpec
+from agents.tool_formats.prompt import template_accepts_tools, tool_dicts
 from engine import GenerationDelta, GenerationRequest
+from grammars import GrammarSpec
 from gateway.errors import APIError
 from gateway.openai.chat_output import ChatOutput
 from gateway.openai.choices import Choice, collect, chat_logprobs, new_id, now, usage
@@ -31,8 +29,8 @@ def _prompt(body: ChatCompletionRequest, tokenizer, plan: ToolPlan) -> str:
     tools = None
     if plan.tools and template_accepts_tools(tokenizer):
         tools = tool_dicts(plan.tools)
-    elif plan.tools or any(m.role == "tool" or m.tool_calls for m in body.messages):
-        messages = with_default_tool_prompt(messages, plan.tools)
+    elif plan.format is not None:  # tools, or tool turns, for a template that knows none
+        messages = plan.format.prompt(messages, plan.tools)
     return render_chat(tokenizer, messages, tools=tools, add_generation_prompt=body.add_generation_prompt,
                        continue_final_message=body.continue_final_message)
 
@@ -50,7 +48,7 @@ def _grammar(body: ChatCompletionRequest, plan: ToolPlan) -> GrammarSpec | None:
 async def build_request(body: ChatCompletionRequest, request: Request) -> tuple[GenerationRequest, ToolPlan]:
     conch = conch_state(request)
     model = conch.engine.get(body.model)
-    plan = plan_tools(body, model.config.max_parallel_tool_calls)
+    plan = plan_tools(body, model.config.tool_call_parser, model.config.max_parallel_tool_calls)
     params = body.sampling
     caps = model.backend.capabilities
     chat = chat_input(body, plan, caps.native_tools) if caps.chat_input else None  # an upstream renders its own
@@ -64,19 +62,17 @@ async def build_request(body: ChatCompletionRequest, request: Request) -> tuple[
     return await conch.engine.prepare(gen, prompt_param="messages"), plan
 
 
-def _outputs(request: Request, body: ChatCompletionRequest, plan: ToolPlan) -> list[ChatOutput]:
-    if not plan.parses_calls:
+def _outputs(body: ChatCompletionRequest, plan: ToolPlan) -> list[ChatOutput]:
+    if not plan.parses_calls or plan.format is None:
         return [ChatOutput(None) for _ in range(body.n)]
-    if plan.choice.forced:  # the grammar wrote the text in its own format
-        return [ChatOutput(get_parser(GRAMMAR_PARSER)(eager=True), plan.choice) for _ in range(body.n)]
-    parser = get_parser(conch_state(request).engine.get(body.model).config.tool_call_parser)
-    return [ChatOutput(parser(), plan.choice) for _ in range(body.n)]
+    # forced: read eagerly (the grammar wrote calls only, so a call cut by max_tokens still stands)
+    return [ChatOutput(plan.format.new_parser(eager=plan.choice.forced), plan.choice) for _ in range(body.n)]
 
 
 @router.post("/v1/chat/completions")
 async def create_chat_completion(body: ChatCompletionRequest, request: Request):
     gen, plan = await build_request(body, request)
-    outputs = _outputs(request, body, plan)
+    outputs = _outputs(body, plan)
     deltas = conch_state(request).engine.generate(gen)
     if body.stream:                         # primed: an error before the first delta is a status, not an event
         return sse_response(_stream(gen, body, await prime(deltas), outputs))

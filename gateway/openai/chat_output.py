@@ -4,14 +4,14 @@ Streaming contract (what the openai SDK's stream helper and LangChain's tool_cal
 first delta carries index, id, type and function.name once; later deltas carry only argument fragments
 with the same index.
 
-A forced choice (`tool_choice` required or named) is read by the parser of the grammar's own format,
-eagerly: its text is calls only, so a call cut by max_tokens stands as a call (with the argument text
+A forced choice (`tool_choice` required or named) is read by the parser of the model's tool format (whose
+grammar wrote it), eagerly: its text is calls only, so a call cut by max_tokens stands as a call (with the argument text
 certified so far, as OpenAI's own "length" answers do), and nothing of it ever reaches `content` (what
 would is the markup of a call cut before its name).
 """
 from __future__ import annotations
 
-from agents.tool_grammar import ToolChoice
+from agents.tool_choice import ToolChoice
 from agents.tools import ContentDelta, ToolCall, ToolCallDelta, ToolParser, assemble
 from engine import RequestStatus
 
@@ -29,11 +29,11 @@ def _delta_dict(event: ToolCallDelta) -> dict:
     return {"tool_calls": [part]}
 
 
-_NO_TOOL_CHOICE = ToolChoice("none")
+_NO_TOOLS = ToolChoice("none")
 
 
 class ChatOutput:
-    def __init__(self, parser: ToolParser | None, choice: ToolChoice = _NO_TOOL_CHOICE) -> None:
+    def __init__(self, parser: ToolParser | None, choice: ToolChoice = _NO_TOOLS) -> None:
         self._parser = parser
         self._choice = choice
         self.has_calls = False

@@ -5,7 +5,6 @@ reads the calls from the text, and what needs constrained decoding (tool_choice 
 constraint) is refused: nothing can constrain a remote model's sampling."""
 from __future__ import annotations
 
-from agents.tool_prompt import with_default_tool_prompt
 from engine import ChatInput
 from gateway.errors import APIError
 from gateway.openai.schemas.chat import ChatCompletionRequest
@@ -29,8 +28,8 @@ def chat_input(body: ChatCompletionRequest, plan: ToolPlan, native_tools: bool) 
     if plan.grammar is not None:
         raise _unconstrained(body, "tool_choice")
     messages = [m.to_template() for m in body.messages]
-    if plan.tools or any(m.role == "tool" or m.tool_calls for m in body.messages):
-        messages = with_default_tool_prompt(messages, plan.tools)
+    if plan.format is not None:  # tools, or tool turns: the model's format, as for a local model
+        messages = plan.format.prompt(messages, plan.tools)
     return ChatInput(tuple(messages))
 
 

@@ -59,9 +59,9 @@ async def _median_ttft(engine, ids, grammar=None, runs: int = 5) -> float:
 
 
 def _chat(tokenizer, text: str, tools=None) -> list[int]:
-    from agents.tool_prompt import with_default_tool_prompt
+    from agents.tool_formats import DEFAULT_FORMAT, get_format
 
-    messages = with_default_tool_prompt([{"role": "user", "content": text}], tools or [])
+    messages = get_format(DEFAULT_FORMAT).prompt([{"role": "user", "content": text}], tools or [])
     prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return tokenizer.encode(prompt, add_special_tokens=False)
 
@@ -94,7 +94,8 @@ def compile_figures(tokenizer) -> None:
 
 
 async def _run() -> None:
-    from agents.tool_grammar import ToolChoice, tool_call_grammar
+    from agents.tool_choice import DEFAULT_MAX_PARALLEL_TOOL_CALLS, ToolChoice
+    from agents.tool_formats import DEFAULT_FORMAT, get_format
 
     engine = Engine(ModelRepository())
     await engine.start()
@@ -111,12 +112,12 @@ async def _run() -> None:
         print(f"  c={c:<2} free {statistics.median(free):6.1f} tok/s, schema {statistics.median(constrained):6.1f} "
               f"tok/s: median pair ratio {statistics.median(ratios):4.2f}x (goal >= 0.95x)")
     free, constrained = await _median_ttft(engine, ids), await _median_ttft(engine, ids, schema)
-    print(f"  ttft free {free * 1e3:6.1f} ms, schema {constrained * 1e3:6.1f} ms: "
-          f"{constrained / free:4.2f}x (goal <= 1.1x)")
+    print(f"  ttft free {free * 1e3:6.1f} ms, schema {constrained * 1e3:6.1f} ms: {constrained / free:4.2f}x "
+          "(goal <= 1.1x)")
     compile_figures(tokenizer)
     tools = _twenty_tools()
     plain, with_tools = _chat(tokenizer, "Weather in Paris?"), _chat(tokenizer, "Weather in Paris?", tools)
-    grammar = tool_call_grammar(tools, ToolChoice("required"))
+    grammar = get_format(DEFAULT_FORMAT).grammar(tools, ToolChoice("required"), DEFAULT_MAX_PARALLEL_TOOL_CALLS)
     first = await _ttft(engine, with_tools)                       # nothing cached: the whole prompt is prefilled
     same_prompt = await _median_ttft(engine, with_tools)          # the tools' prompt head is now cached
     cold = await _ttft(engine, with_tools, grammar)               # the grammar is compiled in this request

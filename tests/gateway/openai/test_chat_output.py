@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.tool_grammar import GRAMMAR_PARSER, ToolChoice
-from agents.tools import get_parser
+from agents.tool_choice import ToolChoice
+from agents.tool_formats import get_format
 from engine import RequestStatus
 from gateway.openai.chat_output import ChatOutput
 
@@ -23,7 +23,7 @@ S = RequestStatus
 ])
 def test_finish_reason_through_the_one_map(mode, text, status, reason):
     choice = ToolChoice(mode, "add" if mode == "function" else None)
-    output = ChatOutput(get_parser(GRAMMAR_PARSER)(eager=choice.forced), choice)
+    output = ChatOutput(get_format("hermes").new_parser(eager=choice.forced), choice)
     output.whole(text)
     assert output.finish_reason(status) == reason
     assert choice.final_status(status, output.has_calls).finish_reason == reason

@@ -8,6 +8,7 @@ import pytest
 
 from engine.models import DEFAULT_MODEL_ID
 from tests.conftest import start_server, write_repository
+from tests.gateway.openai.tool_answers import ask
 
 MODEL = DEFAULT_MODEL_ID
 TWO_CALLS = "smollm2-two-calls"
@@ -40,20 +41,8 @@ def client(server):
 
 def _ask(client, stream: bool, **kwargs):
     """(finish_reason, content, [(name, arguments)]) of one choice, whole or reassembled from the stream."""
-    kwargs = {"model": MODEL, "temperature": 0, **kwargs}
-    if not stream:
-        choice = client.chat.completions.create(**kwargs).choices[0]
-        calls = [(c.function.name, c.function.arguments) for c in choice.message.tool_calls or []]
-        return choice.finish_reason, choice.message.content, calls
-    content, calls, finish = "", {}, None
-    for chunk in client.chat.completions.create(stream=True, **kwargs):
-        delta = chunk.choices[0].delta
-        content += delta.content or ""
-        for part in delta.tool_calls or []:
-            name, args = calls.get(part.index, (part.function.name, ""))
-            calls[part.index] = (name, args + (part.function.arguments or ""))
-        finish = chunk.choices[0].finish_reason or finish
-    return finish, content or None, [calls[i] for i in sorted(calls)]
+    finish, content, calls = ask(client, stream, **{"model": MODEL, "temperature": 0, **kwargs})
+    return finish, content, [(name, arguments) for _, name, arguments in calls]
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -1,0 +1,45 @@
+"""Tool-call formats, found by name (a model's `tool_call_parser` config). Each owns the prompt, the grammar of
+a forced `tool_choice` and the parser, so the three always agree. Imported only when asked for: the registry
+maps a name to "module:Class", never an elif chain.
+
+    fmt = get_format("llama3")
+    messages = fmt.prompt(messages, tools)          # for a chat template that knows no tools
+    grammar = fmt.grammar(tools, choice, max_calls)  # None unless the choice is required or named
+    parser = fmt.new_parser(eager=choice.forced)     # one per stream
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+
+from agents.tool_formats.base import ToolFormat, ToolFormatError
+
+DEFAULT_FORMAT = "hermes"
+
+_REGISTRY: dict[str, str] = {
+    "hermes": "agents.tool_formats.hermes:HermesFormat",
+    "llama3": "agents.tool_formats.llama3:Llama3Format",
+    "mistral": "agents.tool_formats.mistral:MistralFormat",
+    "pythonic": "agents.tool_formats.pythonic:PythonicFormat",
+}
+
+
+class UnknownToolFormat(ValueError):
+    """A config names a format that is not registered."""
+
+
+def format_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+@functools.cache
+def get_format(name: str) -> ToolFormat:
+    """The format's one (stateless) instance."""
+    try:
+        module_name, class_name = _REGISTRY[name].split(":")
+    except KeyError:
+        raise UnknownToolFormat(f"unknown tool_call_parser {name!r}; known: {', '.join(format_names())}") from None
+    return getattr(importlib.import_module(module_name), class_name)()
+
+
+__all__ = ["DEFAULT_FORMAT", "ToolFormat", "ToolFormatError", "UnknownToolFormat", "format_names", "get_format"]
