@@ -6,10 +6,10 @@ import itertools
 import logging
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, replace
-from typing import AsyncIterator, Iterator
+from typing import AsyncIterator, Iterator, cast
 
 from engine.admission import Admission, Observer, Trace
-from engine.backend import Backend, load_backend_class
+from engine.backend import Backend, EngineBound, LLMBackend, TextGenerator, load_backend_class
 from engine.cache import ResponseCache
 from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
 from engine.pipeline import detokenize, tokenize
@@ -19,6 +19,7 @@ from engine.sampling import checked_sampling
 from engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
+_EMBEDDINGS = {"embedding": " (or /v1/embeddings)"}   # where else a tensor-only backend serves
 
 
 @dataclass
@@ -38,6 +39,14 @@ class LoadedModel:
             raise InvalidRequest(f"model '{self.name}' ({self.config.backend} backend) does not generate text "
                                  f"from a prompt; use /v2 infer or gRPC", param="model")
         return tokenizer
+
+    @property
+    def generator(self) -> LLMBackend:
+        """The backend in its LLM role; a tensor-only model (python, embedding, tokenizer...) has none."""
+        if not isinstance(self.backend, TextGenerator):
+            raise InvalidRequest(f"model '{self.name}' ({self.config.backend} backend) does not generate text; "
+                                 f"use /v2 infer or gRPC{_EMBEDDINGS.get(self.config.backend, '')}", param="model")
+        return cast(LLMBackend, self.backend)
 
     @property
     def context_length(self) -> int:
@@ -74,7 +83,7 @@ class Engine:
         async with lock:
             config = config or self.repository.config(name)
             backend = load_backend_class(config.backend)(config)
-            if hasattr(backend, "bind"):          # ensembles resolve their steps through the engine
+            if isinstance(backend, EngineBound):  # ensembles resolve their steps through the engine
                 backend.bind(self)
             await backend.start()                 # a failure leaves the serving version in place
             versions = self._models.setdefault(name, {})
@@ -128,6 +137,7 @@ class Engine:
         """Sampling checked (engine/sampling.py), then the pipeline's tokenize step (engine/pipeline/tokenize.py),
         in a worker thread unless the prompt is short; raises InvalidRequest naming the field."""
         model = self.get(request.model, request.version)
+        model.generator                       # noqa: B018 -- a tensor-only model refuses before tokenizing
         params = checked_sampling(request.params, model.vocab_size)
         if params is not request.params:
             request = replace(request, params=params)
@@ -165,8 +175,9 @@ class Engine:
                 return
         recorded: list[GenerationDelta] = []
         async with self.admission.queue(model.config).slot(request, trace):
-            async with aclosing(model.backend.generate(request)) as generated, \
-                    aclosing(_text(model.backend, request, generated)) as deltas:
+            generator = model.generator
+            async with aclosing(generator.generate(request)) as generated, \
+                    aclosing(_text(generator, request, generated)) as deltas:
                 async for delta in deltas:
                     if cache is not None:
                         recorded.append(delta)
@@ -175,7 +186,7 @@ class Engine:
             cache.put(model.config, request, recorded)
 
 
-def _text(backend: Backend, request: GenerationRequest,
+def _text(backend: LLMBackend, request: GenerationRequest,
           deltas: AsyncIterator[GenerationDelta]) -> AsyncIterator[GenerationDelta]:
     """The generate step's deltas, through the detokenize step unless the backend wrote the text itself."""
     return deltas if backend.capabilities.text_output else detokenize(backend, request, deltas)

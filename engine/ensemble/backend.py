@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, AsyncIterator
 
-from engine.backend import Capabilities
+from engine.backend import BackendStats, Capabilities
 from engine.ensemble.generation import TextPipeline, text_plan
 from engine.ensemble.graph import plan
 from engine.ensemble.run import run_steps
@@ -88,7 +88,11 @@ class EnsembleBackend:
         return self.text.generate(request)
 
     async def abort(self, request_id: str, index: int | None = None) -> None:
-        return None
+        return None                        # closing generate's stream closes its steps' streams
+
+    def stats(self) -> BackendStats:
+        """Nothing of its own: its steps are models of their own, each with its gauges."""
+        return BackendStats()
 
     def health(self) -> bool:
         return bool(self.order)

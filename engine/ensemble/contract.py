@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engine.backend import TensorModel
 from engine.repository.config import ModelConfig
 from engine.repository.specs import TensorSpec
 
 if TYPE_CHECKING:
     from engine.engine import Engine
-    from engine.ensemble.tensors import TensorModel
 
 LLM_INPUTS = (
     TensorSpec("text_input", "BYTES", (1,)),
@@ -49,11 +49,11 @@ def tensor_interface(config: ModelConfig) -> tuple[tuple[TensorSpec, ...], tuple
     return config.inputs, config.outputs
 
 
-def tensor_model(engine: "Engine", name: str, version: str | None = None) -> "TensorModel":
-    """The loaded model (that version, or the newest) as named tensors: its own `infer`, or the LLM contract
-    over `Engine.generate`."""
+def tensor_model(engine: "Engine", name: str, version: str | None = None) -> TensorModel:
+    """The loaded model (that version, or the newest) as named tensors: its own `infer` when it has the
+    TensorModel role, or else the LLM contract over `Engine.generate`."""
     model = engine.get(name, version)
-    if hasattr(model.backend, "infer"):
+    if isinstance(model.backend, TensorModel):
         return model.backend
     from engine.ensemble.llm import LLMTensorModel
 

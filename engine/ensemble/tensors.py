@@ -5,7 +5,7 @@ BYTES tensors are numpy object arrays of `bytes`; every other datatype maps to o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -57,15 +57,6 @@ class InferRequest:
     id: str
     inputs: Tensors
     parameters: dict[str, Any] = field(default_factory=dict)
-
-
-class TensorModel(Protocol):
-    """A model seen as named tensors in, a stream of named tensors out (one item unless decoupled)."""
-
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-
-    def infer(self, request: InferRequest) -> AsyncIterator[Tensors]: ...
 
 
 def check_inputs(specs: tuple[TensorSpec, ...], inputs: Tensors, model: str) -> None:

@@ -7,10 +7,9 @@ from typing import AsyncIterator
 
 import numpy as np
 
-from engine.backend import Capabilities
+from engine.backend import BackendStats, Capabilities
 from engine.ensemble.contract import tensor_interface
 from engine.ensemble.tensors import InferRequest, Tensors, bytes_tensor, check_inputs, first_string
-from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
 
 
@@ -31,11 +30,8 @@ class _TextModel:
         source = self.config.resolve(self.config.tokenizer) if self.config.tokenizer else weights_folder(self.config)
         self.tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, source)
 
-    def generate(self, request):
-        raise InvalidRequest(f"model '{self.config.name}' is a {self.config.backend}: use /v2 infer or gRPC")
-
-    async def abort(self, request_id: str, index: int | None = None) -> None:
-        return None
+    def stats(self) -> BackendStats:
+        return BackendStats()
 
     def health(self) -> bool:
         return self.tokenizer is not None

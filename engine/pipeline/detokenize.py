@@ -15,7 +15,7 @@ from engine.pipeline.stop import StopChecker
 from engine.types import GenerationDelta, GenerationRequest, RequestStatus, Usage
 
 if TYPE_CHECKING:
-    from engine.backend import Backend
+    from engine.backend import LLMBackend
 
 _FLUSHED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH)   # ends that release held text
 
@@ -65,7 +65,7 @@ def _ends_on_stop_token(delta: GenerationDelta) -> bool:
             and bool(delta.token_ids) and delta.token_ids[-1] == delta.stop_reason)
 
 
-async def detokenize(backend: "Backend", request: GenerationRequest,
+async def detokenize(backend: "LLMBackend", request: GenerationRequest,
                      deltas: AsyncIterator[GenerationDelta]) -> AsyncIterator[GenerationDelta]:
     """The text deltas of `deltas` (the backend's stream for `request`). Ends once every choice has ended; the
     caller closes `deltas` then, which stops whatever the backend still runs for the request."""

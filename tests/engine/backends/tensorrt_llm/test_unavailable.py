@@ -1,0 +1,37 @@
+"""Without TensorRT-LLM installed (this machine: no CUDA), a `tensorrt_llm` model fails to load with a clear
+BackendUnavailable naming the extra, through the engine and the repository; the server goes on serving."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import yaml
+
+from engine.engine import Engine
+from engine.errors import BackendUnavailable
+from engine.repository import ModelRepository
+from engine.repository.control import ModelControl
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorrt_llm") is not None,
+                                reason="TensorRT-LLM is installed here: the conformance suite runs it instead")
+
+
+def _repository(root):
+    (root / "trt" / "1").mkdir(parents=True)
+    (root / "trt" / "config.yaml").write_text(yaml.safe_dump({"backend": "tensorrt_llm", "weights": "/nowhere"}))
+    return ModelRepository(root)
+
+
+async def test_loading_names_the_extra(tmp_path):
+    engine = Engine(_repository(tmp_path))
+    with pytest.raises(BackendUnavailable, match=r"conch\[trtllm\]"):
+        await engine.load("trt")
+    assert engine.versions("trt") == []
+
+
+async def test_the_repository_records_the_failure_and_starts(tmp_path):
+    control = ModelControl(Engine(_repository(tmp_path)))
+    await control.start()                                   # does not raise: the failure is the model's
+    (state,) = control.index()
+    assert state.name == "trt" and state.state == "UNAVAILABLE" and "conch[trtllm]" in state.reason
+    await control.stop()
