@@ -8,9 +8,8 @@ json_object, regex, EBNF grammar), a choice becomes a regex of its escaped optio
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
@@ -18,9 +17,12 @@ from engine.types import GenerationRequest, SamplingParams
 from grammars import Choice, Grammar, JsonObject, JsonSchema, Regex
 
 # Triton's tensorrtllm model parameters (config.pbtxt) -> where they go in LLM(...) / its KvCacheConfig.
-_TRITON_KV = {"kv_cache_free_gpu_mem_fraction": ("free_gpu_memory_fraction", float),
-              "max_tokens_in_paged_kv_cache": ("max_tokens", int),
-              "enable_kv_cache_reuse": ("enable_block_reuse", lambda v: str(v).lower() in ("true", "1"))}
+_TRITON_KV: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "kv_cache_free_gpu_mem_fraction": ("free_gpu_memory_fraction", float),
+    "max_tokens_in_paged_kv_cache": ("max_tokens", int),
+    "enable_kv_cache_reuse": ("enable_block_reuse", lambda v: str(v).lower() in ("true", "1")),
+}
+_REGEX_META = frozenset(r"\.^$*+?()[]{}|")
 
 
 @dataclass(frozen=True)
@@ -87,11 +89,17 @@ def guided_kwargs(spec: Any) -> dict[str, Any]:
     if isinstance(spec, Regex):
         return {"regex": spec.pattern}
     if isinstance(spec, Choice):
-        return {"regex": "(" + "|".join(re.escape(option) for option in spec.options) + ")"}
+        return {"regex": "(" + "|".join(map(_literal, spec.options)) + ")"}
     if isinstance(spec, Grammar):
         raise InvalidRequest("the tensorrt_llm backend takes EBNF grammars (xgrammar), not Lark ones; use a JSON "
                              "schema, a regex or a choice", param="grammar")
     raise InvalidRequest(f"not a grammar spec: {type(spec).__name__}", param="grammar")
+
+
+def _literal(text: str) -> str:
+    """`text` as a regex matching itself: only the metacharacters escaped (re.escape also escapes spaces and
+    other characters, which a non-Python regex dialect may not take)."""
+    return "".join("\\" + c if c in _REGEX_META else c for c in text)
 
 
 def llm_kwargs(config: ModelConfig, weights: str) -> dict[str, Any]:

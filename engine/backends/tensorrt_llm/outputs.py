@@ -21,10 +21,13 @@ def choice_delta(request_id: str, output: Any, prompt_tokens: int, top_logprobs:
                  piece: Callable[[int], str]) -> GenerationDelta:
     """One CompletionOutput's news as a delta; final (with usage) once it has a finish_reason."""
     ids = tuple(output.token_ids_diff)
-    logprobs = tuple(_position(entry, token, top_logprobs, piece)
-                     for entry, token in zip(output.logprobs_diff, ids, strict=False)) if top_logprobs is not None else ()
-    status = _FINISH.get(output.finish_reason, RequestStatus.FINISHED_ERROR) if output.finish_reason else \
-        RequestStatus.RUNNING
+    logprobs: tuple[PositionLogprobs, ...] = ()
+    if top_logprobs is not None:
+        logprobs = tuple(_position(entry, token, top_logprobs, piece)
+                         for entry, token in zip(output.logprobs_diff, ids, strict=False))
+    status = RequestStatus.RUNNING
+    if output.finish_reason:
+        status = _FINISH.get(output.finish_reason, RequestStatus.FINISHED_ERROR)
     usage = Usage(prompt_tokens, len(output.token_ids)) if status.is_finished else None
     return GenerationDelta(request_id, output.index, ids, output.text_diff, logprobs, status, usage,
                            stop_reason=output.stop_reason if status == RequestStatus.FINISHED_STOPPED else None)

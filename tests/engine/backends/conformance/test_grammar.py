@@ -23,7 +23,8 @@ async def test_a_json_schema_gives_a_valid_instance(engine):
 
 
 async def test_a_regex_is_matched_whole(engine):
-    choice = await one(engine, prompt=chat("Give me a phone number."), max_tokens=20, grammar=Regex(r"[0-9]{3}-[0-9]{4}"))
+    choice = await one(engine, prompt=chat("Give me a phone number."), max_tokens=20,
+                       grammar=Regex(r"[0-9]{3}-[0-9]{4}"))
     assert re.fullmatch(r"[0-9]{3}-[0-9]{4}", choice.text), choice.text
 
 

@@ -35,3 +35,14 @@ async def test_the_repository_records_the_failure_and_starts(tmp_path):
     (state,) = control.index()
     assert state.name == "trt" and state.state == "UNAVAILABLE" and "conch[trtllm]" in state.reason
     await control.stop()
+
+
+async def test_tritons_tensorrtllm_layout_names_this_backend(tmp_path):
+    (tmp_path / "trt" / "1").mkdir(parents=True)
+    (tmp_path / "trt" / "config.pbtxt").write_text(
+        'backend: "tensorrtllm"\nmax_batch_size: 8\n'
+        'parameters { key: "gpt_model_path" value: { string_value: "/engines/trt" } }\n')
+    config = ModelRepository(tmp_path).config("trt")
+    assert config.backend == "tensorrt_llm" and config.is_llm and config.parameters["gpt_model_path"] == "/engines/trt"
+    with pytest.raises(BackendUnavailable, match=r"conch\[trtllm\]"):
+        await Engine(ModelRepository(tmp_path)).load("trt")
