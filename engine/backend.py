@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import AsyncGenerator, Callable, Protocol, TYPE_CHECKING, runtime_checkable
+from typing import TYPE_CHECKING, AsyncGenerator, Callable, Protocol, runtime_checkable
 
 from engine.errors import BackendUnavailable
 
 if TYPE_CHECKING:
+    from engine.tensors.interface import InferRequest, Tensors
     from engine.repository.config import ModelConfig
+    from engine.repository.specs import TensorSpec
     from engine.types import GenerationDelta, GenerationRequest
 
 
@@ -30,24 +32,76 @@ class Capabilities:
     native_tools: bool = False  # with chat_input: tools, tool_choice and response_format are forwarded as given
 
 
+@dataclass(frozen=True)
+class BackendStats:
+    running: int = 0                 # sequences in the running batch
+    waiting: int = 0                 # admitted but not yet scheduled
+    kv_cache_usage: float | None = None   # fraction 0..1 of the KV budget in use; None if unknown
+    prefix_cache_queries: int = 0    # cumulative tokens looked up in the prefix cache
+    prefix_cache_hits: int = 0       # cumulative tokens found there
+
+
 @runtime_checkable
 class Backend(Protocol):
-    """What every backend offers. Everything beyond these few members is a capability flag."""
+    """What every backend offers, whatever its role. Everything beyond these members is a role (below) or a
+    capability flag. `stats` is read at every /metrics scrape from the event loop: cheap, no locks held long."""
 
     capabilities: Capabilities
-    tokenizer: object           # a transformers tokenizer (encode/decode/apply_chat_template)
+    tokenizer: object           # a transformers tokenizer (encode/decode/apply_chat_template), or None
     context_length: int
 
     async def start(self) -> None: ...
 
-    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]: ...
+    def health(self) -> bool: ...
+
+    def stats(self) -> BackendStats: ...
+
+    async def stop(self) -> None: ...
+
+
+@runtime_checkable
+class TextGenerator(Protocol):
+    """The LLM role: token (or text, with Capabilities.text_output) deltas for a GenerationRequest."""
+
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
+        """Every choice's deltas, interleaved; each choice ends with exactly one finished delta."""
+        ...
 
     async def abort(self, request_id: str, index: int | None = None) -> None:
         """Stop one choice of a request, or (index None) all of them; each still ends with a final delta."""
 
-    def health(self) -> bool: ...
 
-    async def stop(self) -> None: ...
+class LLMBackend(Backend, TextGenerator, Protocol):
+    """A backend in the LLM role (transformers, vllm, tensorrt_llm, openai): what the pipeline drives and
+    the conformance suite (tests/engine/backends/conformance/) checks. Test the role with TextGenerator."""
+
+
+@runtime_checkable
+class TensorModel(Protocol):
+    """The named-tensor role (/v2 infer, gRPC, ensemble steps): `inputs`/`outputs` declare the tensors."""
+
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]: ...
+
+
+@runtime_checkable
+class CountsExecutions(Protocol):
+    """A backend that counts its batched executions (Triton's nv_inference_exec_count); others report one
+    execution per request."""
+
+    @property
+    def steps(self) -> int: ...
+
+
+@runtime_checkable
+class Deployments(Protocol):
+    """A backend that spreads requests over upstream deployments (the openai backend), for /metrics."""
+
+    def deployments(self) -> list[tuple[str, bool, int]]:
+        """(deployment label, healthy, requests in flight) of each deployment."""
+        ...
 
 
 BackendFactory = Callable[["ModelConfig"], Backend]
@@ -61,6 +115,8 @@ _BACKENDS: dict[str, str] = {
     "ensemble": "engine.ensemble.backend:EnsembleBackend",
     "tokenizer": "engine.backends.text.backend:TokenizerBackend",
     "detokenizer": "engine.backends.text.backend:DetokenizerBackend",
+    "vllm": "engine.backends.vllm.backend:VLLMBackend",
+    "tensorrt_llm": "engine.backends.tensorrt_llm.backend:TensorRTLLMBackend",
 }
 
 

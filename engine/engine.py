@@ -6,10 +6,10 @@ import itertools
 import logging
 from contextlib import aclosing, contextmanager
 from dataclasses import replace
-from typing import AsyncGenerator, Iterator
+from typing import AsyncGenerator, Iterator, Protocol, runtime_checkable
 
 from engine.admission import Admission, Observer, Trace
-from engine.backend import Backend, load_backend_class
+from engine.backend import LLMBackend, load_backend_class
 from engine.cache import ResponseCache
 from engine.errors import ModelNotFound, ModelNotReady
 from engine.loaded_model import LoadedModel
@@ -20,6 +20,15 @@ from engine.params import checked_sampling
 from engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class EngineBound(Protocol):
+    """A backend role: it resolves other models through the engine (ensembles, upstream fallbacks); the engine
+    calls `bind` once, before `start`. Declared here, beside the Engine it receives, so that engine/backend.py
+    needs nothing above it."""
+
+    def bind(self, engine: Engine) -> None: ...
 
 
 class Engine:
@@ -47,7 +56,7 @@ class Engine:
         async with lock:
             config = config or self.repository.config(name)
             backend = load_backend_class(config.backend)(config)
-            if hasattr(backend, "bind"):          # ensembles resolve their steps through the engine
+            if isinstance(backend, EngineBound):  # ensembles resolve their steps through the engine
                 backend.bind(self)
             await backend.start()                 # a failure leaves the serving version in place
             versions = self._models.setdefault(name, {})
@@ -102,6 +111,7 @@ class Engine:
         (engine/pipeline/tokenize.py), in a worker thread unless the prompt is short; raises InvalidRequest
         naming the field."""
         model = self.get(request.model, request.version)
+        model.generator                       # noqa: B018 -- a tensor-only model refuses before tokenizing
         params = checked_sampling(request.params, model.vocab_size)
         if params is not request.params:
             request = replace(request, params=params)
@@ -139,8 +149,9 @@ class Engine:
                 return
         recorded: list[GenerationDelta] = []
         async with self.admission.queue(model.config).slot(request, trace):
-            async with aclosing(model.backend.generate(request)) as generated, \
-                    aclosing(_text(model.backend, request, generated)) as deltas:
+            generator = model.generator
+            async with aclosing(generator.generate(request)) as generated, \
+                    aclosing(_text(generator, request, generated)) as deltas:
                 async for delta in deltas:
                     if cache is not None:
                         recorded.append(delta)
@@ -149,7 +160,7 @@ class Engine:
             cache.put(model.config, request, recorded)
 
 
-def _text(backend: Backend, request: GenerationRequest,
+def _text(backend: LLMBackend, request: GenerationRequest,
           deltas: AsyncGenerator[GenerationDelta, None]) -> AsyncGenerator[GenerationDelta, None]:
     """The generate step's deltas, through the detokenize step unless the backend wrote the text itself."""
     return deltas if backend.capabilities.text_output else detokenize(backend, request, deltas)

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 from collections.abc import Sized
 from dataclasses import dataclass
+from typing import cast
 
-from engine.backend import Backend
+from engine.backend import Backend, LLMBackend, TextGenerator
 from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
+
+_EMBEDDINGS = {"embedding": " (or /v1/embeddings)"}   # where else a tensor-only backend serves
 
 
 @dataclass
@@ -26,6 +29,14 @@ class LoadedModel:
             raise InvalidRequest(f"model '{self.name}' ({self.config.backend} backend) does not generate text "
                                  f"from a prompt; use /v2 infer or gRPC", param="model")
         return tokenizer
+
+    @property
+    def generator(self) -> LLMBackend:
+        """The backend in its LLM role; a tensor-only model (python, embedding, tokenizer...) has none."""
+        if not isinstance(self.backend, TextGenerator):
+            raise InvalidRequest(f"model '{self.name}' ({self.config.backend} backend) does not generate text; "
+                                 f"use /v2 infer or gRPC{_EMBEDDINGS.get(self.config.backend, '')}", param="model")
+        return cast(LLMBackend, self.backend)
 
     @property
     def context_length(self) -> int:

@@ -7,7 +7,9 @@ Triton's (counters unless noted; labels model, version):
   nv_cache_num_hits_per_model, nv_cache_num_misses_per_model.
 Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_latency_seconds,
   conch_e2e_request_latency_seconds, conch_prompt_tokens, conch_generation_tokens (histograms);
-  conch_num_requests_running, conch_num_requests_waiting, conch_kv_cache_usage_ratio (gauges);
+  conch_num_requests_running, conch_num_requests_waiting, conch_kv_cache_usage_ratio (gauges, read from the
+  backend's stats(): engine/backend.py BackendStats; the KV gauge is absent for a backend that cannot tell);
+  conch_prefix_cache_queries, conch_prefix_cache_hits (counters, tokens; from stats() too);
   conch_request_cancelled, conch_rate_limit_rejections{limit}, conch_response_cache_errors (counters);
   conch_upstream_healthy, conch_upstream_inflight (gauges, labels model, deployment: an openai backend's).
 Counters carry Triton's exact names (no `_total` suffix), as Triton's own exposition does.
@@ -27,6 +29,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
 from engine.admission import Trace
+from engine.backend import CountsExecutions, Deployments
 from engine.engine import Engine
 from gateway.auth import require_role
 
@@ -134,7 +137,7 @@ class _Collector:
                       [({**labels, "reason": r}, c["failure"][(*mv, r)])
                        for mv, labels in mv_labels for r in _FAILURE_REASONS])
         yield _metric("nv_inference_exec_count", "Number of model executions performed", "counter",
-                      [(labels, getattr(lm.backend, "steps", c["count"][mv]))
+                      [(labels, lm.backend.steps if isinstance(lm.backend, CountsExecutions) else c["count"][mv])
                        for (mv, labels), (_, _, lm) in zip(mv_labels, models, strict=True)])
         yield _metric("nv_inference_pending_request_count", "Requests waiting for a slot", "gauge",
                       [(labels, engine.admission.pending(mv[0])) for mv, labels in mv_labels])
@@ -144,17 +147,20 @@ class _Collector:
 
     def _llm_gauges(self, models):
         engine = self.m.engine
-        running, waiting, kv = [], [], []
+        running, waiting, kv, queries, hits = [], [], [], [], []
         for name, _, lm in models:
-            b, labels = lm.backend, {"model": name}
-            r = getattr(b, "num_running", 0)
-            running.append((labels, r))
-            waiting.append((labels, getattr(b, "num_waiting", 0) + engine.admission.pending(name)))
-            usage = getattr(b, "kv_cache_usage", None)
-            kv.append((labels, usage if usage is not None else r / max(1, lm.config.max_batch_size)))
+            stats, labels = lm.backend.stats(), {"model": name}
+            running.append((labels, stats.running))
+            waiting.append((labels, stats.waiting + engine.admission.pending(name)))
+            if stats.kv_cache_usage is not None:
+                kv.append((labels, stats.kv_cache_usage))
+            queries.append((labels, stats.prefix_cache_queries))
+            hits.append((labels, stats.prefix_cache_hits))
         yield _metric("conch_num_requests_running", "Sequences in the running batch", "gauge", running)
         yield _metric("conch_num_requests_waiting", "Sequences and requests waiting to run", "gauge", waiting)
-        yield _metric("conch_kv_cache_usage_ratio", "Fraction of the KV cache in use", "gauge", kv)
+        yield _metric("conch_kv_cache_usage_ratio", "Fraction of the KV cache budget in use", "gauge", kv)
+        yield _metric("conch_prefix_cache_queries", "Prompt tokens looked up in the prefix cache", "counter", queries)
+        yield _metric("conch_prefix_cache_hits", "Prompt tokens whose KV came from the prefix cache", "counter", hits)
 
     def _gateway_counters(self):
         gate, cache = self.m.gate, self.m.engine.cache
@@ -173,7 +179,9 @@ def _upstream_gauges(models):
     """Each deployment of the upstream models: healthy (1) or cooled down (0), and its requests in flight."""
     healthy, inflight = [], []
     for name, _, lm in models:
-        for deployment, ok, n in getattr(lm.backend, "deployments", lambda: [])():
+        if not isinstance(lm.backend, Deployments):
+            continue
+        for deployment, ok, n in lm.backend.deployments():
             labels = {"model": name, "deployment": deployment}
             healthy.append((labels, 1 if ok else 0))
             inflight.append((labels, n))

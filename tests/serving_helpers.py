@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.backend import Capabilities
+from engine.backend import BackendStats, Capabilities
 from engine.engine import Engine
 from engine.loaded_model import LoadedModel
 from engine.repository import ModelConfig
@@ -91,6 +91,9 @@ class FakeBackend:
 
     def health(self) -> bool:
         return True
+
+    def stats(self) -> BackendStats:
+        return BackendStats()
 
     async def abort(self, request_id: str, index: int | None = None) -> None: ...
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import AsyncGenerator
 
-from engine.backend import Capabilities
+from engine.backend import BackendStats, Capabilities
 from engine.engine import Engine
 from engine.ensemble.generation import TextPipeline, text_plan
 from engine.ensemble.graph import plan
@@ -96,7 +96,11 @@ class EnsembleBackend:
         return self._text().generate(request)
 
     async def abort(self, request_id: str, index: int | None = None) -> None:
-        return None
+        return None                        # closing generate's stream closes its steps' streams
+
+    def stats(self) -> BackendStats:
+        """Nothing of its own: its steps are models of their own, each with its gauges."""
+        return BackendStats()
 
     def health(self) -> bool:
         return bool(self.order)

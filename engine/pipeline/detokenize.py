@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import AsyncGenerator, AsyncIterator
 
-from engine.backend import Backend
+from engine.backend import LLMBackend
 from engine.pipeline.incremental import IncrementalDetokenizer
 from engine.pipeline.stop import StopChecker
 from engine.types import GenerationDelta, GenerationRequest, RequestStatus, Usage
@@ -64,7 +64,7 @@ def _ends_on_stop_token(delta: GenerationDelta) -> bool:
             and bool(delta.token_ids) and delta.token_ids[-1] == delta.stop_reason)
 
 
-async def detokenize(backend: Backend, request: GenerationRequest,
+async def detokenize(backend: LLMBackend, request: GenerationRequest,
                      deltas: AsyncIterator[GenerationDelta]) -> AsyncGenerator[GenerationDelta, None]:
     """The text deltas of `deltas` (the backend's stream for `request`). Ends once every choice has ended; the
     caller closes `deltas` then, which stops whatever the backend still runs for the request."""

@@ -67,11 +67,14 @@ def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str)
         version_policy=VersionPolicy.from_mapping(policy), **data)
 
 
+_TRITON_NAMES = {"tensorrtllm": "tensorrt_llm"}   # Triton's backend names that Conch spells otherwise
+
+
 def _backend(message: pb.ModelConfig) -> str:
     if message.platform == "ensemble" or message.ensemble_scheduling.step:
         return "ensemble"
     if message.backend:
-        return message.backend
+        return _TRITON_NAMES.get(message.backend, message.backend)
     if message.platform:
         return message.platform
     raise InvalidRequest(f"model '{message.name}': config.pbtxt names neither a backend nor a platform",

@@ -2,8 +2,13 @@
 a model known from its config alone (the lookup of a loaded model's tensors is engine/tensors/llm.py)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.repository.config import ModelConfig
 from engine.repository.specs import TensorSpec
+
+if TYPE_CHECKING:
+    pass
 
 LLM_INPUTS = (
     TensorSpec("text_input", "BYTES", (1,)),

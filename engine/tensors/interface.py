@@ -5,7 +5,7 @@ BYTES tensors are numpy object arrays of `bytes`; every other datatype maps to o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, AsyncGenerator, Protocol, Sequence, runtime_checkable
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -57,16 +57,6 @@ class InferRequest:
     id: str
     inputs: Tensors
     parameters: dict[str, Any] = field(default_factory=dict)
-
-
-@runtime_checkable
-class TensorModel(Protocol):
-    """A model seen as named tensors in, a stream of named tensors out (one item unless decoupled)."""
-
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-
-    def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]: ...
 
 
 def check_inputs(specs: tuple[TensorSpec, ...], inputs: Tensors, model: str) -> None:

@@ -15,7 +15,8 @@ from engine.engine import Engine
 from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
 from engine.tensors.contract import tensor_interface
-from engine.tensors.interface import (InferenceError, InferRequest, TensorModel, Tensors, bytes_tensor, check_inputs,
+from engine.backend import TensorModel
+from engine.tensors.interface import (InferenceError, InferRequest, Tensors, bytes_tensor, check_inputs,
                                       first_bool, first_string)
 from engine.tensors.sampling import parse_json_object, sampling_params
 from engine.tensors.structured import split_grammar

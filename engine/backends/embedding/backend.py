@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, AsyncGenerator, Sequence
 
 import numpy as np
 
-from engine.backend import Capabilities
+from engine.backend import BackendStats, Capabilities
 from engine.batcher import DynamicBatcher
 from engine.errors import InvalidRequest, ModelNotReady
 from engine.repository.config import ModelConfig
@@ -155,12 +155,9 @@ class EmbeddingBackend:
         pad = self._started.pad_id
         return self.rows_from_ids([_strip(row.tolist(), pad) for row in ids], param="INPUT_IDS")
 
-    def generate(self, request):
-        raise InvalidRequest(f"model '{self.config.name}' is an embedding model: use /v1/embeddings, /v2 infer "
-                             f"or gRPC", param="model")
-
-    async def abort(self, request_id: str, index: int | None = None) -> None:
-        return None
+    def stats(self) -> BackendStats:
+        """Requests queued in the dynamic batcher (an encoder holds no KV cache)."""
+        return BackendStats(waiting=self.batcher.pending if self.batcher is not None else 0)
 
     def health(self) -> bool:
         return self.encoder is not None

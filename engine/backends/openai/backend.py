@@ -16,7 +16,7 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import Any, AsyncGenerator, Callable, Sequence
 
-from engine.backend import Capabilities
+from engine.backend import BackendStats, Capabilities
 from engine.backends.openai.client import engine_error, make_client
 from engine.backends.openai.convert import StreamState, upstream_kwargs
 from engine.backends.openai.counting import open_tokenizer
@@ -62,9 +62,9 @@ class OpenAIBackend:
     async def abort(self, request_id: str, index: int | None = None) -> None:
         return None                      # closing generate's stream closes the upstream's
 
-    @property
-    def num_running(self) -> int:
-        return sum(d.inflight for d in self.router.deployments)
+    def stats(self) -> BackendStats:
+        """Requests in flight upstream; the upstream's KV cache is its own business (unknown here)."""
+        return BackendStats(running=sum(d.inflight for d in self.router.deployments))
 
     def deployments(self) -> list[tuple[str, bool, int]]:
         """(deployment label, healthy, in flight) of each deployment, for /metrics."""

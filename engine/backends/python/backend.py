@@ -15,9 +15,9 @@ from typing import Any, AsyncGenerator
 
 from google.protobuf import json_format
 
-from engine.backend import Capabilities
-from engine.backends.python import utils as pb_utils
+from engine.backend import BackendStats, Capabilities
 from engine.batcher import DynamicBatcher
+from engine.backends.python import utils as pb_utils
 from engine.errors import BackendUnavailable, InvalidRequest
 from engine.repository.config import ModelConfig
 from engine.tensors.interface import InferenceError, InferRequest, Tensors, check_inputs
@@ -72,11 +72,9 @@ class PythonBackend:
             raise InferenceError(f"model '{self.config.name}': execute() must return one response per request")
         return responses
 
-    def generate(self, request):
-        raise InvalidRequest(f"model '{self.config.name}' is a python model: use /v2 infer, generate or gRPC")
-
-    async def abort(self, request_id: str, index: int | None = None) -> None:
-        return None
+    def stats(self) -> BackendStats:
+        """Requests queued in the dynamic batcher, when there is one (a tensor model holds no KV cache)."""
+        return BackendStats(waiting=self._batcher.pending if self._batcher is not None else 0)
 
     def health(self) -> bool:
         return self._model is not None

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, AsyncGenerator
 
 import numpy as np
 
-from engine.backend import Capabilities
-from engine.errors import InvalidRequest, ModelNotReady
+from engine.backend import BackendStats, Capabilities
+from engine.errors import ModelNotReady
 from engine.repository.config import ModelConfig
 from engine.tensors.contract import tensor_interface
 from engine.tensors.interface import InferRequest, Tensors, bytes_tensor, check_inputs, first_string
@@ -41,11 +41,8 @@ class _TextModel:
             raise ModelNotReady(f"model '{self.config.name}' is not started")
         return self.tokenizer
 
-    def generate(self, request):
-        raise InvalidRequest(f"model '{self.config.name}' is a {self.config.backend}: use /v2 infer or gRPC")
-
-    async def abort(self, request_id: str, index: int | None = None) -> None:
-        return None
+    def stats(self) -> BackendStats:
+        return BackendStats()
 
     def health(self) -> bool:
         return self.tokenizer is not None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import torch
 
-from engine.backend import Capabilities
+from engine.backend import BackendStats, Capabilities
 from engine.backends.transformers import loader
 from engine.backends.transformers.prefix_cache import PrefixCache
 from engine.backends.transformers.prompt_logprobs import prompt_deltas, prompt_logprobs
@@ -48,6 +48,7 @@ class TransformersBackend:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._grammars: GrammarCompiler | None = None     # built on the first constrained request
+        self._prefixes: PrefixCache | None = None      # the runner's, once started (stats() reads it)
         self.steps = 0
         self.step_seconds = 0.0        # wall time inside step(), and the part spent in the model's forward
         self.forward_seconds = 0.0
@@ -59,7 +60,8 @@ class TransformersBackend:
         await asyncio.to_thread(max_token_span, self.tokenizer)    # the prompt length bound's one vocabulary pass
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.runner = ModelRunner(model, pad, PrefixCache(self.config.prefix_cache_mb * 2**20))
+        self._prefixes = PrefixCache(self.config.prefix_cache_mb * 2**20)
+        self.runner = ModelRunner(model, pad, self._prefixes)
         self.sampler = Sampler(self.tokenizer, model.config.vocab_size)
         self._eos = frozenset(_eos_ids(model, self.tokenizer))
         self._thread = threading.Thread(target=self._run, name=f"engine-{self.config.name}", daemon=True)
@@ -74,13 +76,21 @@ class TransformersBackend:
     def health(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    @property
-    def num_running(self) -> int:
-        return self.scheduler.num_running
+    def stats(self) -> BackendStats:
+        """Read from the event loop while the engine thread runs: plain reads of lists and counters.
 
-    @property
-    def num_waiting(self) -> int:
-        return self.scheduler.num_waiting
+        KV usage is in tokens, not bytes: the tokens whose KV the running sequences hold (prompt + output)
+        over the budget `max_batch_size x context_length`, the most the batch can hold (the cache grows per
+        step rather than being preallocated). The left padding of the batched cache is not counted."""
+        running = list(self.scheduler.running)          # a snapshot: the engine thread rebinds the list
+        held = sum(seq.num_tokens for seq in running if not seq.status.is_finished)
+        budget = max(1, self.config.max_batch_size * self.context_length)
+        prefixes = self._prefixes
+        return BackendStats(
+            running=sum(not seq.status.is_finished for seq in running), waiting=self.scheduler.num_waiting,
+            kv_cache_usage=min(1.0, held / budget),
+            prefix_cache_queries=prefixes.queried_tokens if prefixes is not None else 0,
+            prefix_cache_hits=prefixes.hit_tokens if prefixes is not None else 0)
 
     # -- requests --------------------------------------------------------------------------------------
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:

@@ -31,10 +31,13 @@ class PrefixCache:
         self._entries: OrderedDict[tuple[int, ...], _Entry] = OrderedDict()
         self._index: dict[tuple[int, ...], tuple[int, ...]] = {}   # block-aligned prefix -> entry key
         self.nbytes = 0
-        self.hits = 0
+        self.hits = 0                  # lookups that found a prefix
+        self.queried_tokens = 0        # prompt tokens looked up, cumulative (vLLM's prefix_cache_queries)
+        self.hit_tokens = 0            # of those, tokens whose KV came from the cache (prefix_cache_hits)
 
     def lookup(self, ids: list[int]) -> tuple[int, LayerKV] | None:
         """The longest cached block-aligned prefix that leaves at least one token to prefill."""
+        self.queried_tokens += len(ids)
         if not self._entries:
             return None
         for n in range((len(ids) - 1) // BLOCK * BLOCK, self.min_tokens - 1, -BLOCK):
@@ -43,6 +46,7 @@ class PrefixCache:
                 entry = self._entries[key]
                 self._entries.move_to_end(key)
                 self.hits += 1
+                self.hit_tokens += n
                 return n, [(k[:, :, :n], v[:, :, :n]) for k, v in entry.layers]
         return None
 

@@ -54,7 +54,8 @@ class Sequence:
         self._ids.append(token_id)
         if logprobs is not None:
             self._logprobs.append(logprobs)
-        if token_id in self.eos_ids and not self.params.ignore_eos:
+        if token_id in self.eos_ids and (not self.params.ignore_eos or token_id in self.params.stop_token_ids):
+            # ignore_eos ignores EOS only: a stop token id the request names still ends it (as in vLLM)
             self.finish(RequestStatus.FINISHED_STOPPED, token_id)
         elif self.matcher is not None and self.matcher.is_finished():
             self.finish(RequestStatus.FINISHED_STOPPED, None)

@@ -54,7 +54,7 @@ async def test_sixteen_concurrent_greedy_requests_equal_each_alone(server):
 
 async def _wait_idle(backend, limit: float = 30.0) -> None:
     deadline = time.monotonic() + limit
-    while (backend.num_running or backend.num_waiting) and time.monotonic() < deadline:
+    while (backend.stats().running or backend.stats().waiting) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
 
 
@@ -74,7 +74,7 @@ async def test_dropped_streams_free_their_slots(server):
     async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
         await asyncio.gather(*[drop_after_three_chunks(http) for _ in range(8)])
     await _wait_idle(backend)
-    assert backend.num_running == 0 and backend.num_waiting == 0
+    assert backend.stats().running == 0 and backend.stats().waiting == 0
     client = openai.AsyncOpenAI(base_url=server.v1, api_key="none", max_retries=0)
     assert await _complete(client, "Hi")
 
@@ -87,4 +87,4 @@ async def test_dropped_non_streamed_request_is_aborted(server):
         with pytest.raises(httpx.ReadTimeout):
             await http.post("/v1/chat/completions", json=body)
     await _wait_idle(backend)
-    assert backend.num_running == 0
+    assert backend.stats().running == 0
