@@ -30,6 +30,15 @@ class Capabilities:
     native_tools: bool = False  # with chat_input: tools, tool_choice and response_format are forwarded as given
 
 
+@dataclass(frozen=True)
+class BackendStats:
+    running: int = 0                 # sequences in the running batch
+    waiting: int = 0                 # admitted but not yet scheduled
+    kv_cache_usage: float | None = None   # fraction 0..1 of the KV budget in use; None if unknown
+    prefix_cache_queries: int = 0    # cumulative tokens looked up in the prefix cache
+    prefix_cache_hits: int = 0       # cumulative tokens found there
+
+
 @runtime_checkable
 class Backend(Protocol):
     """What every backend offers. Everything beyond these few members is a capability flag."""
@@ -58,6 +67,7 @@ _BACKENDS: dict[str, str] = {
     "python": "engine.backends.python.backend:PythonBackend",
     "openai": "engine.backends.openai.backend:OpenAIBackend",
     "embedding": "engine.backends.embedding.backend:EmbeddingBackend",
+    "vllm": "engine.backends.vllm.backend:VLLMBackend",
     "ensemble": "engine.ensemble.backend:EnsembleBackend",
     "tokenizer": "engine.ensemble.text:TokenizerBackend",
     "detokenizer": "engine.ensemble.text:DetokenizerBackend",
