@@ -28,8 +28,9 @@ GRAMMAR_LIBRARIES = {"guidance": "llguidance", "xgrammar": "xgrammar", "outlines
 DEFAULT_GRAMMAR_BACKEND = "guidance"   # llguidance: the library Conch's gateway validates against by default
 
 
-def engine_args(config: ModelConfig, resolve_builtin: Callable[[str], str]) -> dict[str, Any]:
-    """The AsyncEngineArgs fields for this model. `resolve_builtin("smollm2")` gives a built-in's folder."""
+def engine_args(config: ModelConfig, resolve_builtin: Callable[[str], str], cpu: bool = False) -> dict[str, Any]:
+    """The AsyncEngineArgs fields for this model. `resolve_builtin("smollm2")` gives a built-in's folder.
+    On a CPU (`cpu`), eager mode unless the args say otherwise: torch.compile's warmup takes minutes there."""
     given = config.parameters.get("engine_args") or {}
     if not isinstance(given, dict):
         raise BackendUnavailable(f"model '{config.name}': engine_args (model.json) must be a JSON object")
@@ -47,6 +48,8 @@ def engine_args(config: ModelConfig, resolve_builtin: Callable[[str], str]) -> d
                                  f"{sorted(GRAMMAR_LIBRARIES)} (Conch checks each request's grammar against it)")
     args["structured_outputs_config"] = structured
     args.setdefault("disable_log_stats", False)       # the scheduler stats feed stats()
+    if cpu:
+        args.setdefault("enforce_eager", True)
     return args
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import aclosing
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator
 
 from engine.backend import BackendStats, Capabilities
 from engine.backends.vllm.args import engine_args, grammar_library
@@ -43,8 +43,10 @@ class VLLMBackend:
         from engine.backends.transformers.loader import weights_folder
 
         self.config = config
+        from vllm.platforms import current_platform
+
         self.args = engine_args(config, lambda name: weights_folder(
-            ModelConfig(name=config.name, weights=f"builtin:{name}")))
+            ModelConfig(name=config.name, weights=f"builtin:{name}")), cpu=current_platform.is_cpu())
         self.context_length = int(self.args["max_model_len"])
         self.tokenizer: Any = None
         self._engine: Any = None
@@ -100,7 +102,7 @@ class VLLMBackend:
         return self._record.current.kv_cache_usage
 
     # -- requests --------------------------------------------------------------------------------------
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         structured = structured_outputs(request.grammar, grammar_library(self.args)) \
             if request.grammar is not None else None
         n = request.params.n
@@ -124,7 +126,7 @@ class VLLMBackend:
         await self._engine.abort([choice_id(request_id, i) for i in indexes])
 
     async def _merged(self, request: GenerationRequest, n: int,
-                      structured: dict | None) -> AsyncIterator[GenerationDelta]:
+                      structured: dict | None) -> AsyncGenerator[GenerationDelta, None]:
         """The n choices' deltas interleaved as they come; each choice streams from a task of its own."""
         out: asyncio.Queue = asyncio.Queue()
 
@@ -151,7 +153,7 @@ class VLLMBackend:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _choice(self, request: GenerationRequest, index: int,
-                      structured: dict | None) -> AsyncIterator[GenerationDelta]:
+                      structured: dict | None) -> AsyncGenerator[GenerationDelta, None]:
         """One choice as one vLLM request; closing this generator early aborts it in vLLM."""
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 

@@ -76,6 +76,9 @@ def test_engine_args_from_conch_keys():
     assert args["model"] == "/models/smollm2" and args["dtype"] == "float32"
     assert args["max_model_len"] == 1024 and args["max_num_seqs"] == 8
     assert args["structured_outputs_config"] == {"backend": "guidance"} and grammar_library(args) == "llguidance"
+    assert "enforce_eager" not in args and engine_args(config, builtin, cpu=True)["enforce_eager"] is True
+    compiled = ModelConfig(name="m", backend="vllm", weights="/w", parameters={"engine_args": {"enforce_eager": False}})
+    assert engine_args(compiled, builtin, cpu=True)["enforce_eager"] is False
 
 
 def test_triton_layout_model_json_wins_and_relative_paths_resolve(tmp_path):
