@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Any, AsyncGenerator
 
 from engine.backend import BackendStats, Capabilities
@@ -52,6 +53,7 @@ class VLLMBackend:
         self._engine: Any = None
         self._record = StatsRecord()
         self._fanout: dict[str, int] = {}           # request id -> n, while its choices run
+        self._active = 0                            # choices streaming from vLLM now
 
     # -- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -87,19 +89,24 @@ class VLLMBackend:
         return self._engine is not None and not self._engine.errored
 
     def stats(self) -> BackendStats:
-        return self._record.current
+        """vLLM's latest scheduler stats, bounded by the choices in flight here: vLLM reports stats only when
+        it steps, so after the last request ends (or an abort, which needs no step) they would stay stale."""
+        current, active = self._record.current, self._active
+        running = min(current.running, active)
+        return replace(current, running=running, waiting=min(current.waiting, active - running),
+                       kv_cache_usage=current.kv_cache_usage if active else 0.0)
 
     @property
     def num_running(self) -> int:
-        return self._record.current.running
+        return self.stats().running
 
     @property
     def num_waiting(self) -> int:
-        return self._record.current.waiting
+        return self.stats().waiting
 
     @property
     def kv_cache_usage(self) -> float | None:
-        return self._record.current.kv_cache_usage
+        return self.stats().kv_cache_usage
 
     # -- requests --------------------------------------------------------------------------------------
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
@@ -164,6 +171,7 @@ class VLLMBackend:
         stream = ChoiceStream(request.id, index, len(prompt), request.params.logprobs)
         rid = choice_id(request.id, index)
         finished = False
+        self._active += 1
         try:
             async for output in self._engine.generate(self._vllm.TokensPrompt(prompt_token_ids=prompt),
                                                       params, rid):
@@ -176,6 +184,7 @@ class VLLMBackend:
         except ValueError as exc:                        # vLLM's own check of the request's parameters
             raise InvalidRequest(f"vllm refused the request: {exc}") from exc
         finally:
+            self._active -= 1
             if not finished and self._engine is not None:
                 await self._engine.abort(rid)
         yield stream.ended_without_finish()

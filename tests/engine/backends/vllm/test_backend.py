@@ -120,7 +120,10 @@ async def test_stats_come_from_vllms_scheduler(backend):
     await asyncio.gather(*(collect(backend, r) for r in reqs))
     watcher.cancel()
     assert max(s.running for s in busy) >= 2 and max(s.kv_cache_usage for s in busy) > 0
+    long = request(backend, "Summarize: " + "the quick brown fox jumps over the lazy dog. " * 60, max_tokens=2)
+    await collect(backend, long)
+    await collect(backend, long)          # its prompt's full KV blocks are now found in the prefix cache
     after = backend.stats()
     assert after.prefix_cache_queries > before.prefix_cache_queries
-    assert after.prefix_cache_hits > before.prefix_cache_hits      # the shared chat-template head is reused
-    assert 0.0 <= after.kv_cache_usage <= 1.0
+    assert after.prefix_cache_hits > before.prefix_cache_hits
+    assert after.running == after.waiting == 0 and after.kv_cache_usage == 0.0     # idle: nothing in flight

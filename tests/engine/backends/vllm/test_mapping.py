@@ -139,3 +139,21 @@ def test_vllm_accepts_the_kwargs():
     made = VSP(**sampling_kwargs(FULL, 1))
     assert made.seed == 12 and made.top_k == 40 and made.logit_bias == {5: 10.0, 9: -100.0} and made.n == 1
     StructuredOutputsParams(**structured_outputs(Choice(("a", "b")), "llguidance"))
+
+
+def test_stats_record_keeps_gauges_and_sums_prefix_counters():
+    from engine.backends.vllm.stats import StatsRecord
+
+    def sched(running, waiting, usage, queries, hits, reset=False):
+        cache = SimpleNamespace(queries=queries, hits=hits, reset=reset)
+        return SimpleNamespace(num_running_reqs=running, num_waiting_reqs=waiting, num_skipped_waiting_reqs=1,
+                               kv_cache_usage=usage, prefix_cache_stats=cache)
+
+    record = StatsRecord()
+    record.update(sched(3, 2, 0.25, 100, 40))
+    record.update(None)                                   # an update without scheduler stats changes nothing
+    record.update(sched(1, 0, 0.5, 50, 10))
+    assert (record.current.running, record.current.waiting, record.current.kv_cache_usage) == (1, 1, 0.5)
+    assert (record.current.prefix_cache_queries, record.current.prefix_cache_hits) == (150, 50)
+    record.update(sched(0, 0, 0.0, 7, 7, reset=True))
+    assert (record.current.prefix_cache_queries, record.current.prefix_cache_hits) == (7, 7)
