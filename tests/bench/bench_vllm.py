@@ -5,7 +5,8 @@ Workload: 32 chat prompts (bench_engine's) x 64 new tokens, greedy, ignore_eos, 
 (/v1/chat/completions), at concurrency 1 and 16. Both servers load SmolLM2's converted folder with the same
 engine args (bf16, max_model_len 2048, max_num_seqs 16, eager mode, 1 GiB of KV cache) and run side by side;
 rounds alternate which server goes first, and the figures are the medians over rounds of each side and of
-the per-round ratios (goal: Conch >= 0.95x vLLM's tokens/s, TTFT p50 <= 1.1x). CONCH_BENCH_ROUNDS (default 2).
+the per-round ratios (goal: Conch >= 0.95x vLLM's tokens/s, TTFT p50 <= 1.1x). CONCH_BENCH_ROUNDS (default 2)
+and CONCH_BENCH_PROMPTS (default 32, the first N prompts) shrink the run for an overloaded machine.
 """
 from __future__ import annotations
 
@@ -27,12 +28,13 @@ from tests.conftest import Server, free_port, start_server
 from tests.engine.backends.vllm.helpers import ENGINE_ARGS, VLLM_ENV
 
 ROUNDS = int(os.environ.get("CONCH_BENCH_ROUNDS", "2"))
+WORKLOAD = PROMPTS[:int(os.environ.get("CONCH_BENCH_PROMPTS", len(PROMPTS)))]
 CONCURRENCIES = (1, 16)
 MODEL = "m"
 
 
 async def _run(url: str, concurrency: int) -> tuple[float, float]:
-    """(completion tokens/s over the whole run, TTFT p50 in seconds) of the 32 prompts at `concurrency`."""
+    """(completion tokens/s over the whole run, TTFT p50 in seconds) of the workload at `concurrency`."""
     sem = asyncio.Semaphore(concurrency)
     ttfts: list[float] = []
     tokens = 0
@@ -57,13 +59,13 @@ async def _run(url: str, concurrency: int) -> tuple[float, float]:
             ttfts.append(first if first is not None else time.perf_counter() - start)
 
     async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=64)) as client:
-        await asyncio.gather(*(one(client, p) for p in PROMPTS[:2]))                     # warm up
+        await asyncio.gather(*(one(client, p) for p in PROMPTS[:1]))                     # warm up
         ttfts.clear()
         tokens = 0
         start = time.perf_counter()
-        await asyncio.gather(*(one(client, p) for p in PROMPTS))
+        await asyncio.gather(*(one(client, p) for p in WORKLOAD))
         elapsed = time.perf_counter() - start
-    assert tokens == len(PROMPTS) * NEW_TOKENS, tokens
+    assert tokens == len(WORKLOAD) * NEW_TOKENS, tokens
     return tokens / elapsed, statistics.median(ttfts)
 
 
@@ -124,7 +126,7 @@ def _rounds(conch: str, vllm: str, concurrency: int) -> dict[str, list[tuple[flo
 
 
 def _report(results: dict[int, dict[str, list[tuple[float, float]]]]) -> None:
-    print(f"Conch (vllm backend) vs vLLM's OpenAI server: {len(PROMPTS)} chat prompts x {NEW_TOKENS} tokens, "
+    print(f"Conch (vllm backend) vs vLLM's OpenAI server: {len(WORKLOAD)} chat prompts x {NEW_TOKENS} tokens, "
           f"greedy, ignore_eos, streamed; {ROUNDS} alternating rounds, medians")
     print(f"  {'conc':>4} {'vLLM tok/s':>11} {'Conch tok/s':>12} {'ratio':>7}   {'vLLM TTFT ms':>12} "
           f"{'Conch TTFT ms':>13} {'ratio':>7}")
