@@ -112,7 +112,6 @@ _BACKENDS: dict[str, str] = {
     "python": "engine.backends.python.backend:PythonBackend",
     "openai": "engine.backends.openai.backend:OpenAIBackend",
     "embedding": "engine.backends.embedding.backend:EmbeddingBackend",
-    "vllm": "engine.backends.vllm.backend:VLLMBackend",
     "ensemble": "engine.ensemble.backend:EnsembleBackend",
     "tokenizer": "engine.backends.text.backend:TokenizerBackend",
     "detokenizer": "engine.backends.text.backend:DetokenizerBackend",

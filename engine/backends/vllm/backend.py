@@ -96,18 +96,6 @@ class VLLMBackend:
         return replace(current, running=running, waiting=min(current.waiting, active - running),
                        kv_cache_usage=current.kv_cache_usage if active else 0.0)
 
-    @property
-    def num_running(self) -> int:
-        return self.stats().running
-
-    @property
-    def num_waiting(self) -> int:
-        return self.stats().waiting
-
-    @property
-    def kv_cache_usage(self) -> float | None:
-        return self.stats().kv_cache_usage
-
     # -- requests --------------------------------------------------------------------------------------
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         structured = structured_outputs(request.grammar, grammar_library(self.args)) \
