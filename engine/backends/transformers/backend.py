@@ -16,7 +16,8 @@ from typing import AsyncIterator
 import torch
 
 from engine.backend import Capabilities
-from engine.backends.transformers import loader
+from engine.backends.transformers import llama, loader
+from engine.backends.transformers.flat_runner import FlatRunner
 from engine.backends.transformers.prefix_cache import PrefixCache
 from engine.backends.transformers.prompt_logprobs import prompt_deltas, prompt_logprobs
 from engine.backends.transformers.runner import ModelRunner
@@ -56,11 +57,22 @@ class TransformersBackend:
         await asyncio.to_thread(max_token_span, self.tokenizer)    # the prompt length bound's one vocabulary pass
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.runner = ModelRunner(model, pad, PrefixCache(self.config.prefix_cache_mb * 2**20))
+        self.runner = self._runner(model, pad)
         self.sampler = Sampler(self.tokenizer, model.config.vocab_size)
         self._eos = frozenset(_eos_ids(model, self.tokenizer))
         self._thread = threading.Thread(target=self._run, name=f"engine-{self.config.name}", daemon=True)
         self._thread.start()
+
+    def _runner(self, model, pad: int) -> ModelRunner | FlatRunner:
+        """The flattened runner for the Llama family (chunked prefill, slot KV store under a byte budget);
+        the HF forward, left-padded, for any other architecture or when the config asks for it."""
+        prefixes = PrefixCache(self.config.prefix_cache_mb * 2**20)
+        if self.config.parameters.get("runner", "auto") == "auto" and llama.supports(model):
+            runner = FlatRunner(model, self.config.max_batch_size, self.config.kv_cache_mb * 2**20, prefixes)
+            self.scheduler = Scheduler(self.config.max_batch_size, step_tokens=self.config.max_step_tokens,
+                                       admit=runner.admit, release=runner.release)
+            return runner
+        return ModelRunner(model, pad, prefixes)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -161,12 +173,12 @@ class TransformersBackend:
     def step(self) -> list[GenerationDelta]:
         batch = self.scheduler.schedule()            # who leaves, who joins, who decodes this step
         if batch.empty:
-            self.runner.kv.keep([])
+            self.runner.reset()
             return self.scheduler.drain_dropped()
         start = time.perf_counter()
-        logits = self.runner.forward(batch)          # one decode pass + one prefill pass for newcomers
+        logits = self.runner.forward(batch)          # the decode rows and the prefill chunks
         forwarded = time.perf_counter()
-        deltas = self.scheduler.update(batch, self.sampler.sample(batch.seqs, logits))
+        deltas = self.scheduler.update(batch, self.sampler.sample(batch.sampling, logits))
         self.steps += 1
         self.forward_seconds += forwarded - start
         self.step_seconds += time.perf_counter() - start
@@ -178,8 +190,8 @@ class TransformersBackend:
         for seq in self.scheduler.running:
             seq.fail(message)
         deltas = [d for d in map(Sequence.drain, self.scheduler.running) if d is not None]
-        self.scheduler.running = []
-        self.runner.kv.keep([])
+        self.scheduler.leave_all()
+        self.runner.reset()
         return deltas
 
     def _deliver(self, deltas: list[GenerationDelta]) -> None:
