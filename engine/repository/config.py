@@ -26,11 +26,13 @@ class ModelConfig:
     chat_template: str | None = None    # a Jinja template overriding the tokenizer's own
     tool_call_parser: str = "hermes"
     max_parallel_tool_calls: int = 4    # most calls one forced (tool_choice "required") answer may hold
-    max_batch_size: int = 16
+    max_batch_size: int = 64
     context_length: int = 2048
     dtype: str = "bfloat16"
     max_queue_size: int = 256
     prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off)
+    kv_cache_mb: int = 2048             # the running sequences' KV budget (transformers, Llama family)
+    max_step_tokens: int = 256          # tokens one engine step computes: decode rows + prefill chunks
     queue_timeout: float | None = None  # seconds a request may wait for a slot; None = no limit
     response_cache: bool = True
     grammar_bounds: GenerationBounds = GenerationBounds()  # how far unbounded JSON may grow (grammars/bounds.py)

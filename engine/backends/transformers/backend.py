@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import torch
 
 from engine.backend import BackendStats, Capabilities
-from engine.backends.transformers import loader
+from engine.backends.transformers import llama, loader
+from engine.backends.transformers.flat_runner import FlatRunner
 from engine.backends.transformers.prefix_cache import PrefixCache
 from engine.backends.transformers.prompt_logprobs import prompt_deltas, prompt_logprobs
 from engine.backends.transformers.runner import ModelRunner
@@ -48,7 +49,6 @@ class TransformersBackend:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._grammars: GrammarCompiler | None = None     # built on the first constrained request
-        self._prefixes: PrefixCache | None = None      # the runner's, once started (stats() reads it)
         self.steps = 0
         self.step_seconds = 0.0        # wall time inside step(), and the part spent in the model's forward
         self.forward_seconds = 0.0
@@ -60,12 +60,22 @@ class TransformersBackend:
         await asyncio.to_thread(max_token_span, self.tokenizer)    # the prompt length bound's one vocabulary pass
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self._prefixes = PrefixCache(self.config.prefix_cache_mb * 2**20)
-        self.runner = ModelRunner(model, pad, self._prefixes)
+        self.runner = self._runner(model, pad)
         self.sampler = Sampler(self.tokenizer, model.config.vocab_size)
         self._eos = frozenset(_eos_ids(model, self.tokenizer))
         self._thread = threading.Thread(target=self._run, name=f"engine-{self.config.name}", daemon=True)
         self._thread.start()
+
+    def _runner(self, model, pad: int) -> ModelRunner | FlatRunner:
+        """The flattened runner for the Llama family (chunked prefill, slot KV store under a byte budget);
+        the HF forward, left-padded, for any other architecture or when the config asks for it."""
+        prefixes = PrefixCache(self.config.prefix_cache_mb * 2**20)
+        if self.config.parameters.get("runner", "auto") == "auto" and llama.supports(model):
+            runner = FlatRunner(model, self.config.max_batch_size, self.config.kv_cache_mb * 2**20, prefixes)
+            self.scheduler = Scheduler(self.config.max_batch_size, step_tokens=self.config.max_step_tokens,
+                                       admit=runner.admit, release=runner.release)
+            return runner
+        return ModelRunner(model, pad, prefixes)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -79,16 +89,21 @@ class TransformersBackend:
     def stats(self) -> BackendStats:
         """Read from the event loop while the engine thread runs: plain reads of lists and counters.
 
-        KV usage is in tokens, not bytes: the tokens whose KV the running sequences hold (prompt + output)
-        over the budget `max_batch_size x context_length`, the most the batch can hold (the cache grows per
-        step rather than being preallocated). The left padding of the batched cache is not counted."""
+        KV usage: with the flattened runner, the bytes its slot store has reserved over its byte budget
+        (`kv_cache_mb`). With the HF runner, in tokens: those whose KV the running sequences hold (prompt +
+        output) over `max_batch_size x context_length`, the most that batch can hold (its cache grows per step;
+        the left padding is not counted)."""
         running = list(self.scheduler.running)          # a snapshot: the engine thread rebinds the list
-        held = sum(seq.num_tokens for seq in running if not seq.status.is_finished)
-        budget = max(1, self.config.max_batch_size * self.context_length)
-        prefixes = self._prefixes
+        runner = self.runner
+        if isinstance(runner, FlatRunner):
+            usage = runner.kv_usage
+        else:
+            held = sum(seq.num_tokens for seq in running if not seq.status.is_finished)
+            usage = min(1.0, held / max(1, self.config.max_batch_size * self.context_length))
+        prefixes = runner.prefixes if runner is not None else None
         return BackendStats(
             running=sum(not seq.status.is_finished for seq in running), waiting=self.scheduler.num_waiting,
-            kv_cache_usage=min(1.0, held / budget),
+            kv_cache_usage=usage,
             prefix_cache_queries=prefixes.queried_tokens if prefixes is not None else 0,
             prefix_cache_hits=prefixes.hit_tokens if prefixes is not None else 0)
 
@@ -174,12 +189,12 @@ class TransformersBackend:
     def step(self) -> list[GenerationDelta]:
         batch = self.scheduler.schedule()            # who leaves, who joins, who decodes this step
         if batch.empty:
-            self.runner.kv.keep([])
+            self.runner.reset()
             return self.scheduler.drain_dropped()
         start = time.perf_counter()
-        logits = self.runner.forward(batch)          # one decode pass + one prefill pass for newcomers
+        logits = self.runner.forward(batch)          # the decode rows and the prefill chunks
         forwarded = time.perf_counter()
-        deltas = self.scheduler.update(batch, self.sampler.sample(batch.seqs, logits))
+        deltas = self.scheduler.update(batch, self.sampler.sample(batch.sampling, logits))
         self.steps += 1
         self.forward_seconds += forwarded - start
         self.step_seconds += time.perf_counter() - start
@@ -191,8 +206,8 @@ class TransformersBackend:
         for seq in self.scheduler.running:
             seq.fail(message)
         deltas = [d for d in map(Sequence.drain, self.scheduler.running) if d is not None]
-        self.scheduler.running = []
-        self.runner.kv.keep([])
+        self.scheduler.leave_all()
+        self.runner.reset()
         return deltas
 
     def _deliver(self, deltas: list[GenerationDelta]) -> None:

@@ -1,4 +1,5 @@
-"""Runs the model: batched prefill of newcomers and one batched decode step for the running batch."""
+"""Runs the model through its HF forward (any architecture; the fallback of flat_runner.py): batched prefill of
+newcomers, left-padded, and one batched decode step for the running batch."""
 from __future__ import annotations
 
 import torch
@@ -17,6 +18,15 @@ class ModelRunner:
         self.pad_id = pad_id
         self.kv = BatchKVCache()
         self.prefixes = prefix_cache or PrefixCache(0)
+
+    @property
+    def kv_usage(self) -> float | None:
+        """The left-padded cache has no budget to measure against."""
+        return None
+
+    def reset(self) -> None:
+        """Drop the batch's KV cache (the batch emptied or failed)."""
+        self.kv.keep([])
 
     def forward(self, batch: Batch) -> torch.Tensor:
         """Logits (len(batch.seqs), V): the decode rows first, then the newcomers, as in `batch.seqs`."""
@@ -58,9 +68,9 @@ class ModelRunner:
             layer.keys, layer.values = k, v
         rest = torch.tensor(prompt[cached:]).unsqueeze(0)          # (1, L - P)
         mask = torch.ones((1, len(prompt)), dtype=torch.long)
-        positions = torch.arange(cached, len(prompt))               # (L - P,)
-        out = self.model(input_ids=rest, attention_mask=mask, position_ids=positions.unsqueeze(0),
-                         cache=cache, use_cache=True, cache_position=positions,
+        where = torch.arange(cached, len(prompt))
+        out = self.model(input_ids=rest, attention_mask=mask, position_ids=where.unsqueeze(0),
+                         cache=cache, use_cache=True, cache_position=where,
                          logits_to_keep=1)
         self.kv.merge(cache, mask)
         return out.logits[:, -1, :].float()

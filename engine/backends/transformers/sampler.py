@@ -1,7 +1,8 @@
 """Turns a batch's logits into one token per sequence.
 
-Order, per row: penalties -> logit_bias -> min_tokens mask -> grammar mask -> (greedy argmax) | (temperature ->
-top-k -> top-p -> min-p -> draw with the sequence's own generator). Logprobs are those of the model's raw distribution.
+Order, per row: penalties -> logit_bias -> min_tokens mask -> grammar mask -> (greedy argmax) | (temperature
+-> top-k -> top-p -> min-p -> draw with the sequence's own generator).
+Logprobs are those of the model's raw distribution.
 Shapes: logits (B, V) float32, B = len(seqs).
 
 Isolation: a row whose own values or grammar matcher make an operation raise ends only its sequence

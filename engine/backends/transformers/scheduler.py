@@ -1,15 +1,18 @@
 """Continuous batching. There is no prefill phase and decode phase: every step, the sequences that
-finished since the last step leave, waiting sequences join while there are free slots (their prompts are
-prefilled in that step), and every running sequence gets one token.
+finished since the last step leave, waiting sequences join while there are free slots, and every running
+sequence past its prompt gets one token. Prompts are prefilled whole in the step that admits them (the HF
+runner), or in chunks under a per-step token budget mixed with the decode rows (the flattened runner).
 
-Invariant: `running[i]` owns row i of the runner's KV cache after `Batch.keep` has been applied.
+Invariants: `seq.computed` tokens of every running sequence have their KV stored (updated in `update`);
+for the HF runner `running[i]` owns row i of its KV cache after `Batch.keep` has been applied.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 from engine.backends.transformers.sequence import Sequence
 from engine.types import GenerationDelta, PositionLogprobs, RequestStatus
@@ -17,9 +20,12 @@ from engine.types import GenerationDelta, PositionLogprobs, RequestStatus
 
 @dataclass(frozen=True)
 class Batch:
-    keep: list[int]          # rows of the previous step's batch that continue, in order
-    decode: list[Sequence]   # the continuing sequences, one row each
-    prefill: list[Sequence]  # newcomers, appended after the decode rows
+    keep: list[int]          # rows of the previous step's batch that continue, in order (the HF runner's rows)
+    decode: list[Sequence]   # sequences past their prompt: one token each
+    prefill: list[Sequence]  # sequences with prompt tokens to compute: a chunk each, after the decode rows
+    spans: tuple[tuple[int, int], ...] = ()   # per seq of `seqs`: (first token computed, tokens computed)
+    sampling: list[Sequence] = field(default_factory=list)   # those whose span reaches their last token:
+                                                            # they get a token this step, in `seqs` order
 
     @property
     def seqs(self) -> list[Sequence]:
@@ -30,10 +36,29 @@ class Batch:
         return not self.decode and not self.prefill
 
 
+def _batch(keep: list[int], decode: list[Sequence], prefill: list[tuple[Sequence, int]]) -> Batch:
+    spans = tuple([(s.num_tokens - 1, 1) for s in decode] + [(s.computed, n) for s, n in prefill])
+    seqs = decode + [s for s, _ in prefill]
+    sampling = [s for s, (start, n) in zip(seqs, spans, strict=True) if start + n == s.num_tokens]
+    return Batch(keep, decode, [s for s, _ in prefill], spans, sampling)
+
+
 class Scheduler:
-    def __init__(self, max_batch_size: int, max_prefill_tokens: int = 4096) -> None:
+    """`step_tokens` None: every newcomer is prefilled whole in the step that admits it (the HF runner).
+    `step_tokens` N: chunked prefill, as vLLM's scheduler does: every decode row gets its token, then the
+    prompts still prefilling (oldest first), then newcomers, share what is left of N tokens; a newcomer joins
+    only if `admit(seq)` (the runner's KV store) takes it, and `release(seq)` runs once it has left."""
+
+    MIN_CHUNK = 32        # prompt tokens a step computes even when the decode rows use the whole budget
+
+    def __init__(self, max_batch_size: int, max_prefill_tokens: int = 4096, step_tokens: int | None = None,
+                 admit: Callable[[Sequence], bool] | None = None,
+                 release: Callable[[Sequence], None] | None = None) -> None:
         self.max_batch_size = max_batch_size
         self.max_prefill_tokens = max_prefill_tokens
+        self.step_tokens = step_tokens
+        self._admit_kv = admit or (lambda seq: True)
+        self._release = release or (lambda seq: None)
         self.running: list[Sequence] = []
         self._waiting: list[tuple[int, int, Sequence]] = []   # heap of (priority, arrival, seq)
         self._arrival = itertools.count()
@@ -71,29 +96,61 @@ class Scheduler:
         self._waiting = kept
         heapq.heapify(self._waiting)
 
+    def leave_all(self) -> None:
+        """Every running sequence leaves (the step failed); their KV is released."""
+        for seq in self.running:
+            self._release(seq)
+        self.running = []
+
     def schedule(self) -> Batch:
         keep = [row for row, seq in enumerate(self.running) if not seq.status.is_finished]
-        decode = [self.running[row] for row in keep]
-        prefill = self._admit(self.max_batch_size - len(decode))
-        self.running = decode + prefill
-        return Batch(keep, decode, prefill)
+        for seq in self.running:
+            if seq.status.is_finished:
+                self._release(seq)
+        continuing = [self.running[row] for row in keep]
+        if self.step_tokens is None:
+            prefill = self._admit(self.max_batch_size - len(continuing), self.max_prefill_tokens)
+            self.running = continuing + prefill
+            return _batch(keep, continuing, [(s, len(s.prompt_ids)) for s in prefill])
+        return self._schedule_chunked(keep, continuing)
 
-    def _admit(self, free: int) -> list[Sequence]:
+    def _schedule_chunked(self, keep: list[int], continuing: list[Sequence]) -> Batch:
+        assert self.step_tokens is not None          # schedule() chunks only with a step budget
+        decode = [s for s in continuing if s.computed >= len(s.prompt_ids)]
+        budget = max(self.step_tokens - len(decode), self.MIN_CHUNK)
+        chunks: list[tuple[Sequence, int]] = []
+        for seq in continuing:
+            if seq.computed < len(seq.prompt_ids) and budget > 0:
+                chunks.append((seq, min(len(seq.prompt_ids) - seq.computed, budget)))
+                budget -= chunks[-1][1]
+        admitted = self._admit(self.max_batch_size - len(continuing), budget)
+        for seq in admitted:
+            if budget > 0:
+                chunks.append((seq, min(len(seq.prompt_ids) - seq.computed, budget)))
+                budget -= chunks[-1][1]
+        self.running = continuing + admitted
+        return _batch(keep, decode, chunks)
+
+    def _admit(self, free: int, budget: int) -> list[Sequence]:
+        """Waiting sequences that fit in `free` slots and `budget` prompt tokens (the first always fits a
+        whole-prompt budget; a chunked budget only has to be positive), and that the KV store admits."""
         admitted: list[Sequence] = []
-        budget = self.max_prefill_tokens
         now = time.monotonic()
-        while self._waiting and len(admitted) < free:
+        chunked = self.step_tokens is not None
+        while self._waiting and len(admitted) < free and (budget > 0 or not chunked):
             seq = self._waiting[0][2]
             if seq.request.deadline is not None and now > seq.request.deadline:
                 heapq.heappop(self._waiting)
                 seq.finish(RequestStatus.FINISHED_ABORTED, "deadline")
                 self._dropped.append(seq)
                 continue
-            if admitted and len(seq.prompt_ids) > budget:
+            if not chunked and admitted and len(seq.prompt_ids) > budget:
+                break
+            if not self._admit_kv(seq):
                 break
             heapq.heappop(self._waiting)
             seq.status = RequestStatus.RUNNING
-            budget -= len(seq.prompt_ids)
+            budget -= len(seq.prompt_ids) - seq.computed
             admitted.append(seq)
         return admitted
 
@@ -101,7 +158,10 @@ class Scheduler:
         """Record one token per sequence (None: its sampling failed); return a delta per sequence that has news.
 
         A sequence whose grammar matcher raises (or rejects the token) ends alone, with its error."""
-        for seq, row in zip(batch.seqs, sampled, strict=True):
+        sampling = batch.sampling
+        for seq, (start, n) in zip(batch.seqs, batch.spans, strict=True):
+            seq.computed = max(seq.computed, start + n)
+        for seq, row in zip(sampling, sampled, strict=True):
             if seq.status.is_finished or row is None:   # aborted during the forward pass, or failed
                 continue
             try:
@@ -111,7 +171,8 @@ class Scheduler:
                 seq.append(*row)
             except Exception as exc:
                 seq.fail(f"this request's grammar failed: {exc}")
-        return [d for d in map(Sequence.drain, batch.seqs) if d is not None] + self.drain_dropped()
+        news = [s for s in batch.seqs if s.status.is_finished or s in sampling]
+        return [d for d in map(Sequence.drain, news) if d is not None] + self.drain_dropped()
 
     def drain_dropped(self) -> list[GenerationDelta]:
         deltas = [d for d in map(Sequence.drain, self._dropped) if d is not None]

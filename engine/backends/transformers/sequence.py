@@ -27,6 +27,8 @@ class Sequence:
     status: RequestStatus = RequestStatus.WAITING
     stop_reason: str | int | None = None
     error: str | None = None                 # why it ended with FINISHED_ERROR; its final delta carries it
+    slot: int | None = None                  # its KV store slot while running (the flattened runner's)
+    computed: int = 0                        # tokens whose KV is stored; the next step computes from here
     # Produced but not yet delivered; drained into one GenerationDelta per step.
     _ids: list[int] = field(default_factory=list)
     _logprobs: list[PositionLogprobs] = field(default_factory=list)
@@ -43,6 +45,18 @@ class Sequence:
     @property
     def num_tokens(self) -> int:
         return len(self.prompt_ids) + len(self.output_ids)
+
+    @property
+    def kv_need(self) -> int:
+        """The most tokens this sequence may reach: what its KV reservation must hold."""
+        limit = self.params.max_tokens
+        return min(len(self.prompt_ids) + (limit if limit is not None else self.max_total), self.max_total)
+
+    def tokens(self, start: int, n: int) -> list[int]:
+        """Token ids start..start+n-1 of prompt + output."""
+        if start + n <= len(self.prompt_ids):
+            return self.prompt_ids[start:start + n]
+        return (self.prompt_ids + self.output_ids)[start:start + n]
 
     @property
     def last_token(self) -> int:

@@ -3,13 +3,13 @@ clients that drop their streams free their batch slots."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import openai
 import pytest
 
 from engine.models import DEFAULT_MODEL_ID
+from engine.types import RequestStatus
 from tests.conftest import start_inprocess, write_repository
 
 MODEL = DEFAULT_MODEL_ID
@@ -52,10 +52,25 @@ async def test_sixteen_concurrent_greedy_requests_equal_each_alone(server):
     assert _backend(server).steps - steps_before < 16 * 10 / 2
 
 
-async def _wait_idle(backend, limit: float = 30.0) -> None:
-    deadline = time.monotonic() + limit
-    while (backend.stats().running or backend.stats().waiting) and time.monotonic() < deadline:
+def _watch(backend) -> list:
+    """Records every delta the engine delivers (on the event loop), to see how the dropped requests ended."""
+    seen: list = []
+    deliver = backend._deliver
+
+    def spy(deltas):
+        seen.extend(deltas)
+        deliver(deltas)
+
+    backend._deliver = spy
+    return seen
+
+
+async def _until_ended(backend, seen: list, count: int) -> list:
+    """The final deltas of `count` requests: the engine sends one per request as it ends (abort or not).
+    Waits on the engine's own events, with no time limit of ours (pytest's timeout bounds the test)."""
+    while len(finals := [d for d in seen if d.finished]) < count:
         await asyncio.sleep(0.05)
+    return finals
 
 
 async def test_dropped_streams_free_their_slots(server):
@@ -71,10 +86,17 @@ async def test_dropped_streams_free_their_slots(server):
                 if seen >= 3:
                     return                      # leaving the block closes the connection mid-stream
 
-    async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
-        await asyncio.gather(*[drop_after_three_chunks(http) for _ in range(8)])
-    await _wait_idle(backend)
-    assert backend.stats().running == 0 and backend.stats().waiting == 0
+    seen = _watch(backend)
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
+            await asyncio.gather(*[drop_after_three_chunks(http) for _ in range(8)])
+        finals = await _until_ended(backend, seen, 8)
+    finally:
+        del backend._deliver
+    # Aborted, not run to their 400 tokens: each got a few tokens, none ended by length.
+    assert [d.status for d in finals] == [RequestStatus.FINISHED_ABORTED] * 8
+    assert all(d.usage.completion_tokens < 400 for d in finals)
+    assert backend.stats().running == 0 and backend.stats().waiting == 0 and not backend.scheduler.running
     client = openai.AsyncOpenAI(base_url=server.v1, api_key="none", max_retries=0)
     assert await _complete(client, "Hi")
 
@@ -83,8 +105,13 @@ async def test_dropped_non_streamed_request_is_aborted(server):
     backend = _backend(server)
     body = {"model": MODEL, "messages": [{"role": "user", "content": "Write a long story."}],
             "max_tokens": 400, "temperature": 0}
-    async with httpx.AsyncClient(base_url=server.url, timeout=1.5) as http:
-        with pytest.raises(httpx.ReadTimeout):
-            await http.post("/v1/chat/completions", json=body)
-    await _wait_idle(backend)
+    seen = _watch(backend)
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=1.5) as http:
+            with pytest.raises(httpx.ReadTimeout):
+                await http.post("/v1/chat/completions", json=body)
+        [final] = await _until_ended(backend, seen, 1)
+    finally:
+        del backend._deliver
+    assert final.status == RequestStatus.FINISHED_ABORTED and final.usage.completion_tokens < 400
     assert backend.stats().running == 0

@@ -1,0 +1,86 @@
+"""Runs a step of the Llama family through Conch's own flattened forward (llama.py) over a SlotKVStore.
+
+A sequence gets a slot when the scheduler admits it (`admit`: refused when the KV budget is full) and the
+KV of a cached prompt head is copied into that slot once (prefix caching); it frees the slot when it leaves
+(`release`). Each step lays the batch's spans (decode rows, prefill chunks) out as one flat token list.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from engine.backends.transformers.kv_store import SlotKVStore
+from engine.backends.transformers.llama import LlamaForward, Span, Step
+from engine.backends.transformers.prefix_cache import PrefixCache
+from engine.backends.transformers.scheduler import Batch
+from engine.backends.transformers.sequence import Sequence
+
+
+class FlatRunner:
+    """Owns the model's flattened forward and the KV store. Not thread-safe: the engine loop thread only."""
+
+    def __init__(self, model: Any, max_slots: int, kv_budget_bytes: int,
+                 prefix_cache: PrefixCache | None = None) -> None:
+        c = model.config
+        self.model = model
+        self.forward_pass = LlamaForward(model)
+        self.kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, self.forward_pass.head_dim,
+                              self.forward_pass.dtype, kv_budget_bytes, max_slots)
+        self.prefixes = prefix_cache or PrefixCache(0)
+
+    @property
+    def kv_usage(self) -> float:
+        """Fraction of the KV budget reserved by the running sequences (for the backend's stats())."""
+        return self.kv.usage
+
+    def admit(self, seq: Sequence) -> bool:
+        slot = self.kv.admit(seq.kv_need)
+        if slot is None:
+            return False
+        seq.slot = slot
+        hit = self.prefixes.lookup(seq.prompt_ids)
+        if hit is not None:
+            cached, layers = hit
+            self.kv.load_prefix(slot, layers)           # slot-copy once; the step computes the rest
+            seq.computed = cached
+        return True
+
+    def release(self, seq: Sequence) -> None:
+        if seq.slot is not None:
+            self.kv.release(seq.slot)
+            seq.slot = None
+
+    def reset(self) -> None:
+        """Nothing to drop: every leaving sequence has released its slot."""
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        """Logits (len(batch.sampling), V) float32, in `batch.sampling` order."""
+        step = self._layout(batch)
+        logits = self.forward_pass(step, self.kv)
+        for seq, (start, n) in zip(batch.seqs, batch.spans, strict=True):
+            assert seq.slot is not None
+            self.kv.lengths[seq.slot] = start + n
+            if start + n <= len(seq.prompt_ids) and n > 1:
+                self._remember(seq, start + n)
+        return logits
+
+    def _layout(self, batch: Batch) -> Step:
+        ids: list[int] = []
+        spans, last = [], []
+        for seq, (start, n) in zip(batch.seqs, batch.spans, strict=True):
+            assert seq.slot is not None
+            spans.append(Span(seq.slot, start, len(ids), n))
+            ids += seq.tokens(start, n)
+            if start + n == seq.num_tokens:
+                last.append(len(ids) - 1)
+        positions = torch.cat([torch.arange(s.start, s.start + s.n) for s in spans])
+        slots = torch.cat([torch.full((s.n,), s.slot, dtype=torch.long) for s in spans])
+        return Step(torch.tensor(ids), positions, slots, tuple(spans), torch.tensor(last, dtype=torch.long))
+
+    def _remember(self, seq: Sequence, computed: int) -> None:
+        """Offer the prompt head computed so far to the prefix cache (block-aligned; it copies)."""
+        head = seq.prompt_ids[:computed]
+        if self.prefixes.wants(head):
+            assert seq.slot is not None
+            self.prefixes.store(head, self.kv.head(seq.slot, len(head)))

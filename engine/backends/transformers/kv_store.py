@@ -1,0 +1,116 @@
+"""A KV store without left padding: one slot per running sequence, its tokens at columns 0..len-1.
+
+Shapes: per layer `k[l]` and `v[l]` are (slots, kv_heads, capacity, head_dim). Slot s holds the KV of its
+sequence's tokens 0..lengths[s]-1 at columns 0..lengths[s]-1; later columns hold garbage that attention masks
+out. A step writes only its new tokens (index_put at (slot, position)); nothing is copied per step. The
+tensors grow (slots in steps of 8, capacity in steps of 256) when a sequence needs more, which copies the
+store once per growth.
+
+Budget: every slot reserves `capacity` columns, so the bytes held are slots x capacity x bytes_per_token.
+`admit` refuses a sequence when the store that would hold it (its need and every running one's, at the
+capacity the longest needs) passes `budget_bytes`.
+"""
+from __future__ import annotations
+
+import torch
+
+SLOT_STEP = 8
+COLUMN_STEP = 256
+
+
+def _round_up(n: int, step: int) -> int:
+    return -(-n // step) * step
+
+
+class SlotKVStore:
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, budget_bytes: int,
+                 max_slots: int) -> None:
+        self.shape = (kv_heads, head_dim)
+        self.dtype = dtype
+        self.budget_bytes = budget_bytes
+        self.max_slots = max_slots
+        self.bytes_per_token = layers * 2 * kv_heads * head_dim * torch.finfo(dtype).bits // 8
+        self.k: list[torch.Tensor] = [self._empty(0, 0) for _ in range(layers)]
+        self.v: list[torch.Tensor] = [self._empty(0, 0) for _ in range(layers)]
+        self.lengths: dict[int, int] = {}       # slot -> tokens stored
+        self.needs: dict[int, int] = {}         # slot -> most tokens its sequence may reach
+
+    def _empty(self, slots: int, columns: int) -> torch.Tensor:
+        return torch.zeros((slots, self.shape[0], columns, self.shape[1]), dtype=self.dtype)
+
+    @property
+    def slots(self) -> int:
+        return self.k[0].shape[0]
+
+    @property
+    def capacity(self) -> int:
+        return self.k[0].shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the store holds now (every slot at full capacity)."""
+        return self.slots * self.capacity * self.bytes_per_token
+
+    @property
+    def usage(self) -> float:
+        """Fraction of the budget the running sequences' reservations take (0..1): for stats()."""
+        if not self.needs:
+            return 0.0
+        return min(1.0, len(self.needs) * self._columns_for(max(self.needs.values())) * self.bytes_per_token
+                   / max(1, self.budget_bytes))
+
+    def _columns_for(self, need: int) -> int:
+        return max(self.capacity, _round_up(need, COLUMN_STEP))
+
+    def admit(self, need: int) -> int | None:
+        """A free slot for a sequence that may reach `need` tokens, or None when the budget or slots are full."""
+        if len(self.needs) >= self.max_slots:
+            return None
+        columns = self._columns_for(max([need, *self.needs.values()]))
+        if (len(self.needs) + 1) * columns * self.bytes_per_token > self.budget_bytes and self.needs:
+            return None
+        slot = next(s for s in range(self.max_slots) if s not in self.needs)
+        self._grow(_round_up(slot + 1, SLOT_STEP), columns)
+        self.needs[slot], self.lengths[slot] = need, 0
+        return slot
+
+    def release(self, slot: int) -> None:
+        self.needs.pop(slot, None)
+        self.lengths.pop(slot, None)
+        if not self.needs:                      # idle: give the memory back
+            self.k = [self._empty(0, 0) for _ in self.k]
+            self.v = [self._empty(0, 0) for _ in self.v]
+
+    def _grow(self, slots: int, columns: int) -> None:
+        slots, columns = max(slots, self.slots), max(columns, self.capacity)
+        if (slots, columns) == (self.slots, self.capacity):
+            return
+        for layer in (self.k, self.v):
+            for i, old in enumerate(layer):
+                new = self._empty(slots, columns)
+                new[:old.shape[0], :, :old.shape[2]] = old
+                layer[i] = new
+
+    def rows(self, slots: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """(T * kv_heads,) row indices, in a layer's (slots * kv_heads * capacity, head_dim) view, of the
+        tokens at (slots[t], positions[t]) for every kv head, t-major: one index for all layers of a step."""
+        heads = torch.arange(self.shape[0])
+        return ((slots.unsqueeze(1) * self.shape[0] + heads) * self.capacity + positions.unsqueeze(1)).reshape(-1)
+
+    def write(self, layer: int, rows: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store the step's new tokens: k, v (T, kv_heads, head_dim) at `rows` (from `rows`); one index_copy_
+        of T x kv_heads rows each, nothing else moves."""
+        self.k[layer].view(-1, self.shape[1]).index_copy_(0, rows, k.reshape(-1, self.shape[1]))
+        self.v[layer].view(-1, self.shape[1]).index_copy_(0, rows, v.reshape(-1, self.shape[1]))
+
+    def load_prefix(self, slot: int, layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Copy a cached head's KV (per layer (1, kv_heads, P, head_dim)) into columns 0..P-1 of `slot`."""
+        for i, (k, v) in enumerate(layers):
+            n = k.shape[2]
+            self.k[i][slot, :, :n] = k[0]
+            self.v[i][slot, :, :n] = v[0]
+        self.lengths[slot] = layers[0][0].shape[2]
+
+    def head(self, slot: int, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Views of the first n tokens' KV of `slot`, per layer (1, kv_heads, n, head_dim)."""
+        return [(k[slot:slot + 1, :, :n], v[slot:slot + 1, :, :n]) for k, v in zip(self.k, self.v, strict=True)]

@@ -1,0 +1,176 @@
+"""Conch's own forward pass for the Llama family (Llama/SmolLM2, Qwen2, Mistral), over a flattened step.
+
+All the step's tokens (decode rows and prefill chunks) go through the projections and the MLP as one (T, hidden)
+tensor, with q/k/v and gate/up fused into one matmul each. Attention is per sequence over the SlotKVStore:
+decode rows batched in one SDPA call over the slots' columns with a length mask, each prefill chunk alone with
+a causal mask offset by the tokens already stored. The weights are the loaded HF modules' own tensors (fused
+copies of q/k/v and gate/up), so the HF model stays usable (prompt logprobs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from engine.backends.transformers.kv_store import SlotKVStore
+
+SUPPORTED = frozenset({"llama", "qwen2", "mistral"})
+
+
+def supports(model: Any) -> bool:
+    """True for a Llama-family model this forward reproduces (no sliding window in play, SiLU MLP)."""
+    c = model.config
+    window = getattr(c, "sliding_window", None)
+    return (c.model_type in SUPPORTED and getattr(c, "hidden_act", "silu") == "silu"
+            and (window is None or not getattr(c, "use_sliding_window", True) or window >= c.max_position_embeddings))
+
+
+@dataclass(frozen=True)
+class Span:
+    slot: int
+    start: int        # position of the span's first token (tokens 0..start-1 are in the store)
+    offset: int       # index of its first token in the flattened step
+    n: int            # tokens this step
+
+
+@dataclass(frozen=True)
+class Step:
+    ids: torch.Tensor        # (T,) token ids, spans laid out one after another
+    positions: torch.Tensor  # (T,)
+    slots: torch.Tensor      # (T,) the slot of each token
+    spans: tuple[Span, ...]
+    logits_at: torch.Tensor  # (R,) flattened indices whose logits are wanted (each sampling span's last token)
+
+
+@dataclass(frozen=True)
+class _Layer:
+    norm1: torch.Tensor
+    qkv: torch.Tensor            # (q + 2 kv, hidden)
+    qkv_bias: torch.Tensor | None
+    o: torch.Tensor
+    o_bias: torch.Tensor | None
+    norm2: torch.Tensor
+    gate_up: torch.Tensor        # (2 inter, hidden)
+    down: torch.Tensor
+
+
+def _cat_bias(*mods: Any) -> torch.Tensor | None:
+    if all(m.bias is None for m in mods):
+        return None
+    return torch.cat([m.bias if m.bias is not None else torch.zeros(m.out_features, dtype=m.weight.dtype)
+                      for m in mods])
+
+
+def _layer(block: Any) -> _Layer:
+    a, m = block.self_attn, block.mlp
+    if any(getattr(x, "bias", None) is not None for x in (m.gate_proj, m.up_proj, m.down_proj)):
+        raise ValueError("MLP biases are not supported")
+    return _Layer(norm1=block.input_layernorm.weight,
+                  qkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
+                  qkv_bias=_cat_bias(a.q_proj, a.k_proj, a.v_proj), o=a.o_proj.weight, o_bias=a.o_proj.bias,
+                  norm2=block.post_attention_layernorm.weight,
+                  gate_up=torch.cat([m.gate_proj.weight, m.up_proj.weight]), down=m.down_proj.weight)
+
+
+class LlamaForward:
+    """Not thread-safe: the engine thread only. Shapes in comments: T tokens, H heads, G kv heads, D head_dim."""
+
+    def __init__(self, model: Any) -> None:   # an HF Llama-family model
+        c = model.config
+        self.heads, self.kv_heads = c.num_attention_heads, c.num_key_value_heads
+        self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        self.eps = c.rms_norm_eps
+        self.dtype = model.lm_head.weight.dtype
+        self.embed = model.model.embed_tokens.weight
+        self.norm = model.model.norm.weight
+        self.lm_head = model.lm_head.weight
+        self.layers = [_layer(b) for b in model.model.layers]
+        self.cos, self.sin = self._rope_tables(model, c.max_position_embeddings)
+
+    @torch.inference_mode()
+    def _rope_tables(self, model, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(P, D) cos and sin for every position, from the model's own rotary embedding (its scaling included)."""
+        positions = torch.arange(length).unsqueeze(0)
+        cos, sin = model.model.rotary_emb(self.embed[:1].unsqueeze(0), positions)
+        return cos[0].to(self.dtype), sin[0].to(self.dtype)
+
+    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(self.dtype)
+
+    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x (T, heads, D); cos/sin (T, 1, D)."""
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return x * cos + rotated * sin
+
+    @torch.inference_mode()
+    def __call__(self, step: Step, kv: SlotKVStore) -> torch.Tensor:
+        """Logits (R, V) float32 at `step.logits_at`; writes the step's K/V into `kv`."""
+        x = self.embed[step.ids]                                         # (T, hidden)
+        cos = self.cos[step.positions].unsqueeze(1)                      # (T, 1, D)
+        sin = self.sin[step.positions].unsqueeze(1)
+        attend = _Attention(step, kv, self.heads, self.kv_heads)
+        rows = kv.rows(step.slots, step.positions)                      # where this step's K/V go
+        for i, layer in enumerate(self.layers):
+            x = x + self._attention(i, layer, self._rms(x, layer.norm1), cos, sin, kv, rows, attend)
+            h = F.linear(self._rms(x, layer.norm2), layer.gate_up)      # (T, 2 inter)
+            gate, up = h.chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, layer.down)
+        x = self._rms(x[step.logits_at], self.norm)
+        return F.linear(x, self.lm_head).float()
+
+    def _attention(self, i: int, layer: _Layer, x: torch.Tensor, cos, sin, kv: SlotKVStore, rows: torch.Tensor,
+                   attend: _Attention) -> torch.Tensor:
+        T, H, G, D = x.shape[0], self.heads, self.kv_heads, self.head_dim
+        qkv = F.linear(x, layer.qkv, layer.qkv_bias)
+        q, k, v = qkv.split([H * D, G * D, G * D], dim=-1)
+        q = self._rope(q.view(T, H, D), cos, sin)
+        k = self._rope(k.view(T, G, D), cos, sin)
+        kv.write(i, rows, k, v.view(T, G, D))
+        out = attend(q, kv.k[i], kv.v[i])                                 # (T, H, D)
+        return F.linear(out.reshape(T, H * D), layer.o, layer.o_bias)
+
+
+class _Attention:
+    """Per-step attention plan: the decode rows (one token each) batched over a slot range, the prefill
+    chunks one by one. Masks are built once per step and reused by every layer."""
+
+    def __init__(self, step: Step, kv: SlotKVStore, heads: int, kv_heads: int) -> None:
+        self.gqa = heads != kv_heads
+        decode = [s for s in step.spans if s.n == 1]
+        self.chunks = [s for s in step.spans if s.n > 1]
+        self.decode_rows = torch.tensor([s.offset for s in decode], dtype=torch.long)
+        if decode:
+            self.lo = min(s.slot for s in decode)
+            hi = max(s.slot for s in decode) + 1
+            self.columns = max(s.start for s in decode) + 1
+            self.decode_slots = torch.tensor([s.slot - self.lo for s in decode], dtype=torch.long)
+            lengths = torch.zeros(hi - self.lo, dtype=torch.long)
+            lengths[self.decode_slots] = torch.tensor([s.start + 1 for s in decode])
+            self.hi = hi
+            # (S, 1, 1, C): slot row sees its own columns 0..len-1; rows of slots not decoding see column 0 only
+            self.mask = (torch.arange(self.columns) < lengths.clamp(min=1).unsqueeze(1)).view(hi - self.lo, 1, 1, -1)
+        self.causal = [torch.arange(s.start + s.n).unsqueeze(0) <= torch.arange(s.start, s.start + s.n).unsqueeze(1)
+                       for s in self.chunks]                          # (n, start + n)
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q (T, H, D); k, v the layer's store (slots, G, capacity, D). Returns (T, H, D)."""
+        out = torch.empty_like(q)
+        if len(self.decode_rows):
+            S = self.hi - self.lo
+            qs = q.new_zeros((S, q.shape[1], 1, q.shape[2]))
+            qs[self.decode_slots, :, 0] = q[self.decode_rows]
+            o = F.scaled_dot_product_attention(qs, k[self.lo:self.hi, :, :self.columns],
+                                               v[self.lo:self.hi, :, :self.columns], attn_mask=self.mask,
+                                               enable_gqa=self.gqa)        # (S, H, 1, D)
+            out[self.decode_rows] = o[self.decode_slots, :, 0]
+        for s, mask in zip(self.chunks, self.causal, strict=True):
+            qc = q[s.offset:s.offset + s.n].transpose(0, 1).unsqueeze(0)     # (1, H, n, D)
+            end = s.start + s.n
+            o = F.scaled_dot_product_attention(qc, k[s.slot:s.slot + 1, :, :end], v[s.slot:s.slot + 1, :, :end],
+                                               attn_mask=mask, enable_gqa=self.gqa)
+            out[s.offset:s.offset + s.n] = o[0].transpose(0, 1)
+        return out

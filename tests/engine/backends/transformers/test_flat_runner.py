@@ -1,0 +1,101 @@
+"""The flattened Llama runner: its forward equals the HF model's, chunked prefill and batching change no
+greedy output, and the slot KV store admits within its byte budget (no left padding)."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from engine.backends.transformers.backend import TransformersBackend
+from engine.backends.transformers.flat_runner import FlatRunner
+from engine.backends.transformers.kv_store import COLUMN_STEP, SlotKVStore
+from engine.backends.transformers.llama import LlamaForward, Span, Step
+from engine.backends.transformers.runner import ModelRunner
+from engine.models import ensure_tiny_model
+from engine.repository import ModelConfig
+from engine.types import GenerationRequest, SamplingParams
+
+
+@pytest.fixture(scope="module")
+def model():
+    return AutoModelForCausalLM.from_pretrained(ensure_tiny_model(), dtype=torch.float32).eval()
+
+
+def _step(spans: list[tuple[int, int, list[int]]], want: list[int]) -> Step:
+    """spans: (slot, start, ids) laid out one after another."""
+    ids, positions, slots, out = [], [], [], []
+    for slot, start, toks in spans:
+        out.append(Span(slot, start, len(ids), len(toks)))
+        ids += toks
+        positions += range(start, start + len(toks))
+        slots += [slot] * len(toks)
+    return Step(torch.tensor(ids), torch.tensor(positions), torch.tensor(slots), tuple(out), torch.tensor(want))
+
+
+def test_whole_chunked_and_batched_decode_logits_equal_the_hf_forward(model):
+    forward = LlamaForward(model)
+    c = model.config
+    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.float32, 2**24, 4)
+    prompt = list(range(100, 190))
+    with torch.inference_mode():
+        ref = model(input_ids=torch.tensor([prompt + [5]])).logits[0]
+    a, b = kv.admit(128), kv.admit(128)
+    whole = forward(_step([(a, 0, prompt)], [89]), kv)
+    forward(_step([(b, 0, prompt[:50])], [49]), kv)                    # the same prompt in two chunks
+    chunked = forward(_step([(b, 50, prompt[50:])], [39]), kv)
+    both = forward(_step([(a, 90, [5]), (b, 90, [5])], [0, 1]), kv)     # two decode rows in one call
+    for got, want in ((whole[0], ref[89]), (chunked[0], ref[89]), (both[0], ref[90]), (both[1], ref[90])):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_the_store_admits_within_its_byte_budget_and_frees_on_release(model):
+    c = model.config
+    per_token = c.num_hidden_layers * 2 * c.num_key_value_heads * (c.hidden_size // c.num_attention_heads) * 4
+    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, c.hidden_size // c.num_attention_heads,
+                     torch.float32, 3 * COLUMN_STEP * per_token, 8)
+    assert kv.bytes_per_token == per_token
+    slots = [kv.admit(100) for _ in range(4)]
+    assert slots == [0, 1, 2, None]                     # a fourth reservation would pass the budget
+    assert kv.usage == 1.0 and kv.nbytes <= 8 * COLUMN_STEP * per_token
+    assert kv.admit(COLUMN_STEP + 1) is None            # a longer need grows every slot's reservation
+    kv.release(1)
+    assert kv.admit(50) == 1 and abs(kv.usage - 1.0) < 1e-9
+    for s in (0, 1, 2):
+        kv.release(s)
+    assert kv.usage == 0.0 and kv.nbytes == 0
+
+
+async def _greedy(backend, ids: list[int], rid: str, n: int = 8) -> list[int]:
+    req = GenerationRequest(id=rid, model="m", prompt_token_ids=tuple(ids),
+                            params=SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True))
+    return [t async for d in backend.generate(req) for t in d.token_ids]
+
+
+async def test_streams_and_a_long_prompt_prefilled_in_chunks_equal_each_alone():
+    backend = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", max_step_tokens=40,
+                                              prefix_cache_mb=0))
+    await backend.start()
+    try:
+        assert isinstance(backend.runner, FlatRunner)
+        prompts = [list(range(200 + i, 220 + 3 * i)) for i in range(6)] + [list(range(300, 450))]   # last: 150
+        alone = [await _greedy(backend, p, f"a{i}") for i, p in enumerate(prompts)]
+        steps = backend.steps
+        together = await asyncio.gather(*[_greedy(backend, p, f"t{i}") for i, p in enumerate(prompts)])
+        assert together == alone
+        assert backend.steps - steps >= 150 // 40            # the long prompt took several steps to prefill
+        assert backend.runner.kv_usage == 0.0 and backend.runner.kv.nbytes == 0
+    finally:
+        await backend.stop()
+
+
+async def test_other_architectures_and_runner_hf_use_the_hf_forward():
+    backend = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32",
+                                              parameters={"runner": "hf"}))
+    await backend.start()
+    try:
+        assert isinstance(backend.runner, ModelRunner) and backend.scheduler.step_tokens is None
+        assert len(await _greedy(backend, list(range(200, 230)), "h")) == 8
+    finally:
+        await backend.stop()
