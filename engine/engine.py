@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import AsyncIterator, Iterator
 
 from engine.admission import Admission, Observer, Trace
-from engine.backend import Backend, load_backend_class
+from engine.backend import Backend, BackendFactory, load_backend_class
 from engine.cache import ResponseCache
 from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
 from engine.pipeline import detokenize, tokenize
@@ -51,8 +51,9 @@ class LoadedModel:
 
 class Engine:
     def __init__(self, repository: ModelRepository | None = None, cache: ResponseCache | None = None,
-                 max_queue_size: int | None = None) -> None:
+                 max_queue_size: int | None = None, backends: BackendFactory | None = None) -> None:
         self.repository = repository or ModelRepository()
+        self.backends = backends                     # config -> Backend; None: the registry, by config.backend
         self.cache = cache                           # None: no response cache
         self.admission = Admission(max_queue_size)   # a bounded priority queue per model
         self.observers: list[Observer] = []          # told about every request once it is over
@@ -73,7 +74,7 @@ class Engine:
         lock = self._loading.setdefault(name, asyncio.Lock())
         async with lock:
             config = config or self.repository.config(name)
-            backend = load_backend_class(config.backend)(config)
+            backend = (self.backends or load_backend_class(config.backend))(config)
             if hasattr(backend, "bind"):          # ensembles resolve their steps through the engine
                 backend.bind(self)
             await backend.start()                 # a failure leaves the serving version in place
