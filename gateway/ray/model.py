@@ -57,6 +57,10 @@ class ModelServer:
     def replica(self) -> str:
         return replica_id()
 
+    def inflight(self) -> int:
+        """Requests running in this replica's engine now (a cancelled client's request leaves it)."""
+        return sum(m.inflight for m in self.engine.all_versions())
+
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Any]:
         async for item in stream(self.engine, request):
             yield item
