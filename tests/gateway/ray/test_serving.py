@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from tests.conftest import write_repository
-from tests.gateway.ray.conftest import start_ray_server, stop_ray_server
+from tests.ray_helpers import start_ray_server, stop_ray_server
 from tests.serving_helpers import start_redis
 
 KEYS = "keys:\n  - {key: sk-open, name: open}\n  - {key: sk-shared, name: shared, rpm: 5}\n"
@@ -24,10 +24,14 @@ def redis_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(ray_head, redis_server, tmp_path_factory):
+    small = {"weights": "builtin:tiny", "dtype": "float32", "max_batch_size": 4, "num_threads": 1,
+             "parameters": {"ray": {"multiplex_group": "small", "max_models_per_replica": 2}}}
     root = write_repository(tmp_path_factory.mktemp("repo"), {
-        "tiny": {"weights": "builtin:tiny", "dtype": "float32", "max_batch_size": 8, "num_threads": 1}})
+        "tiny": {"weights": "builtin:tiny", "dtype": "float32", "max_batch_size": 8, "num_threads": 1,
+                 "parameters": {"ray": {"num_replicas": 2}}},
+        **{name: small for name in ("small-a", "small-b", "small-c")}})
     (root / "keys.yaml").write_text(KEYS)
-    s = start_ray_server(ray_head, ["--model-repository", str(root), "--replicas", "2", "--ingress-replicas", "2",
+    s = start_ray_server(ray_head, ["--model-repository", str(root), "--ingress-replicas", "2",
                                     "--api-keys-file", str(root / "keys.yaml"), "--rate-limits", redis_server.url,
                                     "--response-cache", redis_server.url], root)
     yield s
@@ -85,6 +89,19 @@ async def test_rpm_limit_holds_across_ingress_replicas(server):
     codes = [r.status_code for r in rs]
     assert codes.count(200) == 5 and codes.count(429) == 9, codes
     assert len({r.headers["x-conch-ingress"] for r in rs}) == 2      # both ingress replicas counted
+
+
+def test_multiplexed_group_serves_every_model_within_its_lru_bound(server, ray_driver):
+    """Three models on one replica of the group `small`, at most two resident: each request names its model,
+    the replica loads it (evicting the least recently used), and every model still answers."""
+    from ray import serve
+
+    c = client(server)
+    for name in ("small-a", "small-b", "small-c", "small-a"):
+        out = c.completions.create(model=name, prompt="hi", max_tokens=2)
+        assert out.model == name and out.choices[0].finish_reason == "length"
+    loaded = serve.get_deployment_handle("group-small", app_name="conch").broadcast("loaded").results()
+    assert len(loaded) == 1 and loaded[0] == ["small-a", "small-c"]     # small-b, least recently used, left
 
 
 def _inflight(ray_driver) -> int:
