@@ -50,6 +50,7 @@ class ModelServer:
         self.engine = Engine(ModelRepository(Path(repository) if repository else None),
                              max_queue_size=max_queue_size)
         await self.engine.load(name)
+        self.__del__ = self._stop       # Ray awaits it at shutdown; garbage collection never sees a coroutine
 
     def describe(self) -> dict[str, Any]:
         return describe(self.engine, self.name)
@@ -65,6 +66,6 @@ class ModelServer:
         async for item in stream(self.engine, request):
             yield item
 
-    async def __del__(self) -> None:
+    async def _stop(self) -> None:
         await self.engine.stop()
 

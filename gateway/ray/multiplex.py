@@ -42,6 +42,7 @@ class ModelGroup:
             return Resident(self.engine, model_id)
 
         self._resident = serve.multiplexed(max_num_models_per_replica=max_models_per_replica)(load)
+        self.__del__ = self._stop       # Ray awaits it at shutdown (see Resident)
 
     async def _model(self) -> str:
         resident = await self._resident(serve.get_multiplexed_model_id())
@@ -62,5 +63,5 @@ class ModelGroup:
         async for item in stream(self.engine, request):
             yield item
 
-    async def __del__(self) -> None:
+    async def _stop(self) -> None:
         await self.engine.stop()
