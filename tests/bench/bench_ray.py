@@ -76,6 +76,8 @@ def main() -> None:
             for i in range(ROUNDS):
                 for side in (("direct", "ray") if i % 2 == 0 else ("ray", "direct")):
                     figures[side].append(asyncio.run(_load((direct if side == "direct" else ray).url)))
+                    row = "  ".join(f"{k} {v:.1f}" for k, v in figures[side][-1].items())
+                    print(f"  round {i + 1} {side:6} {row}", flush=True)
             rss = {"direct server": [psutil.Process(direct.process.pid).memory_info().rss / 1e9],
                    "ray model replica": _rss_gb("ServeReplica:conch:model-m"),
                    "ray ingress replica": _rss_gb("ServeReplica:conch:ingress")}

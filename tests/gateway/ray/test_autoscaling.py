@@ -23,7 +23,7 @@ def server(ray_head, tmp_path_factory):
         "parameters": {"ray": {"autoscaling_config": SCALING}}}})
     s = start_ray_server(ray_head, ["--model-repository", str(root)], root)
     yield s
-    stop_ray_server(s)
+    stop_ray_server(s, graceful=False)            # the module's cluster stops next
 
 
 def _replicas(ray_driver) -> int:

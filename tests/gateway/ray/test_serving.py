@@ -35,7 +35,7 @@ def server(ray_head, redis_server, tmp_path_factory):
                                     "--api-keys-file", str(root / "keys.yaml"), "--rate-limits", redis_server.url,
                                     "--response-cache", redis_server.url], root)
     yield s
-    stop_ray_server(s)
+    stop_ray_server(s, graceful=False)            # the module's cluster stops next
 
 
 def client(server, key: str = "sk-open") -> openai.OpenAI:
