@@ -42,6 +42,7 @@ def application(settings: RaySettings) -> serve.Application:
     settings = replace(settings, max_replicas=tuple((n, o.max_replicas) for n, o in options.items()),
                        multiplexed=tuple(n for names in groups.values() for n in names))
     return Ingress.options(name="ingress", num_replicas=settings.ingress_replicas,
+                           max_ongoing_requests=settings.ingress_max_ongoing,
                            ray_actor_options={"num_cpus": settings.ingress_cpus}).bind(settings, handles)
 
 

@@ -12,6 +12,8 @@ class RaySettings:
     replicas: int | None = None              # every model's num_replicas (None: each config's parameters.ray)
     ingress_replicas: int = 1
     ingress_cpus: float = 1.0
+    ingress_max_ongoing: int = 256          # requests one ingress replica takes at once (Ray's default, 5,
+                                             # would queue a c16 load at the proxy: TTFT x10 in bench_ray)
     model_cpus: float | None = None          # default num_cpus of a model replica (parameters.ray may override)
     response_cache: str | None = None        # memory | redis://... (redis: shared by every ingress replica)
     rate_limits: str = "memory"              # memory | redis://... (redis: one limit across ingress replicas)

@@ -25,7 +25,7 @@ from tests.ray_helpers import start_ray_head, start_ray_server, stop_ray_server
 CONCURRENCY = 16
 REQUESTS = 48
 NEW_TOKENS = 32
-ROUNDS = 4
+ROUNDS = int(os.environ.get("CONCH_BENCH_RAY_ROUNDS", "4"))
 
 
 async def _load(url: str) -> dict[str, float]:
