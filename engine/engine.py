@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import AsyncGenerator, Iterator, Protocol, runtime_checkable
 
 from engine.admission import Admission, Observer, Trace
-from engine.backend import LLMBackend, load_backend_class
+from engine.backend import BackendFactory, LLMBackend, load_backend_class
 from engine.cache import ResponseCache
 from engine.errors import ModelNotFound, ModelNotReady
 from engine.loaded_model import LoadedModel
@@ -33,8 +33,9 @@ class EngineBound(Protocol):
 
 class Engine:
     def __init__(self, repository: ModelRepository | None = None, cache: ResponseCache | None = None,
-                 max_queue_size: int | None = None) -> None:
+                 max_queue_size: int | None = None, backends: BackendFactory | None = None) -> None:
         self.repository = repository or ModelRepository()
+        self.backends = backends                     # config -> Backend; None: the registry, by config.backend
         self.cache = cache                           # None: no response cache
         self.admission = Admission(max_queue_size)   # a bounded priority queue per model
         self.observers: list[Observer] = []          # told about every request once it is over
@@ -55,7 +56,7 @@ class Engine:
         lock = self._loading.setdefault(name, asyncio.Lock())
         async with lock:
             config = config or self.repository.config(name)
-            backend = load_backend_class(config.backend)(config)
+            backend = (self.backends or load_backend_class(config.backend))(config)
             if isinstance(backend, EngineBound):  # ensembles resolve their steps through the engine
                 backend.bind(self)
             await backend.start()                 # a failure leaves the serving version in place

@@ -38,12 +38,46 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics-port", type=int, default=None,
                        help="also serve /metrics on this port, without a key (e.g. 8002)")
     serve.add_argument("--metrics-host", default="127.0.0.1", help="the metrics port's address (default loopback)")
+    _ray_arguments(serve)
     return parser
+
+
+def _ray_arguments(serve: argparse.ArgumentParser) -> None:
+    ray = serve.add_argument_group("Ray Serve (needs the [ray] extra; see docs/ray.md)")
+    ray.add_argument("--ray", action="store_true", help="serve as a Ray Serve application")
+    ray.add_argument("--replicas", type=int, default=None, metavar="N",
+                     help="replicas of every model deployment (default: each config's parameters.ray)")
+    ray.add_argument("--ingress-replicas", type=int, default=1, metavar="N")
+    ray.add_argument("--address", default=None, help="join this Ray cluster (ray://HOST:10001) instead of a local one")
+    ray.add_argument("--ray-num-cpus", type=int, default=None, help="CPUs a local Ray offers (default: all)")
+    ray.add_argument("--ray-ingress-cpus", type=float, default=1.0, help="num_cpus of an ingress replica")
+    ray.add_argument("--ray-model-cpus", type=float, default=None, help="default num_cpus of a model replica")
+
+
+def _serve_ray(args: argparse.Namespace) -> None:
+    for flag in ("model_control_mode", "metrics_port"):
+        if getattr(args, flag) not in (None, "none"):
+            raise SystemExit(f"conch serve --ray: --{flag.replace('_', '-')} is not supported on Ray")
+    if args.replicas is not None and args.replicas < 1 or args.ingress_replicas < 1:
+        raise SystemExit("conch serve --ray: --replicas and --ingress-replicas must be >= 1")
+    from gateway.ray.run import serve_ray
+    from gateway.ray.settings import RaySettings
+
+    settings = RaySettings(
+        repository=str(args.model_repository.resolve()) if args.model_repository else None,
+        replicas=args.replicas, ingress_replicas=args.ingress_replicas, ingress_cpus=args.ray_ingress_cpus,
+        model_cpus=args.ray_model_cpus, response_cache=args.response_cache, rate_limits=args.rate_limits,
+        api_keys=tuple(args.api_key), admin_keys=tuple(args.admin_key),
+        api_keys_file=str(args.api_keys_file.resolve()) if args.api_keys_file else None,
+        max_queue_size=args.max_queue_size, metrics=not args.no_metrics, grpc_port=args.grpc_port)
+    serve_ray(settings, args.host, args.port, args.address, args.ray_num_cpus)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.ray:
+        return _serve_ray(args)
     import uvicorn
 
     from gateway.app import build_app

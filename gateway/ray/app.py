@@ -1,0 +1,53 @@
+"""The Ray Serve application: one deployment per model (or per multiplexed group) and the ingress over them.
+
+`build` is the import path a `serve run` / `serve deploy` config names (examples/ray/serve_config.yaml);
+`conch serve --ray` calls `application` with the command line's settings (gateway/ray/run.py).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ray import serve
+
+from engine.repository import ModelRepository
+from gateway.ray.ingress import Ingress
+from gateway.ray.model import ModelServer
+from gateway.ray.multiplex import ModelGroup
+from gateway.ray.options import DeploymentOptions, deployment_options
+from gateway.ray.settings import RaySettings
+
+
+def build(args: dict[str, Any]) -> serve.Application:
+    """`serve run gateway.ray.app:build repository=...`, or a config file's `args`."""
+    return application(RaySettings.from_args(dict(args)))
+
+
+def application(settings: RaySettings) -> serve.Application:
+    options = _model_options(settings)
+    handles: dict[str, Any] = {}
+    groups: dict[str, list[str]] = {}
+    for name, opts in options.items():
+        if opts.multiplex_group is not None:
+            groups.setdefault(opts.multiplex_group, []).append(name)
+            continue
+        handles[name] = ModelServer.options(name=f"model-{name}", **opts.serve_options()).bind(
+            settings.repository, name, settings.max_queue_size)
+    for group, names in groups.items():
+        opts = options[names[0]]         # a group's first model (by name) carries its deployment options
+        bound = ModelGroup.options(name=f"group-{group}", **opts.serve_options()).bind(
+            settings.repository, opts.max_models_per_replica, settings.max_queue_size)
+        handles.update(dict.fromkeys(names, bound))
+    settings = replace(settings, max_replicas=tuple((n, o.max_replicas) for n, o in options.items()),
+                       multiplexed=tuple(n for names in groups.values() for n in names))
+    return Ingress.options(name="ingress", num_replicas=settings.ingress_replicas,
+                           max_ongoing_requests=settings.ingress_max_ongoing,
+                           ray_actor_options={"num_cpus": settings.ingress_cpus}).bind(settings, handles)
+
+
+def _model_options(settings: RaySettings) -> dict[str, DeploymentOptions]:
+    repository = ModelRepository(Path(settings.repository) if settings.repository else None)
+    actor = {"num_cpus": settings.model_cpus} if settings.model_cpus is not None else None
+    return {name: deployment_options(repository.config(name), settings.replicas, actor)
+            for name in repository.names()}

@@ -1,0 +1,36 @@
+"""What `conch serve --ray` (or a `serve run` config's args) tells the application. Plain values only: the
+settings travel to every replica."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    repository: str | None = None            # the model repository (None: the embedded SmolLM2)
+    replicas: int | None = None              # every model's num_replicas (None: each config's parameters.ray)
+    ingress_replicas: int = 1
+    ingress_cpus: float = 1.0
+    ingress_max_ongoing: int = 256          # requests one ingress replica takes at once (Ray's default, 5,
+                                             # would queue a c16 load at the proxy: TTFT x10 in bench_ray)
+    model_cpus: float | None = None          # default num_cpus of a model replica (parameters.ray may override)
+    response_cache: str | None = None        # memory | redis://... (redis: shared by every ingress replica)
+    rate_limits: str = "memory"              # memory | redis://... (redis: one limit across ingress replicas)
+    api_keys: tuple[str, ...] = ()
+    admin_keys: tuple[str, ...] = ()
+    api_keys_file: str | None = None
+    max_queue_size: int | None = None
+    metrics: bool = True
+    grpc_port: int | None = None             # served by the ingress (one ingress replica per node: one port)
+    max_replicas: tuple[tuple[str, int], ...] = ()   # filled by the builder: model -> its most replicas
+    multiplexed: tuple[str, ...] = ()                # filled by the builder: models served by a group
+
+    @classmethod
+    def from_args(cls, args: dict[str, Any]) -> "RaySettings":
+        """From a `serve run` config's `args` (lists become tuples); unknown keys are refused by name."""
+        known = set(cls.__dataclass_fields__) - {"max_replicas", "multiplexed"}
+        unknown = sorted(set(args) - known)
+        if unknown:
+            raise ValueError(f"conch ray args: unknown keys {unknown}; known: {sorted(known)}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in args.items()})

@@ -1,0 +1,107 @@
+"""Issue 19's figures: Conch through the Ray Serve ingress vs the same Conch served directly, same run.
+
+Both serve the same model (SmolLM2 float32 by default; CONCH_BENCH_RAY_MODEL=tiny for the tiny random one),
+with one model replica behind one ingress on Ray, so the ratio is the cost of the Ray hop (proxy -> ingress
+-> model replica, every delta a streamed Ray object). Load: streamed completions of NEW_TOKENS tokens
+(ignore_eos) at concurrency 16. Rounds alternate direct/ray (the order flipping each round); each figure is
+the median over rounds, the ratios the median of the rounds' ratios. RSS of every Ray replica process and of
+the direct server is read with psutil. Goal: Ray >= 0.9x of direct tokens/s at c16.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from tests.conftest import start_server, write_repository
+from tests.ray_helpers import start_ray_head, start_ray_server, stop_ray_server
+
+CONCURRENCY = 16
+REQUESTS = 48
+NEW_TOKENS = 32
+ROUNDS = int(os.environ.get("CONCH_BENCH_RAY_ROUNDS", "4"))
+
+
+async def _load(url: str) -> dict[str, float]:
+    """requests/s, tokens/s and the median time to the first token of REQUESTS streams at CONCURRENCY."""
+    body = {"model": "m", "max_tokens": NEW_TOKENS, "ignore_eos": True, "stream": True, "temperature": 1.0}
+    sem, ttfts, tokens = asyncio.Semaphore(CONCURRENCY), [], [0]
+    async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=CONCURRENCY * 2)) as client:
+        async def one(i: int) -> None:
+            async with sem:
+                start, first = time.perf_counter(), None
+                async with client.stream("POST", url + "/v1/completions",
+                                         json={**body, "prompt": f"Tell me about the sea, {i}"}) as r:
+                    r.raise_for_status()
+                    async for line in r.aiter_lines():
+                        if line.startswith("data: {") and '"text":""' not in line:
+                            first = first or time.perf_counter()
+                            tokens[0] += 1
+                ttfts.append(first - start)
+
+        await asyncio.gather(*(one(i) for i in range(CONCURRENCY)))          # warm up
+        ttfts.clear()
+        tokens[0] = 0
+        start = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(REQUESTS)))
+        wall = time.perf_counter() - start
+    return {"req/s": REQUESTS / wall, "tok/s": tokens[0] / wall, "ttft ms": statistics.median(ttfts) * 1e3}
+
+
+def _rss_gb(pattern: str) -> list[float]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if any(pattern in part for part in p.info["cmdline"] or ()):
+            found.append(p.memory_info().rss / 1e9)
+    return found
+
+
+def main() -> None:
+    weights = "builtin:tiny" if os.environ.get("CONCH_BENCH_RAY_MODEL") == "tiny" else "builtin:smollm2"
+    with tempfile.TemporaryDirectory(prefix="conch-bench-ray-") as tmp:
+        root = write_repository(Path(tmp), {"m": {"weights": weights, "dtype": "float32",
+                                                  "max_batch_size": CONCURRENCY}})
+        head = start_ray_head(Path(tmp), num_cpus=4)
+        direct = ray = None
+        try:
+            direct = start_server(["--model-repository", str(root)], Path(tmp))
+            ray = start_ray_server(head, ["--model-repository", str(root), "--replicas", "1"], Path(tmp))
+            figures: dict[str, list[dict[str, float]]] = {"direct": [], "ray": []}
+            for i in range(ROUNDS):
+                for side in (("direct", "ray") if i % 2 == 0 else ("ray", "direct")):
+                    figures[side].append(asyncio.run(_load((direct if side == "direct" else ray).url)))
+                    row = "  ".join(f"{k} {v:.1f}" for k, v in figures[side][-1].items())
+                    print(f"  round {i + 1} {side:6} {row}", flush=True)
+            rss = {"direct server": [psutil.Process(direct.process.pid).memory_info().rss / 1e9],
+                   "ray model replica": _rss_gb("ServeReplica:conch:model-m"),
+                   "ray ingress replica": _rss_gb("ServeReplica:conch:ingress")}
+        finally:
+            for server in (direct, ray):
+                if server is not None:
+                    (stop_ray_server if server is ray else type(server).stop)(server)
+            head.stop()
+    _report(weights, figures, rss)
+
+
+def _report(weights: str, figures: dict[str, list[dict[str, float]]], rss: dict[str, list[float]]) -> None:
+    print(f"Ray Serve ingress vs direct, {weights}, {REQUESTS} streamed completions of {NEW_TOKENS} tokens at "
+          f"concurrency {CONCURRENCY}, {ROUNDS} alternating rounds (medians)")
+    for key in ("req/s", "tok/s", "ttft ms"):
+        d = statistics.median(f[key] for f in figures["direct"])
+        r = statistics.median(f[key] for f in figures["ray"])
+        ratio = statistics.median(b[key] / a[key] for a, b in zip(figures["direct"], figures["ray"], strict=True))
+        print(f"  {key:8} direct {d:9.1f}   ray {r:9.1f}   ray/direct {ratio:.3f}x")
+    tok = statistics.median(b["tok/s"] / a["tok/s"] for a, b in zip(figures["direct"], figures["ray"], strict=True))
+    print(f"  goal: ray >= 0.9x of direct tokens/s: {'met' if tok >= 0.9 else 'NOT met'} ({tok:.3f}x)")
+    for label, values in rss.items():
+        print(f"  RSS {label:20} {' '.join(f'{v:.2f}' for v in values) or 'not found'} GB")
+
+
+if __name__ == "__main__":
+    main()

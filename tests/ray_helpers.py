@@ -1,0 +1,74 @@
+"""Helpers for Conch on Ray (tests/gateway/ray, tests/bench/bench_ray.py): a real local Ray cluster
+(`ray start --head --block`, dashboard off, a small object store) and `conch serve --ray --address` joining
+it, so that a test can also reach the replicas' actors."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+from tests.conftest import Server, free_port, start_server
+
+ROOT = Path(__file__).resolve().parents[1]
+# A throwaway test cluster: no usage stats, no token (every process of the test joins it without one), and
+# workers at nice 0 (Ray's default, 15, starves them beside the machine's other load, as the direct server
+# the benchmark compares with is not).
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "RAY_worker_niceness": "0"}
+
+
+@dataclass
+class RayHead:
+    address: str                  # 127.0.0.1:PORT, the GCS
+    process: subprocess.Popen
+
+    def stop(self) -> None:
+        self.process.terminate()  # `ray start --block` stops the node's processes when it is terminated
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def start_ray_head(log_dir: Path, num_cpus: int = 8) -> RayHead:
+    port = free_port()
+    ray = str(Path(sys.executable).with_name("ray"))
+    cmd = [ray, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
+           "--num-cpus", str(num_cpus), "--include-dashboard", "false", "--disable-usage-stats",
+           "--object-store-memory", str(100 * 1024 * 1024), "--ray-client-server-port", str(free_port())]
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT)}     # the workers import this checkout
+    log = log_dir / "ray-head.log"
+    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
+    head = RayHead(f"127.0.0.1:{port}", proc)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"ray start exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        if "Ray runtime started" in log.read_text():
+            return head
+        time.sleep(0.5)
+    head.stop()
+    raise RuntimeError(f"ray did not start:\n{log.read_text()[-4000:]}")
+
+
+def start_ray_server(head: RayHead, args: list[str], log_dir: Path) -> Server:
+    """`conch serve --ray` on `head`; replicas take a fraction of a CPU so that a 2-core machine fits them."""
+    return start_server(["--ray", "--address", head.address, "--ray-ingress-cpus", "0.5",
+                         "--ray-model-cpus", "0.5", *args], log_dir, timeout=300, env=RAY_ENV)
+
+
+def stop_ray_server(server: Server, graceful: bool = True) -> None:
+    """SIGINT: the CLI deletes its application, leaving the cluster up (graceful: its replicas drain).
+    Tests whose cluster goes next skip that wait: killing the CLI leaves the replicas to the head's stop."""
+    if not graceful:
+        server.process.kill()
+        server.process.wait(30)
+        return
+    server.process.send_signal(2)
+    try:
+        server.process.wait(60)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
