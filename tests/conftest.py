@@ -54,19 +54,24 @@ def start_server(args: list[str], log_dir: Path, timeout: float = 240.0, env: di
     log = log_dir / f"server-{port}.log"
     cmd = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-    url = f"http://127.0.0.1:{port}"
+    return wait_ready(proc, f"http://127.0.0.1:{port}", log, timeout)
+
+
+def wait_ready(proc: subprocess.Popen, url: str, log: Path, timeout: float, what: str = "server",
+               poll: float = 0.3) -> Server:
+    """The started server once its /health answers 200; its log's tail in the error if it exits or never does."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
         try:
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return Server(url, proc, log=log)
         except httpx.HTTPError:
             pass
-        time.sleep(0.3)
+        time.sleep(poll)
     proc.kill()
-    raise RuntimeError(f"server did not become ready:\n{log.read_text()[-4000:]}")
+    raise RuntimeError(f"{what} did not become ready:\n{log.read_text()[-4000:]}")
 
 
 @pytest.fixture(scope="module")

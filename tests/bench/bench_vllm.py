@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from tests.bench.bench_engine import NEW_TOKENS, PROMPTS
-from tests.conftest import Server, free_port, start_server
+from tests.conftest import Server, free_port, start_server, wait_ready
 from tests.engine.backends.vllm.helpers import ENGINE_ARGS, VLLM_ENV
 
 ROUNDS = int(os.environ.get("CONCH_BENCH_ROUNDS", "2"))
@@ -85,19 +85,7 @@ def _vllm(tmp: Path, folder: str) -> Server:
            "--model", folder, "--served-model-name", MODEL, *flags]
     log = tmp / "vllm-server.log"
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, **VLLM_ENV})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vllm server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return Server(url, proc, log=log)
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError(f"vllm server did not become ready:\n{log.read_text()[-4000:]}")
+    return wait_ready(proc, f"http://127.0.0.1:{port}", log, 900, what="vllm server", poll=0.5)
 
 
 def main() -> None:
