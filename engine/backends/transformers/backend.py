@@ -2,6 +2,12 @@
 
 Threads: the asyncio loop only enqueues commands and reads per-request queues; the engine thread owns the
 scheduler, runner and sampler. torch releases the GIL in its kernels, so the server stays responsive.
+
+Every torch call of the model runs on the engine thread: loading, steps and prompt logprobs. OpenMP (libgomp)
+keeps a team of workers per thread that runs parallel regions, and once the process holds more of those
+workers than cores it stops spinning between regions; each of a step's ~150 parallel regions then waits on a
+futex wake-up. Measured on 2 cores: a decode step took 1.4-2x longer on a second thread once the model had been
+loaded on another one.
 """
 from __future__ import annotations
 
@@ -56,15 +62,31 @@ class TransformersBackend:
     # -- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        model, self.tokenizer = await asyncio.to_thread(loader.load, self.config)
+        loaded: asyncio.Future = self._loop.create_future()
+        self._thread = threading.Thread(target=self._main, args=(loaded,), name=f"engine-{self.config.name}",
+                                        daemon=True)
+        self._thread.start()
+        await loaded                                              # the engine thread's load, or its error
         await asyncio.to_thread(max_token_span, self.tokenizer)    # the prompt length bound's one vocabulary pass
+
+    def _main(self, loaded: asyncio.Future) -> None:
+        """The engine thread: load the model here (see the module's note on threads), then run the loop."""
+        assert self._loop is not None
+        try:
+            self._load()
+        except BaseException as exc:                             # start() re-raises it on the loop
+            self._loop.call_soon_threadsafe(_settle, loaded, exc)
+            return
+        self._loop.call_soon_threadsafe(_settle, loaded, None)
+        self._run()
+
+    def _load(self) -> None:
+        model, self.tokenizer = loader.load(self.config)
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.runner = self._runner(model, pad)
         self.sampler = Sampler(self.tokenizer, model.config.vocab_size)
         self._eos = frozenset(_eos_ids(model, self.tokenizer))
-        self._thread = threading.Thread(target=self._run, name=f"engine-{self.config.name}", daemon=True)
-        self._thread.start()
 
     def _runner(self, model, pad: int) -> ModelRunner | FlatRunner:
         """The flattened runner for the Llama family (chunked prefill, slot KV store under a byte budget);
@@ -111,8 +133,8 @@ class TransformersBackend:
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
         prompt_ids = list(request.prompt_token_ids or ())
         if request.params.prompt_logprobs is not None:
-            scored = await asyncio.to_thread(prompt_logprobs, self.runner.model, self.tokenizer, prompt_ids,
-                                             request.params.prompt_logprobs)
+            scored = await self._on_engine_thread(prompt_logprobs, self.runner.model, self.tokenizer, prompt_ids,
+                                                  request.params.prompt_logprobs)
             for delta in prompt_deltas(request, scored):
                 yield delta
             if request.params.max_tokens == 0:     # scoring only: nothing to generate
@@ -155,6 +177,13 @@ class TransformersBackend:
         return await self._grammars.compile_async(spec)
 
     # -- the engine thread -----------------------------------------------------------------------------
+    async def _on_engine_thread(self, fn, *args):
+        """fn(*args) run by the engine thread between two steps; its result or error, awaited here."""
+        assert self._loop is not None
+        done: asyncio.Future = self._loop.create_future()
+        self._send(("call", (fn, args, done)))
+        return await done
+
     def _send(self, command: tuple) -> None:
         self._inbox.put(command)
         self._wake.set()
@@ -183,8 +212,18 @@ class TransformersBackend:
             if kind == "add":
                 for seq in arg:
                     self.scheduler.add(seq)
+            elif kind == "call":
+                self._call(*arg)
             else:
                 self.scheduler.abort(*arg)
+
+    def _call(self, fn, args: tuple, done: asyncio.Future) -> None:
+        assert self._loop is not None
+        try:
+            result: Any = fn(*args)
+        except Exception as exc:                    # the caller's request fails with it, not the engine
+            result = exc
+        self._loop.call_soon_threadsafe(_settle, done, result)
 
     def step(self) -> list[GenerationDelta]:
         batch = self.scheduler.schedule()            # who leaves, who joins, who decodes this step
@@ -223,3 +262,14 @@ def _eos_ids(model, tokenizer) -> set[int]:
     extra = getattr(gen, "eos_token_id", None) if gen is not None else None
     ids |= set(extra if isinstance(extra, list) else [extra] if extra is not None else [])
     return ids
+
+
+def _settle(future: asyncio.Future, result: Any) -> None:
+    """On the event loop: resolve `future` with `result`, or fail it when `result` is an exception (unless
+    its awaiter has gone, cancelling it)."""
+    if future.done():
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)

@@ -45,16 +45,49 @@ class Step:
     logits_at: torch.Tensor  # (R,) flattened indices whose logits are wanted (each sampling span's last token)
 
 
+PACK_HINT = 64       # the batch size oneDNN lays packed weights out for; measured best over decode 1..64 here
+
+
+def _can_pack(dtype: torch.dtype) -> bool:
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        w = torch.ops.mkldnn._reorder_linear_weight(torch.ones(8, 8, dtype=dtype), PACK_HINT)
+        torch.ops.mkldnn._linear_pointwise(torch.ones(2, 8, dtype=dtype), w, None, "none", [], "")
+        return True
+    except (RuntimeError, AttributeError):
+        return False
+
+
+@dataclass(frozen=True)
+class _Dense:
+    """y = x @ weight.T + bias for x (T, in). The weight is a copy packed once into oneDNN's blocked layout
+    where oneDNN takes the dtype (opaque: only `_linear_pointwise` reads it); decode matmuls stream it from
+    memory 1.4-1.7x faster than aten's plain (out, in) layout on this CPU, bit for bit equal in bf16."""
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    packed: bool
+
+    @classmethod
+    def of(cls, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool) -> _Dense:
+        if pack:
+            return cls(torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_HINT), bias, True)
+        return cls(weight, bias, False)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed:
+            return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+        return F.linear(x, self.weight, self.bias)
+
+
 @dataclass(frozen=True)
 class _Layer:
     norm1: torch.Tensor
-    qkv: torch.Tensor            # (q + 2 kv, hidden)
-    qkv_bias: torch.Tensor | None
-    o: torch.Tensor
-    o_bias: torch.Tensor | None
+    qkv: _Dense                  # (hidden) -> (q + 2 kv)
+    o: _Dense
     norm2: torch.Tensor
-    gate_up: torch.Tensor        # (2 inter, hidden)
-    down: torch.Tensor
+    gate_up: _Dense              # (hidden) -> (2 inter)
+    down: _Dense
 
 
 def _cat_bias(*mods: Any) -> torch.Tensor | None:
@@ -64,15 +97,17 @@ def _cat_bias(*mods: Any) -> torch.Tensor | None:
                       for m in mods])
 
 
-def _layer(block: Any) -> _Layer:
+def _layer(block: Any, pack: bool) -> _Layer:
     a, m = block.self_attn, block.mlp
     if any(getattr(x, "bias", None) is not None for x in (m.gate_proj, m.up_proj, m.down_proj)):
         raise ValueError("MLP biases are not supported")
     return _Layer(norm1=block.input_layernorm.weight,
-                  qkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
-                  qkv_bias=_cat_bias(a.q_proj, a.k_proj, a.v_proj), o=a.o_proj.weight, o_bias=a.o_proj.bias,
+                  qkv=_Dense.of(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
+                                _cat_bias(a.q_proj, a.k_proj, a.v_proj), pack),
+                  o=_Dense.of(a.o_proj.weight, a.o_proj.bias, pack),
                   norm2=block.post_attention_layernorm.weight,
-                  gate_up=torch.cat([m.gate_proj.weight, m.up_proj.weight]), down=m.down_proj.weight)
+                  gate_up=_Dense.of(torch.cat([m.gate_proj.weight, m.up_proj.weight]), None, pack),
+                  down=_Dense.of(m.down_proj.weight, None, pack))
 
 
 class LlamaForward:
@@ -86,8 +121,9 @@ class LlamaForward:
         self.dtype = model.lm_head.weight.dtype
         self.embed = model.model.embed_tokens.weight
         self.norm = model.model.norm.weight
-        self.lm_head = model.lm_head.weight
-        self.layers = [_layer(b) for b in model.model.layers]
+        pack = _can_pack(self.dtype)
+        self.lm_head = _Dense.of(model.lm_head.weight, None, pack)
+        self.layers = [_layer(b, pack) for b in model.model.layers]
         self.cos, self.sin = self._rope_tables(model, c.max_position_embeddings)
 
     @torch.inference_mode()
@@ -116,22 +152,22 @@ class LlamaForward:
         rows = kv.rows(step.slots, step.positions)                      # where this step's K/V go
         for i, layer in enumerate(self.layers):
             x = x + self._attention(i, layer, self._rms(x, layer.norm1), cos, sin, kv, rows, attend)
-            h = F.linear(self._rms(x, layer.norm2), layer.gate_up)      # (T, 2 inter)
+            h = layer.gate_up(self._rms(x, layer.norm2))      # (T, 2 inter)
             gate, up = h.chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, layer.down)
+            x = x + layer.down(F.silu(gate) * up)
         x = self._rms(x[step.logits_at], self.norm)
-        return F.linear(x, self.lm_head).float()
+        return self.lm_head(x).float()
 
     def _attention(self, i: int, layer: _Layer, x: torch.Tensor, cos, sin, kv: SlotKVStore, rows: torch.Tensor,
                    attend: _Attention) -> torch.Tensor:
         T, H, G, D = x.shape[0], self.heads, self.kv_heads, self.head_dim
-        qkv = F.linear(x, layer.qkv, layer.qkv_bias)
+        qkv = layer.qkv(x)
         q, k, v = qkv.split([H * D, G * D, G * D], dim=-1)
         q = self._rope(q.view(T, H, D), cos, sin)
         k = self._rope(k.view(T, G, D), cos, sin)
         kv.write(i, rows, k, v.view(T, G, D))
         out = attend(q, kv.k[i], kv.v[i])                                 # (T, H, D)
-        return F.linear(out.reshape(T, H * D), layer.o, layer.o_bias)
+        return layer.o(out.reshape(T, H * D))
 
 
 class _Attention:
