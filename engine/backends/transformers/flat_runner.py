@@ -39,12 +39,18 @@ class FlatRunner:
         if slot is None:
             return False
         seq.slot = slot
+        return True
+
+    def first_chunk(self, seq: Sequence) -> None:
+        """Before its first chunk: the longest cached head of its prompt, copied into its slot once (the step
+        computes the rest). Looked up now rather than at admission, so that prompts admitted together behind
+        one sharing their head (an agent's system prompt and tools) find it once that one has computed it."""
+        assert seq.slot is not None
         hit = self.prefixes.lookup(seq.prompt_ids)
         if hit is not None:
             cached, layers = hit
-            self.kv.load_prefix(slot, layers)           # slot-copy once; the step computes the rest
+            self.kv.load_prefix(seq.slot, layers)
             seq.computed = cached
-        return True
 
     def release(self, seq: Sequence) -> None:
         if seq.slot is not None:

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from engine.backends.transformers import native
 from engine.backends.transformers.kv_store import SlotKVStore
 
 SUPPORTED = frozenset({"llama", "qwen2", "mistral"})
@@ -97,13 +98,24 @@ def _cat_bias(*mods: Any) -> torch.Tensor | None:
                       for m in mods])
 
 
-def _layer(block: Any, pack: bool) -> _Layer:
+def _interleaved(t: torch.Tensor, heads: int) -> torch.Tensor:
+    """Rows (or entries) of a q/k projection, per head reordered from HF's halves (0..D/2-1 | D/2..D-1) to
+    pairs (0, D/2, 1, D/2 + 1, ...): RoPE then rotates adjacent pairs, a complex multiply. q and k get the same
+    order, so q.k is unchanged; v and the output are not reordered."""
+    half = t.shape[0] // heads // 2
+    return t.view(heads, 2, half, *t.shape[1:]).transpose(1, 2).reshape(t.shape)
+
+
+def _layer(block: Any, pack: bool, heads: int, kv_heads: int) -> _Layer:
     a, m = block.self_attn, block.mlp
     if any(getattr(x, "bias", None) is not None for x in (m.gate_proj, m.up_proj, m.down_proj)):
         raise ValueError("MLP biases are not supported")
-    return _Layer(norm1=block.input_layernorm.weight,
-                  qkv=_Dense.of(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
-                                _cat_bias(a.q_proj, a.k_proj, a.v_proj), pack),
+    qkv_bias = _cat_bias(a.q_proj, a.k_proj, a.v_proj)
+    if qkv_bias is not None:
+        q, k, v = qkv_bias.split([a.q_proj.out_features, a.k_proj.out_features, a.v_proj.out_features])
+        qkv_bias = torch.cat([_interleaved(q, heads), _interleaved(k, kv_heads), v])
+    qkv = torch.cat([_interleaved(a.q_proj.weight, heads), _interleaved(a.k_proj.weight, kv_heads), a.v_proj.weight])
+    return _Layer(norm1=block.input_layernorm.weight, qkv=_Dense.of(qkv, qkv_bias, pack),
                   o=_Dense.of(a.o_proj.weight, a.o_proj.bias, pack),
                   norm2=block.post_attention_layernorm.weight,
                   gate_up=_Dense.of(torch.cat([m.gate_proj.weight, m.up_proj.weight]), None, pack),
@@ -111,8 +123,12 @@ def _layer(block: Any, pack: bool) -> _Layer:
 
 
 class LlamaForward:
-    """Not thread-safe: the engine thread only. Shapes in comments: T tokens, H heads, G kv heads, D head_dim."""
+    """Not thread-safe: the engine thread only. Shapes in comments: T tokens, H heads, G kv heads, D head_dim.
 
+    Numerics: RMSNorm is torch's fused rms_norm in the model's dtype and RoPE a float32 complex multiply, so
+    logits match HF's forward to rounding (bf16), not bit for bit; batched and alone stay bit-equal."""
+
+    @torch.inference_mode()
     def __init__(self, model: Any) -> None:   # an HF Llama-family model
         c = model.config
         self.heads, self.kv_heads = c.num_attention_heads, c.num_key_value_heads
@@ -123,50 +139,47 @@ class LlamaForward:
         self.norm = model.model.norm.weight
         pack = _can_pack(self.dtype)
         self.lm_head = _Dense.of(model.lm_head.weight, None, pack)
-        self.layers = [_layer(b, pack) for b in model.model.layers]
-        self.cos, self.sin = self._rope_tables(model, c.max_position_embeddings)
+        self.layers = [_layer(b, pack, self.heads, self.kv_heads) for b in model.model.layers]
+        self.rotation = self._rope_table(model, c.max_position_embeddings)
+        kernels = native.load("decode_attention") if self.dtype == torch.bfloat16 else None
+        self.decode_kernel = kernels.decode_attention if kernels is not None else None
 
-    @torch.inference_mode()
-    def _rope_tables(self, model, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(P, D) cos and sin for every position, from the model's own rotary embedding (its scaling included)."""
+    def _rope_table(self, model, length: int) -> torch.Tensor:
+        """(P, D/2) complex64 cos + i sin for every position, from the model's own rotary embedding (its scaling
+        included); HF's (P, D) tables repeat their first half, which this checks."""
         positions = torch.arange(length).unsqueeze(0)
-        cos, sin = model.model.rotary_emb(self.embed[:1].unsqueeze(0), positions)
-        return cos[0].to(self.dtype), sin[0].to(self.dtype)
+        cos, sin = (t[0].float() for t in model.model.rotary_emb(self.embed[:1].unsqueeze(0).float(), positions))
+        half = self.head_dim // 2
+        if not (torch.equal(cos[:, :half], cos[:, half:]) and torch.equal(sin[:, :half], sin[:, half:])):
+            raise ValueError("the rotary embedding does not rotate (i, i + D/2) pairs")
+        return torch.complex(cos[:, :half], sin[:, :half])
 
     def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(self.dtype)
-
-    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x (T, heads, D); cos/sin (T, 1, D)."""
-        half = x.shape[-1] // 2
-        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-        return x * cos + rotated * sin
+        return F.rms_norm(x, (x.shape[-1],), weight, self.eps)
 
     @torch.inference_mode()
     def __call__(self, step: Step, kv: SlotKVStore) -> torch.Tensor:
         """Logits (R, V) float32 at `step.logits_at`; writes the step's K/V into `kv`."""
         x = self.embed[step.ids]                                         # (T, hidden)
-        cos = self.cos[step.positions].unsqueeze(1)                      # (T, 1, D)
-        sin = self.sin[step.positions].unsqueeze(1)
-        attend = _Attention(step, kv, self.heads, self.kv_heads)
+        rotation = self.rotation[step.positions].unsqueeze(1)            # (T, 1, D/2) complex
+        attend = _Attention(step, kv, self.heads, self.kv_heads, self.decode_kernel)
         rows = kv.rows(step.slots, step.positions)                      # where this step's K/V go
         for i, layer in enumerate(self.layers):
-            x = x + self._attention(i, layer, self._rms(x, layer.norm1), cos, sin, kv, rows, attend)
-            h = layer.gate_up(self._rms(x, layer.norm2))      # (T, 2 inter)
+            x = x + self._attention(i, layer, self._rms(x, layer.norm1), rotation, kv, rows, attend)
+            h = layer.gate_up(self._rms(x, layer.norm2))                 # (T, 2 inter)
             gate, up = h.chunk(2, dim=-1)
             x = x + layer.down(F.silu(gate) * up)
         x = self._rms(x[step.logits_at], self.norm)
         return self.lm_head(x).float()
 
-    def _attention(self, i: int, layer: _Layer, x: torch.Tensor, cos, sin, kv: SlotKVStore, rows: torch.Tensor,
-                   attend: _Attention) -> torch.Tensor:
+    def _attention(self, i: int, layer: _Layer, x: torch.Tensor, rotation: torch.Tensor, kv: SlotKVStore,
+                   rows: torch.Tensor, attend: _Attention) -> torch.Tensor:
         T, H, G, D = x.shape[0], self.heads, self.kv_heads, self.head_dim
-        qkv = layer.qkv(x)
-        q, k, v = qkv.split([H * D, G * D, G * D], dim=-1)
-        q = self._rope(q.view(T, H, D), cos, sin)
-        k = self._rope(k.view(T, G, D), cos, sin)
-        kv.write(i, rows, k, v.view(T, G, D))
-        out = attend(q, kv.k[i], kv.v[i])                                 # (T, H, D)
+        qkv = layer.qkv(x)                                               # (T, (H + 2G) D), q/k pairs interleaved
+        pairs = qkv[:, :(H + G) * D].float().reshape(T, H + G, D // 2, 2)
+        qk = torch.view_as_real(torch.view_as_complex(pairs) * rotation).view(T, H + G, D).to(self.dtype)
+        kv.write(i, rows, qk[:, H:], qkv[:, (H + G) * D:].view(T, G, D))
+        out = attend(qk[:, :H], kv.k[i], kv.v[i])                         # (T, H, D)
         return layer.o(out.reshape(T, H * D))
 
 
@@ -179,13 +192,17 @@ class _Attention:
     A chunk that starts at position 0 uses SDPA's is_causal (it skips the masked blocks); a later chunk
     needs an explicit mask offset by the tokens already stored."""
 
-    def __init__(self, step: Step, kv: SlotKVStore, heads: int, kv_heads: int) -> None:
+    def __init__(self, step: Step, kv: SlotKVStore, heads: int, kv_heads: int, kernel: Any = None) -> None:
         self.gqa = heads != kv_heads
         self.groups = (kv_heads, heads // kv_heads)
         decode = [s for s in step.spans if s.n == 1]
         self.chunks = [s for s in step.spans if s.n > 1]
         self.decode_rows = torch.tensor([s.offset for s in decode], dtype=torch.long)
-        if decode:
+        self.kernel = kernel              # native/decode_attention.cpp's op (bf16), or None: SDPA
+        if decode and kernel is not None:
+            self.slots = torch.tensor([s.slot for s in decode], dtype=torch.long)
+            self.lengths = torch.tensor([s.start + 1 for s in decode], dtype=torch.long)
+        elif decode:
             self.lo = min(s.slot for s in decode)
             hi = max(s.slot for s in decode) + 1
             self.columns = max(s.start for s in decode) + 1
@@ -202,7 +219,11 @@ class _Attention:
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q (T, H, D); k, v the layer's store (slots, G, capacity, D). Returns (T, H, D)."""
         out = torch.empty_like(q)
-        if len(self.decode_rows):
+        if len(self.decode_rows) and self.kernel is not None:
+            (G, R), D = self.groups, q.shape[2]
+            o = self.kernel(q[self.decode_rows].view(-1, G, R, D), k, v, self.slots, self.lengths, D ** -0.5)
+            out[self.decode_rows] = o.view(-1, G * R, D)
+        elif len(self.decode_rows):
             S, (G, R), D = self.hi - self.lo, self.groups, q.shape[2]
             qs = q.new_zeros((S, G, R, D))
             qs[self.decode_slots] = q[self.decode_rows].view(-1, G, R, D)

@@ -62,6 +62,9 @@ class PrefixCache:
         nbytes = sum(k.nbytes + v.nbytes for k, v in kept)
         if nbytes > self.budget:
             return
+        for m in range(self.min_tokens, n, BLOCK):          # a shorter head of this one: subsumed, dropped
+            if key[:m] in self._entries:
+                self._drop(key[:m])
         while self.nbytes + nbytes > self.budget:
             self._evict()
         self._entries[key] = _Entry(key, kept, nbytes)
@@ -70,7 +73,10 @@ class PrefixCache:
             self._index[key[:m]] = key
 
     def _evict(self) -> None:
-        key, entry = self._entries.popitem(last=False)
+        self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: tuple[int, ...]) -> None:
+        entry = self._entries.pop(key)
         self.nbytes -= entry.nbytes
         for m in range(self.min_tokens, len(key) + 1, BLOCK):
             if self._index.get(key[:m]) == key:

@@ -47,18 +47,22 @@ class Scheduler:
     """`step_tokens` None: every newcomer is prefilled whole in the step that admits it (the HF runner).
     `step_tokens` N: chunked prefill, as vLLM's scheduler does: every decode row gets its token, then the
     prompts still prefilling (oldest first), then newcomers, share what is left of N tokens; a newcomer joins
-    only if `admit(seq)` (the runner's KV store) takes it, and `release(seq)` runs once it has left."""
+    only if `admit(seq)` (the runner's KV store) takes it, and `release(seq)` runs once it has left.
+    `first_chunk(seq)` runs when a sequence's first chunk is scheduled, which may be steps after it joined:
+    the runner may then advance `seq.computed` past a prompt head that an earlier prompt has since cached."""
 
     MIN_CHUNK = 32        # prompt tokens a step computes even when the decode rows use the whole budget
 
     def __init__(self, max_batch_size: int, max_prefill_tokens: int = 4096, step_tokens: int | None = None,
                  admit: Callable[[Sequence], bool] | None = None,
-                 release: Callable[[Sequence], None] | None = None) -> None:
+                 release: Callable[[Sequence], None] | None = None,
+                 first_chunk: Callable[[Sequence], None] | None = None) -> None:
         self.max_batch_size = max_batch_size
         self.max_prefill_tokens = max_prefill_tokens
         self.step_tokens = step_tokens
         self._admit_kv = admit or (lambda seq: True)
         self._release = release or (lambda seq: None)
+        self._first_chunk = first_chunk or (lambda seq: None)
         self.running: list[Sequence] = []
         self._waiting: list[tuple[int, int, Sequence]] = []   # heap of (priority, arrival, seq)
         self._arrival = itertools.count()
@@ -121,15 +125,22 @@ class Scheduler:
         chunks: list[tuple[Sequence, int]] = []
         for seq in continuing:
             if seq.computed < len(seq.prompt_ids) and budget > 0:
-                chunks.append((seq, min(len(seq.prompt_ids) - seq.computed, budget)))
+                chunks.append((seq, self._chunk(seq, budget)))
                 budget -= chunks[-1][1]
         admitted = self._admit(self.max_batch_size - len(continuing), budget)
         for seq in admitted:
             if budget > 0:
-                chunks.append((seq, min(len(seq.prompt_ids) - seq.computed, budget)))
+                chunks.append((seq, self._chunk(seq, budget)))
                 budget -= chunks[-1][1]
         self.running = continuing + admitted
         return _batch(keep, decode, chunks)
+
+    def _chunk(self, seq: Sequence, budget: int) -> int:
+        """Prompt tokens `seq` computes this step (at least 1: a cached head leaves one to compute)."""
+        if not seq.started:
+            seq.started = True
+            self._first_chunk(seq)
+        return min(len(seq.prompt_ids) - seq.computed, budget)
 
     def _admit(self, free: int, budget: int) -> list[Sequence]:
         """Waiting sequences that fit in `free` slots and `budget` prompt tokens (the first always fits a

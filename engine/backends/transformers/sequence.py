@@ -29,6 +29,7 @@ class Sequence:
     error: str | None = None                 # why it ended with FINISHED_ERROR; its final delta carries it
     slot: int | None = None                  # its KV store slot while running (the flattened runner's)
     computed: int = 0                        # tokens whose KV is stored; the next step computes from here
+    started: bool = False                    # its first prompt chunk has been scheduled (chunked prefill)
     # Produced but not yet delivered; drained into one GenerationDelta per step.
     _ids: list[int] = field(default_factory=list)
     _logprobs: list[PositionLogprobs] = field(default_factory=list)

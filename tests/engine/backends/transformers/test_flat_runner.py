@@ -73,12 +73,14 @@ async def _greedy(backend, ids: list[int], rid: str, n: int = 8) -> list[int]:
     return [t async for d in backend.generate(req) for t in d.token_ids]
 
 
-async def test_streams_and_a_long_prompt_prefilled_in_chunks_equal_each_alone():
-    backend = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", max_step_tokens=40,
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])      # bfloat16: decode rows run the native kernel
+async def test_streams_and_a_long_prompt_prefilled_in_chunks_equal_each_alone(dtype):
+    backend = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype=dtype, max_step_tokens=40,
                                               prefix_cache_mb=0))
     await backend.start()
     try:
         assert isinstance(backend.runner, FlatRunner)
+        assert (backend.runner.forward_pass.decode_kernel is not None) == (dtype == "bfloat16")
         prompts = [list(range(200 + i, 220 + 3 * i)) for i in range(6)] + [list(range(300, 450))]   # last: 150
         alone = [await _greedy(backend, p, f"a{i}") for i, p in enumerate(prompts)]
         steps = backend.steps

@@ -49,6 +49,37 @@ async def test_hit_and_miss_prefilled_in_one_step_stay_in_order(backends):
     assert together == alone
 
 
+async def test_prompts_sent_together_reuse_the_head_the_first_one_computes():
+    """All admitted in one step, before any head is cached: the others look the cache up when their first
+    chunk is scheduled, after the first prompt's chunks have stored the head."""
+    import asyncio
+
+    backend = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", max_step_tokens=64))
+    plain = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", max_step_tokens=64,
+                                            prefix_cache_mb=0))
+    await backend.start()
+    await plain.start()
+    try:
+        prompts = [HEAD + [40 + i, 50 + i] for i in range(4)]
+        together = await asyncio.gather(*[_greedy(backend, p, f"t{i}") for i, p in enumerate(prompts)])
+        assert together == [await _greedy(plain, p, f"p{i}") for i, p in enumerate(prompts)]
+        assert backend.runner.prefixes.hits == 3 and backend.runner.prefixes.hit_tokens == 3 * 5 * BLOCK
+    finally:
+        await backend.stop()
+        await plain.stop()
+
+
+def test_a_longer_head_of_the_same_prompt_replaces_the_shorter():
+    layer = (torch.zeros(1, 1, 6 * BLOCK, 2), torch.zeros(1, 1, 6 * BLOCK, 2))
+    cache = PrefixCache(budget_bytes=1 << 30, min_tokens=BLOCK)
+    ids = list(range(6 * BLOCK))
+    cache.store(ids[:2 * BLOCK], [layer])
+    cache.store(ids, [layer])                              # the next chunk's head: subsumes the first entry
+    assert len(cache._entries) == 1 and cache.nbytes == 2 * 6 * BLOCK * 2 * 4
+    hit = cache.lookup(ids[:2 * BLOCK] + [1])
+    assert hit is not None and hit[0] == 2 * BLOCK         # the shorter head is still found, in the longer entry
+
+
 def test_budget_evicts_least_recently_used():
     layer = (torch.zeros(1, 1, 4 * BLOCK, 2), torch.zeros(1, 1, 4 * BLOCK, 2))
     one_entry = 2 * layer[0].nbytes

@@ -1,0 +1,49 @@
+"""The native decode-attention kernel (native/decode_attention.cpp): equal to SDPA over each row's own
+columns, and a row's output is the same whatever else is in the batch."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from engine.backends.transformers import native
+
+G, R, D, SLOTS, CAPACITY = 3, 3, 64, 10, 300
+
+
+def _reference(q, k, v, slots, lengths) -> torch.Tensor:
+    """float32 SDPA of each row alone over its slot's columns 0..length-1."""
+    return torch.cat([F.scaled_dot_product_attention(q[i:i + 1].float(), k[s:s + 1, :, :n].float(),
+                                                     v[s:s + 1, :, :n].float())
+                      for i, (s, n) in enumerate(zip(slots.tolist(), lengths.tolist(), strict=True))])
+
+
+def test_the_kernel_builds_here():
+    assert native.load("decode_attention") is not None      # a C++ compiler and ninja come with the repo's setup
+
+
+def test_decode_attention_equals_sdpa_per_row_and_ignores_the_batch():
+    kernel = native.load("decode_attention").decode_attention
+    gen = torch.Generator().manual_seed(0)
+    k, v = (torch.randn(SLOTS, G, CAPACITY, D, generator=gen).to(torch.bfloat16) for _ in range(2))
+    q = torch.randn(6, G, R, D, generator=gen).to(torch.bfloat16)
+    slots = torch.tensor([7, 0, 3, 9, 4, 1])
+    lengths = torch.tensor([1, 300, 17, 256, 129, 64])
+    out = kernel(q, k, v, slots, lengths, D ** -0.5)
+    assert out.shape == q.shape and out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), _reference(q, k, v, slots, lengths), atol=2e-2, rtol=2e-2)
+    for i in range(len(slots)):                          # alone, bit for bit what it was in the batch
+        alone = kernel(q[i:i + 1].contiguous(), k, v, slots[i:i + 1], lengths[i:i + 1], D ** -0.5)
+        assert torch.equal(alone[0], out[i])
+
+
+def test_rows_out_of_the_store_are_refused():
+    kernel = native.load("decode_attention").decode_attention
+    k = torch.zeros(2, G, 8, D, dtype=torch.bfloat16)
+    q = torch.zeros(1, G, R, D, dtype=torch.bfloat16)
+    for slot, length in ((2, 1), (0, 9), (0, 0)):
+        try:
+            kernel(q, k, k, torch.tensor([slot]), torch.tensor([length]), 1.0)
+        except RuntimeError as exc:
+            assert "out of range" in str(exc)
+        else:
+            raise AssertionError(f"slot {slot}, length {length} was accepted")
