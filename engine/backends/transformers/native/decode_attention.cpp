@@ -26,16 +26,62 @@ inline float bf16(uint16_t x) {
   return out;
 }
 
-// One (row, kv head). buf holds R * len scores then R * D query and R * D accumulator floats.
-void attend(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t len, int64_t R, int64_t D,
-            float scale, c10::BFloat16* out, float* buf) {
-  float* scores = buf;
-  float* qf = buf + R * len;
-  float* acc = qf + R * D;
-  for (int64_t i = 0; i < R * D; ++i) {
-    qf[i] = bf16(q[i]) * scale;
-    acc[i] = 0.f;
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+#include <immintrin.h>
+constexpr bool kVector = true;
+
+// 16 bf16 -> 16 float32.
+inline __m512 load16(const uint16_t* p) {
+  __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+
+// scores[r * len + c] = q_r . k_c for D == 64: bf16 pair dot-product instructions (float32 sums), per (key, row).
+void scores_64(const uint16_t* q, const uint16_t* k, int64_t len, int64_t R, float scale, float* scores) {
+  __m512bh qv[8][2];                                   // 64 bf16 = two registers of 32
+  for (int64_t r = 0; r < R; ++r) {
+    qv[r][0] = (__m512bh)_mm512_loadu_si512(q + r * 64);
+    qv[r][1] = (__m512bh)_mm512_loadu_si512(q + r * 64 + 32);
   }
+  for (int64_t c = 0; c < len; ++c) {
+    const __m512bh k0 = (__m512bh)_mm512_loadu_si512(k + c * 64);
+    const __m512bh k1 = (__m512bh)_mm512_loadu_si512(k + c * 64 + 32);
+    for (int64_t r = 0; r < R; ++r) {
+      const __m512 dot = _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), qv[r][0], k0), qv[r][1], k1);
+      scores[r * len + c] = scale * _mm512_reduce_add_ps(dot);
+    }
+  }
+}
+
+// acc_r += sum_c p[r, c] v_c for D == 64: each value row converted once for the R rows.
+void values_64(const float* p, const uint16_t* v, int64_t len, int64_t R, float* acc) {
+  __m512 a[8][4];
+  for (int64_t r = 0; r < R; ++r)
+    for (int j = 0; j < 4; ++j) a[r][j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < len; ++c) {
+    const __m512 v0 = load16(v + c * 64), v1 = load16(v + c * 64 + 16), v2 = load16(v + c * 64 + 32),
+                 v3 = load16(v + c * 64 + 48);
+    for (int64_t r = 0; r < R; ++r) {
+      const __m512 w = _mm512_set1_ps(p[r * len + c]);
+      a[r][0] = _mm512_fmadd_ps(w, v0, a[r][0]);
+      a[r][1] = _mm512_fmadd_ps(w, v1, a[r][1]);
+      a[r][2] = _mm512_fmadd_ps(w, v2, a[r][2]);
+      a[r][3] = _mm512_fmadd_ps(w, v3, a[r][3]);
+    }
+  }
+  for (int64_t r = 0; r < R; ++r)
+    for (int j = 0; j < 4; ++j) _mm512_storeu_ps(acc + r * 64 + 16 * j, a[r][j]);
+}
+#else
+constexpr bool kVector = false;
+void scores_64(const uint16_t*, const uint16_t*, int64_t, int64_t, float, float*) {}
+void values_64(const float*, const uint16_t*, int64_t, int64_t, float*) {}
+#endif
+
+// Any D, any R: plain loops the compiler vectorizes.
+void scores_any(const uint16_t* q, const uint16_t* k, int64_t len, int64_t R, int64_t D, float scale,
+                float* scores, float* qf) {
+  for (int64_t i = 0; i < R * D; ++i) qf[i] = bf16(q[i]) * scale;
   for (int64_t c = 0; c < len; ++c) {
     const uint16_t* kc = k + c * D;
     for (int64_t r = 0; r < R; ++r) {
@@ -46,6 +92,22 @@ void attend(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t len
       scores[r * len + c] = s;
     }
   }
+}
+
+void values_any(const float* p, const uint16_t* v, int64_t len, int64_t R, int64_t D, float* acc) {
+  for (int64_t i = 0; i < R * D; ++i) acc[i] = 0.f;
+  for (int64_t c = 0; c < len; ++c) {
+    const uint16_t* vc = v + c * D;
+    for (int64_t r = 0; r < R; ++r) {
+      const float w = p[r * len + c];
+      float* ar = acc + r * D;
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) ar[d] += w * bf16(vc[d]);
+    }
+  }
+}
+
+void softmax_rows(float* scores, int64_t len, int64_t R) {
   for (int64_t r = 0; r < R; ++r) {
     float* sr = scores + r * len;
     float top = sr[0];
@@ -58,15 +120,20 @@ void attend(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t len
     const float inv = 1.f / sum;
     for (int64_t c = 0; c < len; ++c) sr[c] *= inv;
   }
-  for (int64_t c = 0; c < len; ++c) {
-    const uint16_t* vc = v + c * D;
-    for (int64_t r = 0; r < R; ++r) {
-      const float p = scores[r * len + c];
-      float* ar = acc + r * D;
-#pragma omp simd
-      for (int64_t d = 0; d < D; ++d) ar[d] += p * bf16(vc[d]);
-    }
-  }
+}
+
+// One (row, kv head). buf holds R * len scores then R * D query and R * D accumulator floats.
+void attend(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t len, int64_t R, int64_t D,
+            float scale, c10::BFloat16* out, float* buf) {
+  float* scores = buf;
+  float* qf = buf + R * len;
+  float* acc = qf + R * D;
+  const bool vector = kVector && D == 64 && R <= 8;
+  if (vector) scores_64(q, k, len, R, scale, scores);
+  else scores_any(q, k, len, R, D, scale, scores, qf);
+  softmax_rows(scores, len, R);
+  if (vector) values_64(scores, v, len, R, acc);
+  else values_any(scores, v, len, R, D, acc);
   for (int64_t i = 0; i < R * D; ++i) out[i] = c10::BFloat16(acc[i]);
 }
 
