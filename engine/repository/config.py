@@ -32,7 +32,7 @@ class ModelConfig:
     max_queue_size: int = 256
     prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off)
     kv_cache_mb: int = 2048             # the running sequences' KV budget (transformers, Llama family)
-    max_step_tokens: int = 256          # tokens one engine step computes: decode rows + prefill chunks
+    max_step_tokens: int = 1024         # tokens one engine step computes: decode rows + prefill chunks
     queue_timeout: float | None = None  # seconds a request may wait for a slot; None = no limit
     response_cache: bool = True
     grammar_bounds: GenerationBounds = GenerationBounds()  # how far unbounded JSON may grow (grammars/bounds.py)

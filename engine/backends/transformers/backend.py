@@ -237,6 +237,7 @@ class TransformersBackend:
         self.steps += 1
         self.forward_seconds += forwarded - start
         self.step_seconds += time.perf_counter() - start
+        self.scheduler.observe(batch, time.perf_counter() - start)
         return deltas
 
     def _fail_running(self, message: str) -> list[GenerationDelta]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from engine.backends.transformers.sequence import Sequence
+from engine.backends.transformers.stall_budget import StallBudget
 from engine.types import GenerationDelta, PositionLogprobs, RequestStatus
 
 
@@ -48,6 +49,8 @@ class Scheduler:
     `step_tokens` N: chunked prefill, as vLLM's scheduler does: every decode row gets its token, then the
     prompts still prefilling (oldest first), then newcomers, share what is left of N tokens; a newcomer joins
     only if `admit(seq)` (the runner's KV store) takes it, and `release(seq)` runs once it has left.
+    While rows decode, the prompt tokens of a step are bounded by `budget` (stall_budget.py) so that the
+    streams' inter-token gap stays within a few decode-only steps; a step with no decode rows takes N.
     `first_chunk(seq)` runs when a sequence's first chunk is scheduled, which may be steps after it joined:
     the runner may then advance `seq.computed` past a prompt head that an earlier prompt has since cached."""
 
@@ -63,6 +66,7 @@ class Scheduler:
         self._admit_kv = admit or (lambda seq: True)
         self._release = release or (lambda seq: None)
         self._first_chunk = first_chunk or (lambda seq: None)
+        self.budget = StallBudget(min_tokens=self.MIN_CHUNK)
         self.running: list[Sequence] = []
         self._waiting: list[tuple[int, int, Sequence]] = []   # heap of (priority, arrival, seq)
         self._arrival = itertools.count()
@@ -121,7 +125,7 @@ class Scheduler:
     def _schedule_chunked(self, keep: list[int], continuing: list[Sequence]) -> Batch:
         assert self.step_tokens is not None          # schedule() chunks only with a step budget
         decode = [s for s in continuing if s.computed >= len(s.prompt_ids)]
-        budget = max(self.step_tokens - len(decode), self.MIN_CHUNK)
+        budget = self.budget.tokens(len(decode), max(self.step_tokens - len(decode), self.MIN_CHUNK))
         chunks: list[tuple[Sequence, int]] = []
         for seq in continuing:
             if seq.computed < len(seq.prompt_ids) and budget > 0:
@@ -164,6 +168,11 @@ class Scheduler:
             budget -= len(seq.prompt_ids) - seq.computed
             admitted.append(seq)
         return admitted
+
+    def observe(self, batch: Batch, seconds: float) -> None:
+        """The wall time of the step that computed `batch` (it tunes the chunked prefill's budget)."""
+        if self.step_tokens is not None:
+            self.budget.observe(len(batch.decode), sum(n for _, n in batch.spans[len(batch.decode):]), seconds)
 
     def update(self, batch: Batch, sampled: list[tuple[int, PositionLogprobs | None] | None]) -> list[GenerationDelta]:
         """Record one token per sequence (None: its sampling failed); return a delta per sequence that has news.

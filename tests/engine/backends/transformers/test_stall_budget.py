@@ -1,0 +1,34 @@
+"""The chunked prefill's budget: the whole step when nothing decodes, and while rows decode as many prompt
+tokens as keep a step within `stall` decode-only steps, learned from the steps' own times."""
+from __future__ import annotations
+
+from engine.backends.transformers.stall_budget import StallBudget
+
+
+def test_nothing_decoding_or_nothing_learned_yet_gives_the_cap():
+    budget = StallBudget()
+    assert budget.tokens(0, 1024) == 1024
+    assert budget.tokens(16, 1024) == 1024              # no step seen yet
+    budget.observe(16, 0, 0.05)
+    assert budget.tokens(16, 1024) == 1024              # a decode step seen, no prompt token cost yet
+    assert budget.tokens(0, 1024) == 1024
+
+
+def test_the_budget_keeps_a_prefilling_step_within_stall_decode_steps():
+    budget = StallBudget(stall=3.0, min_tokens=32)
+    for _ in range(20):
+        budget.observe(16, 0, 0.05)                     # decode-only: 50 ms
+        budget.observe(16, 100, 0.05 + 100 * 0.001)     # each prompt token adds 1 ms
+    assert abs(budget.tokens(16, 1024) - 100) <= 1      # (3 - 1) x 50 ms / 1 ms
+    assert budget.tokens(16, 64) == 64                  # never over the cap
+    budget.observe(16, 0, 0.001)                        # decode steps got much faster: the floor holds
+    for _ in range(30):
+        budget.observe(16, 0, 0.001)
+    assert budget.tokens(16, 1024) == 32
+
+
+def test_a_pure_prefill_step_teaches_the_token_cost():
+    budget = StallBudget(stall=2.0)
+    budget.observe(0, 500, 0.5)                         # 1 ms a token, nothing decoding
+    budget.observe(8, 0, 0.04)
+    assert abs(budget.tokens(8, 1024) - 40) <= 1        # (2 - 1) x 40 ms / 1 ms
