@@ -36,6 +36,7 @@ run: setup
 test: setup-dev
 	bash scripts/ensure-redis.sh
 	bash scripts/ensure-chromium.sh
+	$(PY) -m engine.backends.transformers.native
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-slow: setup-dev

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,16 @@ def load(name: str) -> Any:
         return None
     try:
         import ninja                                      # the build tool, from pip: put it where torch looks
+        import torch
         from torch.utils import cpp_extension
 
         os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
         log.info("loading the native kernel %s (compiled once, then cached)", name)
-        return cpp_extension.load(name=f"conch_{name}", sources=[str(HERE / f"{name}.cpp")], extra_cflags=FLAGS,
-                                  extra_ldflags=["-fopenmp"], verbose=False)
+        # torch's cache is keyed by the sources and flags, not by torch: name the build after torch's version
+        # so that another venv's torch (.venv-vllm) never loads a module built against this one
+        version = re.sub(r"\W", "_", torch.__version__)
+        return cpp_extension.load(name=f"conch_{name}_{version}", sources=[str(HERE / f"{name}.cpp")],
+                                  extra_cflags=FLAGS, extra_ldflags=["-fopenmp"], verbose=False)
     except Exception as exc:                              # no compiler, no ninja: the torch path serves
         log.warning("native kernel %s unavailable, using torch's: %s", name, exc)
         return None
