@@ -33,6 +33,8 @@ class ModelConfig:
     prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off)
     kv_cache_mb: int = 2048             # the running sequences' KV budget (transformers, Llama family)
     max_step_tokens: int = 1024         # tokens one engine step computes: decode rows + prefill chunks
+    prefill_stall: float = 3.0          # while rows decode, a prefilling step may take this many decode-only
+                                        # steps' time (stall_budget.py); 0 = no bound (throughput first)
     queue_timeout: float | None = None  # seconds a request may wait for a slot; None = no limit
     response_cache: bool = True
     grammar_bounds: GenerationBounds = GenerationBounds()  # how far unbounded JSON may grow (grammars/bounds.py)
@@ -52,6 +54,10 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.max_parallel_tool_calls, int) or self.max_parallel_tool_calls < 1:
             raise InvalidRequest(f"model '{self.name}': max_parallel_tool_calls must be an integer >= 1",
+                                 param="config")
+        stall = self.prefill_stall
+        if isinstance(stall, bool) or not isinstance(stall, (int, float)) or not (stall == 0 or stall >= 1):
+            raise InvalidRequest(f"model '{self.name}': prefill_stall must be 0 (no bound) or a number >= 1",
                                  param="config")
 
     @property

@@ -22,7 +22,8 @@ from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
 # Conch's own settings, carried in Triton's `parameters` (name -> type)
 CONCH_FIELDS = {"weights": str, "tokenizer": str, "chat_template": str, "tool_call_parser": str,
                 "max_parallel_tool_calls": int,
-                "dtype": str, "context_length": int, "max_queue_size": int, "num_threads": int}
+                "dtype": str, "context_length": int, "max_queue_size": int, "num_threads": int,
+                "prefill_stall": float}
 
 
 def parse_pbtxt(text: str, name: str) -> pb.ModelConfig:

@@ -95,6 +95,7 @@ class TransformersBackend:
         if self.config.parameters.get("runner", "auto") == "auto" and llama.supports(model):
             runner = FlatRunner(model, self.config.max_batch_size, self.config.kv_cache_mb * 2**20, prefixes)
             self.scheduler = Scheduler(self.config.max_batch_size, step_tokens=self.config.max_step_tokens,
+                                       stall=self.config.prefill_stall,
                                        admit=runner.admit, release=runner.release, first_chunk=runner.first_chunk)
             return runner
         return ModelRunner(model, pad, prefixes)

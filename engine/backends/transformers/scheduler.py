@@ -59,14 +59,14 @@ class Scheduler:
     def __init__(self, max_batch_size: int, max_prefill_tokens: int = 4096, step_tokens: int | None = None,
                  admit: Callable[[Sequence], bool] | None = None,
                  release: Callable[[Sequence], None] | None = None,
-                 first_chunk: Callable[[Sequence], None] | None = None) -> None:
+                 first_chunk: Callable[[Sequence], None] | None = None, stall: float = 3.0) -> None:
         self.max_batch_size = max_batch_size
         self.max_prefill_tokens = max_prefill_tokens
         self.step_tokens = step_tokens
         self._admit_kv = admit or (lambda seq: True)
         self._release = release or (lambda seq: None)
         self._first_chunk = first_chunk or (lambda seq: None)
-        self.budget = StallBudget(min_tokens=self.MIN_CHUNK)
+        self.budget = StallBudget(stall=stall, min_tokens=self.MIN_CHUNK)
         self.running: list[Sequence] = []
         self._waiting: list[tuple[int, int, Sequence]] = []   # heap of (priority, arrival, seq)
         self._arrival = itertools.count()

@@ -18,7 +18,7 @@ def _average(old: float | None, new: float) -> float:
 
 @dataclass
 class StallBudget:
-    stall: float = 3.0                 # a prefilling step may take this many decode-only steps' time
+    stall: float = 3.0                 # a prefilling step may take this many decode-only steps' time; 0: no bound
     min_tokens: int = 32               # prompt tokens a step computes however slow they are
     decode_seconds: float | None = None
     token_seconds: float | None = None
@@ -33,7 +33,7 @@ class StallBudget:
 
     def tokens(self, decode_rows: int, cap: int) -> int:
         """Prompt tokens the next step may compute (at most `cap`), given how many rows it decodes."""
-        if not decode_rows or self.decode_seconds is None or not self.token_seconds:
-            return cap
+        if not decode_rows or not self.stall or self.decode_seconds is None or not self.token_seconds:
+            return cap                     # stall 0: no bound
         allowed = (self.stall - 1) * self.decode_seconds / self.token_seconds
         return max(self.min_tokens, min(cap, int(allowed)))

@@ -32,3 +32,24 @@ def test_a_pure_prefill_step_teaches_the_token_cost():
     budget.observe(0, 500, 0.5)                         # 1 ms a token, nothing decoding
     budget.observe(8, 0, 0.04)
     assert abs(budget.tokens(8, 1024) - 40) <= 1        # (2 - 1) x 40 ms / 1 ms
+
+
+def test_stall_zero_means_no_bound():
+    budget = StallBudget(stall=0)
+    for _ in range(5):
+        budget.observe(16, 0, 0.05)
+        budget.observe(16, 100, 0.15)
+    assert budget.tokens(16, 1024) == 1024
+
+
+def test_the_model_config_checks_prefill_stall():
+    import pytest
+
+    from engine.errors import InvalidRequest
+    from engine.repository import ModelConfig
+
+    assert ModelConfig.from_mapping("m", {"prefill_stall": 0}).prefill_stall == 0
+    assert ModelConfig.from_mapping("m", {"prefill_stall": 4.5}).prefill_stall == 4.5
+    for bad in (0.5, -1, "fast", True):
+        with pytest.raises(InvalidRequest, match="prefill_stall"):
+            ModelConfig.from_mapping("m", {"prefill_stall": bad})
