@@ -1,10 +1,10 @@
 """A KV store without left padding: one slot per running sequence, its tokens at columns 0..len-1.
 
 Shapes: per layer `k[l]` and `v[l]` are (slots, kv_heads, capacity, head_dim). Slot s holds the KV of its
-sequence's tokens 0..lengths[s]-1 at columns 0..lengths[s]-1; later columns hold garbage that attention masks
-out. A step writes only its new tokens (index_put at (slot, position)); nothing is copied per step. The
-tensors grow (slots in steps of 8, capacity in steps of 256) when a sequence needs more, which copies the
-store once per growth.
+sequence's tokens 0..lengths[s]-1 at columns 0..lengths[s]-1; later columns hold zeros or garbage that
+attention masks out or never reads. A step writes only its new tokens (index_put at (slot, position));
+nothing is copied per step. The tensors grow (slots in steps of 8, capacity in steps of 256) when a sequence
+needs more, which copies the store once per growth.
 
 Budget: every slot reserves `capacity` columns, so the bytes held are slots x capacity x bytes_per_token.
 `admit` refuses a sequence when the store that would hold it (its need and every running one's, at the
@@ -24,7 +24,11 @@ def _round_up(n: int, step: int) -> int:
 
 class SlotKVStore:
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, budget_bytes: int,
-                 max_slots: int) -> None:
+                 max_slots: int, zeroed: bool = True) -> None:
+        # zeroed: new columns hold zeros, for a reader that masks columns past a row's length (SDPA adds -inf to
+        # their scores, and garbage there may be NaN). A reader that never reads past a length (the native
+        # decode kernel, prefill chunks) takes unzeroed memory: growing the store then costs no page writes.
+        self.zeroed = zeroed
         self.shape = (kv_heads, head_dim)
         self.dtype = dtype
         self.budget_bytes = budget_bytes
@@ -36,7 +40,8 @@ class SlotKVStore:
         self.needs: dict[int, int] = {}         # slot -> most tokens its sequence may reach
 
     def _empty(self, slots: int, columns: int) -> torch.Tensor:
-        return torch.zeros((slots, self.shape[0], columns, self.shape[1]), dtype=self.dtype)
+        make = torch.zeros if self.zeroed else torch.empty
+        return make((slots, self.shape[0], columns, self.shape[1]), dtype=self.dtype)
 
     @property
     def slots(self) -> int:
