@@ -188,7 +188,9 @@ class _Attention:
     chunks one by one. Masks are built once per step and reused by every layer.
 
     GQA without copies: a decode row's H query heads are viewed as (G, H/G) -- G kv heads, each with H/G query
-    rows -- so one SDPA call reads each kv head once (SDPA's enable_gqa path runs ~4x slower on CPU here).
+    rows -- so each kv head is read once: by the native kernel (native/decode_attention.cpp, bf16) over each
+    row's own columns, or else by one SDPA call over the slot range with a length mask (SDPA's enable_gqa path
+    runs ~4x slower on CPU here).
     A chunk that starts at position 0 uses SDPA's is_causal (it skips the masked blocks); a later chunk
     needs an explicit mask offset by the tokens already stored."""
 
