@@ -95,6 +95,16 @@ def tiny_server(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    """A real redis-server for the module (scripts/ensure-redis.sh installs it)."""
+    from tests.serving_helpers import start_redis          # serving_helpers imports this module
+
+    server = start_redis(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
 @dataclass
 class InProcessServer:
     """uvicorn serving the app in a thread of this process, so tests can look at the engine's state."""

@@ -12,13 +12,6 @@ from tests.conftest import start_server, write_repository
 from tests.serving_helpers import start_redis
 
 
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    server = start_redis(tmp_path_factory.mktemp("redis"))
-    yield server
-    server.stop()
-
-
 def test_bucket_math():
     assert refill(0, 10, 0.5, 3) == 3 and refill(1, 1, 0.5, 3) == 1.5 and refill(1, -5, 1, 3) == 1
     ok, level = decide(1.0, 1, 1, 0.5, 3)

@@ -11,14 +11,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import start_server, write_repository
-from tests.serving_helpers import start_redis
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    server = start_redis(tmp_path_factory.mktemp("redis"))
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -10,16 +10,8 @@ import pytest
 
 from tests.conftest import write_repository
 from tests.ray_helpers import start_ray_server, stop_ray_server
-from tests.serving_helpers import start_redis
 
 KEYS = "keys:\n  - {key: sk-open, name: open}\n  - {key: sk-shared, name: shared, rpm: 5}\n"
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    server = start_redis(tmp_path_factory.mktemp("redis"))
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")
