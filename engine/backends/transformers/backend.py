@@ -235,10 +235,11 @@ class TransformersBackend:
         logits = self.runner.forward(batch)          # the decode rows and the prefill chunks
         forwarded = time.perf_counter()
         deltas = self.scheduler.update(batch, self.sampler.sample(batch.sampling, logits))
+        elapsed = time.perf_counter() - start
         self.steps += 1
         self.forward_seconds += forwarded - start
-        self.step_seconds += time.perf_counter() - start
-        self.scheduler.observe(batch, time.perf_counter() - start)
+        self.step_seconds += elapsed
+        self.scheduler.observe(batch, elapsed)
         return deltas
 
     def _fail_running(self, message: str) -> list[GenerationDelta]:

@@ -98,24 +98,23 @@ def _cat_bias(*mods: Any) -> torch.Tensor | None:
                       for m in mods])
 
 
-def _interleaved(t: torch.Tensor, heads: int) -> torch.Tensor:
-    """Rows (or entries) of a q/k projection, per head reordered from HF's halves (0..D/2-1 | D/2..D-1) to
-    pairs (0, D/2, 1, D/2 + 1, ...): RoPE then rotates adjacent pairs, a complex multiply. q and k get the same
-    order, so q.k is unchanged; v and the output are not reordered."""
-    half = t.shape[0] // heads // 2
-    return t.view(heads, 2, half, *t.shape[1:]).transpose(1, 2).reshape(t.shape)
+def _pair_order(n: int, heads: int) -> torch.Tensor:
+    """(n,) the rows of a q or k projection (n = heads x D), per head reordered from HF's halves
+    (0..D/2-1 | D/2..D-1) to pairs (0, D/2, 1, D/2 + 1, ...): RoPE then rotates adjacent pairs, a complex
+    multiply. q and k get the same order, so q.k is unchanged; v and the output are not reordered."""
+    return torch.arange(n).view(heads, 2, n // heads // 2).transpose(1, 2).reshape(n)
 
 
 def _layer(block: Any, pack: bool, heads: int, kv_heads: int) -> _Layer:
     a, m = block.self_attn, block.mlp
     if any(getattr(x, "bias", None) is not None for x in (m.gate_proj, m.up_proj, m.down_proj)):
         raise ValueError("MLP biases are not supported")
-    qkv_bias = _cat_bias(a.q_proj, a.k_proj, a.v_proj)
-    if qkv_bias is not None:
-        q, k, v = qkv_bias.split([a.q_proj.out_features, a.k_proj.out_features, a.v_proj.out_features])
-        qkv_bias = torch.cat([_interleaved(q, heads), _interleaved(k, kv_heads), v])
-    qkv = torch.cat([_interleaved(a.q_proj.weight, heads), _interleaved(a.k_proj.weight, kv_heads), a.v_proj.weight])
-    return _Layer(norm1=block.input_layernorm.weight, qkv=_Dense.of(qkv, qkv_bias, pack),
+    q, k = a.q_proj.out_features, a.k_proj.out_features
+    rows = torch.cat([_pair_order(q, heads), q + _pair_order(k, kv_heads),
+                      torch.arange(q + k, q + k + a.v_proj.out_features)])    # fused q/k/v rows, q/k interleaved
+    qkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])[rows]
+    bias = _cat_bias(a.q_proj, a.k_proj, a.v_proj)
+    return _Layer(norm1=block.input_layernorm.weight, qkv=_Dense.of(qkv, None if bias is None else bias[rows], pack),
                   o=_Dense.of(a.o_proj.weight, a.o_proj.bias, pack),
                   norm2=block.post_attention_layernorm.weight,
                   gate_up=_Dense.of(torch.cat([m.gate_proj.weight, m.up_proj.weight]), None, pack),

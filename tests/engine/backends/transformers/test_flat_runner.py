@@ -105,3 +105,24 @@ async def test_other_architectures_and_runner_hf_use_the_hf_forward():
         assert len(await _greedy(backend, list(range(200, 230)), "h")) == 8
     finally:
         await backend.stop()
+
+
+def test_qwen2_qkv_biases_follow_their_reordered_rows():
+    """Qwen2 has q/k/v biases: the fused projection reorders them with its q/k rows (RoPE pairs)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    qwen = Qwen2ForCausalLM(Qwen2Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2,
+                                        max_position_embeddings=256)).eval()
+    with torch.no_grad():
+        for proj in (a for layer in qwen.model.layers for a in (layer.self_attn.q_proj, layer.self_attn.k_proj)):
+            proj.bias.normal_(std=0.5)                      # zero-initialised biases would prove nothing
+    forward = LlamaForward(qwen)
+    kv = SlotKVStore(2, 2, forward.head_dim, torch.float32, 2**24, 2)
+    ids = list(range(10, 60))
+    slot = kv.admit(64)
+    got = forward(_step([(slot, 0, ids)], [49]), kv)
+    with torch.inference_mode():
+        want = qwen(input_ids=torch.tensor([ids])).logits[0, 49]
+    torch.testing.assert_close(got[0], want, atol=1e-4, rtol=1e-4)
