@@ -47,3 +47,29 @@ def test_rows_out_of_the_store_are_refused():
             assert "out of range" in str(exc)
         else:
             raise AssertionError(f"slot {slot}, length {length} was accepted")
+
+
+async def test_a_bf16_server_decodes_batched_requests_as_it_does_each_alone(tmp_path):
+    """Through a real server and the openai SDK: a bf16 model's decode rows run the kernel, and greedy
+    completions sent together equal the same completions sent one by one."""
+    import asyncio
+
+    import openai
+
+    from tests.conftest import start_server, write_repository
+
+    root = write_repository(tmp_path, {"tiny": {"weights": "builtin:tiny", "dtype": "bfloat16",
+                                                "max_batch_size": 8}})
+    server = start_server(["--model-repository", str(root)], root)
+    try:
+        async with openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="none") as client:
+            async def complete(prompt: str) -> str:
+                reply = await client.completions.create(model="tiny", prompt=prompt, max_tokens=12, temperature=0,
+                                                        extra_body={"ignore_eos": True})
+                return reply.choices[0].text
+
+            prompts = [f"{word} " * (3 + 4 * i) for i, word in enumerate(["sea", "robot", "key", "moon", "city"])]
+            alone = [await complete(p) for p in prompts]
+            assert await asyncio.gather(*[complete(p) for p in prompts]) == alone
+    finally:
+        server.stop()
