@@ -27,7 +27,7 @@ class FlatRunner:
         self.forward_pass = LlamaForward(model)
         self.kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, self.forward_pass.head_dim,
                               self.forward_pass.dtype, kv_budget_bytes, max_slots,
-                              zeroed=self.forward_pass.decode_kernel is None)
+                              zeroed=self.forward_pass.kernels.decode is None)
         self.prefixes = prefix_cache or PrefixCache(0)
 
     @property
