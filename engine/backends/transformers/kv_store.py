@@ -3,8 +3,9 @@
 Shapes: per layer `k[l]` and `v[l]` are (slots, kv_heads, capacity, head_dim). Slot s holds the KV of its
 sequence's tokens 0..lengths[s]-1 at columns 0..lengths[s]-1; later columns hold zeros or garbage that
 attention masks out or never reads. A step writes only its new tokens (index_put at (slot, position));
-nothing is copied per step. The tensors grow (slots in steps of 8, capacity in steps of 256) when a sequence
-needs more, which copies the store once per growth.
+nothing is copied per step. The tensors grow when a sequence needs more (slots doubling from 8 up to
+`max_slots`, capacity in steps of 256), which copies the store once per growth: a burst of 64 requests pays
+three slot growths, not seven.
 
 Budget: every slot reserves `capacity` columns, so the bytes held are slots x capacity x bytes_per_token.
 `admit` refuses a sequence when the store that would hold it (its need and every running one's, at the
@@ -75,7 +76,8 @@ class SlotKVStore:
         if (len(self.needs) + 1) * columns * self.bytes_per_token > self.budget_bytes and self.needs:
             return None
         slot = next(s for s in range(self.max_slots) if s not in self.needs)
-        self._grow(_round_up(slot + 1, SLOT_STEP), columns)
+        slots = self.slots if slot < self.slots else min(self.max_slots, max(SLOT_STEP, 2 * self.slots))
+        self._grow(max(slots, slot + 1), columns)
         self.needs[slot], self.lengths[slot] = need, 0
         return slot
 

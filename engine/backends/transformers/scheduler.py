@@ -50,7 +50,8 @@ class Scheduler:
     prompts still prefilling (oldest first), then newcomers, share what is left of N tokens; a newcomer joins
     only if `admit(seq)` (the runner's KV store) takes it, and `release(seq)` runs once it has left.
     While rows decode, the prompt tokens of a step are bounded by `budget` (stall_budget.py) so that the
-    streams' inter-token gap stays within a few decode-only steps; a step with no decode rows takes N.
+    streams' inter-token gap stays within a few decode-only steps (more when more prompts wait than rows
+    decode); a step with no decode rows takes N.
     `first_chunk(seq)` runs when a sequence's first chunk is scheduled, which may be steps after it joined:
     the runner may then advance `seq.computed` past a prompt head that an earlier prompt has since cached."""
 
@@ -117,7 +118,7 @@ class Scheduler:
                 self._release(seq)
         continuing = [self.running[row] for row in keep]
         if self.step_tokens is None:
-            prefill = self._admit(self.max_batch_size - len(continuing), self.max_prefill_tokens)
+            prefill = self._admit_whole(self.max_batch_size - len(continuing))
             self.running = continuing + prefill
             return _batch(keep, continuing, [(s, len(s.prompt_ids)) for s in prefill])
         return self._schedule_chunked(keep, continuing)
@@ -125,17 +126,23 @@ class Scheduler:
     def _schedule_chunked(self, keep: list[int], continuing: list[Sequence]) -> Batch:
         assert self.step_tokens is not None          # schedule() chunks only with a step budget
         decode = [s for s in continuing if s.computed >= len(s.prompt_ids)]
-        budget = self.budget.tokens(len(decode), max(self.step_tokens - len(decode), self.MIN_CHUNK))
+        waiting = len(continuing) - len(decode) + len(self._waiting)
+        budget = self.budget.tokens(len(decode), max(self.step_tokens - len(decode), self.MIN_CHUNK), waiting)
         chunks: list[tuple[Sequence, int]] = []
         for seq in continuing:
             if seq.computed < len(seq.prompt_ids) and budget > 0:
                 chunks.append((seq, self._chunk(seq, budget)))
                 budget -= chunks[-1][1]
-        admitted = self._admit(self.max_batch_size - len(continuing), budget)
-        for seq in admitted:
-            if budget > 0:
-                chunks.append((seq, self._chunk(seq, budget)))
-                budget -= chunks[-1][1]
+        admitted: list[Sequence] = []
+        # newcomers join one by one while tokens are left: each first chunk may find a cached head, so what a
+        # newcomer costs is known only once it is scheduled (an agent's 1.2k-token prompt may leave 200)
+        while budget > 0 and len(continuing) + len(admitted) < self.max_batch_size:
+            seq = self._pop_admissible(None)
+            if seq is None:
+                break
+            admitted.append(seq)
+            chunks.append((seq, self._chunk(seq, budget)))
+            budget -= chunks[-1][1]
         self.running = continuing + admitted
         return _batch(keep, decode, chunks)
 
@@ -146,28 +153,35 @@ class Scheduler:
             self._first_chunk(seq)
         return min(len(seq.prompt_ids) - seq.computed, budget)
 
-    def _admit(self, free: int, budget: int) -> list[Sequence]:
-        """Waiting sequences that fit in `free` slots and `budget` prompt tokens (the first always fits a
-        whole-prompt budget; a chunked budget only has to be positive), and that the KV store admits."""
+    def _admit_whole(self, free: int) -> list[Sequence]:
+        """Newcomers prefilled whole this step: up to `free`, within `max_prefill_tokens` (the first always)."""
         admitted: list[Sequence] = []
+        budget = self.max_prefill_tokens
+        while len(admitted) < free:
+            seq = self._pop_admissible(budget if admitted else None)
+            if seq is None:
+                break
+            budget -= len(seq.prompt_ids)
+            admitted.append(seq)
+        return admitted
+
+    def _pop_admissible(self, longest: int | None) -> Sequence | None:
+        """The first waiting sequence, running now, if its prompt has at most `longest` tokens (None: any)
+        and the KV store (`admit`) takes it; those past their deadline on the way leave, aborted."""
         now = time.monotonic()
-        chunked = self.step_tokens is not None
-        while self._waiting and len(admitted) < free and (budget > 0 or not chunked):
+        while self._waiting:
             seq = self._waiting[0][2]
             if seq.request.deadline is not None and now > seq.request.deadline:
                 heapq.heappop(self._waiting)
                 seq.finish(RequestStatus.FINISHED_ABORTED, "deadline")
                 self._dropped.append(seq)
                 continue
-            if not chunked and admitted and len(seq.prompt_ids) > budget:
-                break
-            if not self._admit_kv(seq):
-                break
+            if (longest is not None and len(seq.prompt_ids) > longest) or not self._admit_kv(seq):
+                return None
             heapq.heappop(self._waiting)
             seq.status = RequestStatus.RUNNING
-            budget -= len(seq.prompt_ids) - seq.computed
-            admitted.append(seq)
-        return admitted
+            return seq
+        return None
 
     def observe(self, batch: Batch, seconds: float) -> None:
         """The wall time of the step that computed `batch` (it tunes the chunked prefill's budget)."""

@@ -92,3 +92,18 @@ def test_a_sequence_still_prefilling_sends_no_delta():
     s.add(_seq("p", 50))
     batch, deltas = _step(s)
     assert batch.sampling == [] and deltas == []
+
+
+def test_newcomers_whose_head_is_cached_join_one_step_together():
+    """Each newcomer's cost is known at its first chunk (a cached head may leave 10 of 200 tokens): a step
+    admits newcomers one by one while tokens are left, not one per step on their whole prompts' length."""
+    def cached_head(seq: Sequence) -> None:
+        seq.computed = len(seq.prompt_ids) - 10
+
+    s = Scheduler(max_batch_size=8, step_tokens=64, first_chunk=cached_head)
+    seqs = [_seq(f"s{i}", 200) for i in range(8)]
+    for seq in seqs:
+        s.add(seq)
+    batch, _ = _step(s)
+    assert batch.prefill == seqs[:7] and batch.spans == ((190, 10),) * 6 + ((190, 4),)
+    assert seqs[7].status == RequestStatus.WAITING      # the budget ran out: it joins next step
