@@ -137,11 +137,11 @@ class Scheduler:
         # newcomers join one by one while tokens are left: each first chunk may find a cached head, so what a
         # newcomer costs is known only once it is scheduled (an agent's 1.2k-token prompt may leave 200)
         while budget > 0 and len(continuing) + len(admitted) < self.max_batch_size:
-            seq = self._pop_admissible(None)
-            if seq is None:
+            newcomer = self._pop_admissible(None)
+            if newcomer is None:
                 break
-            admitted.append(seq)
-            chunks.append((seq, self._chunk(seq, budget)))
+            admitted.append(newcomer)
+            chunks.append((newcomer, self._chunk(newcomer, budget)))
             budget -= chunks[-1][1]
         self.running = continuing + admitted
         return _batch(keep, decode, chunks)
