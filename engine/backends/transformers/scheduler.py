@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from engine.backends.transformers.sequence import Sequence
-from engine.backends.transformers.stall_budget import StallBudget
+from engine.backends.transformers.stall_budget import Allotment, StallBudget
 from engine.types import GenerationDelta, PositionLogprobs, RequestStatus
 
 
@@ -60,7 +60,7 @@ class Scheduler:
     def __init__(self, max_batch_size: int, max_prefill_tokens: int = 4096, step_tokens: int | None = None,
                  admit: Callable[[Sequence], bool] | None = None,
                  release: Callable[[Sequence], None] | None = None,
-                 first_chunk: Callable[[Sequence], None] | None = None, stall: float = 3.0) -> None:
+                 first_chunk: Callable[[Sequence], None] | None = None, stall: float = 2.5) -> None:
         self.max_batch_size = max_batch_size
         self.max_prefill_tokens = max_prefill_tokens
         self.step_tokens = step_tokens
@@ -127,31 +127,32 @@ class Scheduler:
         assert self.step_tokens is not None          # schedule() chunks only with a step budget
         decode = [s for s in continuing if s.computed >= len(s.prompt_ids)]
         waiting = len(continuing) - len(decode) + len(self._waiting)
-        budget = self.budget.tokens(len(decode), max(self.step_tokens - len(decode), self.MIN_CHUNK), waiting)
+        allot = self.budget.allot(len(decode), waiting)
+        tokens = max(self.step_tokens - len(decode), self.MIN_CHUNK)      # and the step's token cap
         chunks: list[tuple[Sequence, int]] = []
         for seq in continuing:
-            if seq.computed < len(seq.prompt_ids) and budget > 0:
-                chunks.append((seq, self._chunk(seq, budget)))
-                budget -= chunks[-1][1]
+            if seq.computed < len(seq.prompt_ids) and tokens > 0 and allot.open:
+                chunks.append((seq, self._chunk(seq, tokens, allot)))
+                tokens -= chunks[-1][1]
         admitted: list[Sequence] = []
         # newcomers join one by one while tokens are left: each first chunk may find a cached head, so what a
         # newcomer costs is known only once it is scheduled (an agent's 1.2k-token prompt may leave 200)
-        while budget > 0 and len(continuing) + len(admitted) < self.max_batch_size:
+        while tokens > 0 and allot.open and len(continuing) + len(admitted) < self.max_batch_size:
             newcomer = self._pop_admissible(None)
             if newcomer is None:
                 break
             admitted.append(newcomer)
-            chunks.append((newcomer, self._chunk(newcomer, budget)))
-            budget -= chunks[-1][1]
+            chunks.append((newcomer, self._chunk(newcomer, tokens, allot)))
+            tokens -= chunks[-1][1]
         self.running = continuing + admitted
         return _batch(keep, decode, chunks)
 
-    def _chunk(self, seq: Sequence, budget: int) -> int:
+    def _chunk(self, seq: Sequence, tokens: int, allot: Allotment) -> int:
         """Prompt tokens `seq` computes this step (at least 1: a cached head leaves one to compute)."""
         if not seq.started:
             seq.started = True
             self._first_chunk(seq)
-        return min(len(seq.prompt_ids) - seq.computed, budget)
+        return allot.take(seq.computed, min(len(seq.prompt_ids) - seq.computed, tokens))
 
     def _admit_whole(self, free: int) -> list[Sequence]:
         """Newcomers prefilled whole this step: up to `free`, within `max_prefill_tokens` (the first always)."""
@@ -186,7 +187,7 @@ class Scheduler:
     def observe(self, batch: Batch, seconds: float) -> None:
         """The wall time of the step that computed `batch` (it tunes the chunked prefill's budget)."""
         if self.step_tokens is not None:
-            self.budget.observe(len(batch.decode), sum(n for _, n in batch.spans[len(batch.decode):]), seconds)
+            self.budget.observe(len(batch.decode), list(batch.spans[len(batch.decode):]), seconds)
 
     def update(self, batch: Batch, sampled: list[tuple[int, PositionLogprobs | None] | None]) -> list[GenerationDelta]:
         """Record one token per sequence (None: its sampling failed); return a delta per sequence that has news.

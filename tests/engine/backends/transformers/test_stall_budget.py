@@ -1,70 +1,95 @@
-"""The chunked prefill's budget: the whole step when nothing decodes, and while rows decode as many prompt
-tokens as keep a step within `stall` decode-only steps, learned from the steps' own times."""
+"""The chunked prefill's budget: the whole step when nothing decodes (or more prompts wait than rows decode),
+and while rows decode as many prompt tokens as keep a step within `stall` decode-only steps, learned from
+the steps' own times; a long prompt's late chunks, attending to more columns, get fewer tokens."""
 from __future__ import annotations
 
-from engine.backends.transformers.stall_budget import StallBudget
+import math
+
+from engine.backends.transformers.stall_budget import Allotment, StallBudget, _columns
+
+
+def _seconds(rows: int, chunks: list[tuple[int, int]]) -> float:
+    """A CPU's made-up step time: 25 ms + 1.5 ms a decode row + 0.5 ms a prompt token + 0.2 ms a thousand
+    columns attended."""
+    return 0.025 + 0.0015 * rows + sum(0.0005 * n + 0.0002 * _columns(s, n) for s, n in chunks)
+
+
+def _learned(stall: float = 3.0) -> StallBudget:
+    budget = StallBudget(stall=stall, min_tokens=32)
+    for i in range(40):
+        rows = 8 + i % 17
+        chunks = [(300 * (i % 6), 50 + 40 * (i % 7))] if i % 3 else []
+        budget.observe(rows, chunks, _seconds(rows, chunks))
+    return budget
 
 
 def test_nothing_decoding_or_nothing_learned_yet_gives_the_cap():
     budget = StallBudget()
-    assert budget.tokens(0, 1024) == 1024
-    assert budget.tokens(16, 1024) == 1024              # no step seen yet
-    budget.observe(16, 0, 0.05)
-    assert budget.tokens(16, 1024) == 1024              # a decode step seen, no prompt token cost yet
-    assert budget.tokens(0, 1024) == 1024
+    assert budget.allot(16).take(0, 1024) == 1024       # no step seen yet
+    budget.observe(16, [], 0.05)
+    assert budget.allot(16).take(0, 1024) == 1024       # a decode step seen, no prompt token cost yet
+    assert _learned().allot(0).take(0, 1024) == 1024    # nothing decoding
 
 
-def test_the_budget_keeps_a_prefilling_step_within_stall_decode_steps():
-    budget = StallBudget(stall=3.0, min_tokens=32)
-    for _ in range(20):
-        budget.observe(16, 0, 0.05)                     # decode-only: 50 ms
-        budget.observe(16, 100, 0.05 + 100 * 0.001)     # each prompt token adds 1 ms
-    assert abs(budget.tokens(16, 1024) - 100) <= 1      # (3 - 1) x 50 ms / 1 ms
-    assert budget.tokens(16, 64) == 64                  # never over the cap
-    budget.observe(16, 0, 0.001)                        # decode steps got much faster: the floor holds
-    for _ in range(30):
-        budget.observe(16, 0, 0.001)
-    assert budget.tokens(16, 1024) == 32
+def test_the_bound_keeps_a_prefilling_step_within_stall_decode_steps():
+    budget = _learned(stall=3.0)
+    limit = 2 * _seconds(16, [])                        # (3 - 1) x a decode-only step of 16 rows
+    early, late = budget.allot(16).take(0, 4096), budget.allot(16).take(1500, 4096)
+    for start, n in ((0, early), (1500, late)):
+        assert abs((_seconds(16, [(start, n)]) - _seconds(16, [])) - limit) <= 0.02 * limit
+    assert late < early                                 # each late token attends to 1.5k more columns
+    assert budget.allot(16).take(0, 64) == 64           # never over what the chunk wants
+
+
+def test_an_allotment_shares_its_seconds_between_chunks_and_keeps_its_floor():
+    allot = Allotment(seconds=0.1, per_token=0.001, floor=32)
+    assert allot.take(0, 60) == 60 and allot.take(0, 100) == 40 and not allot.open
+    assert allot.take(0, 10) == 0
+    starved = Allotment(seconds=0.001, per_token=0.001, floor=32)
+    assert starved.take(0, 100) == 32                   # however slow, a step moves its prompts on
+    assert math.isinf(Allotment(math.inf).seconds) and Allotment(math.inf).take(900, 777) == 777
+
+
+def test_decode_steps_getting_much_faster_leave_the_floor():
+    budget = _learned()
+    for _ in range(60):
+        budget.observe(16, [], 0.001)
+        budget.observe(16, [(0, 100)], 0.001 + 100 * 0.0005 + 0.0002 * _columns(0, 100))
+    assert budget.allot(16).take(0, 1024) == 32
 
 
 def test_more_prompts_waiting_than_rows_decoding_lift_the_bound():
-    budget = StallBudget(stall=3.0, min_tokens=32)
-    for _ in range(20):
-        budget.observe(4, 0, 0.05)
-        budget.observe(4, 100, 0.05 + 100 * 0.001)
-    assert abs(budget.tokens(4, 1024, waiting=3) - 100) <= 1       # fewer wait than decode: the bound
-    assert abs(budget.tokens(4, 1024, waiting=4) - 100) <= 1
-    assert budget.tokens(4, 1024, waiting=5) == 1024               # a burst: the whole step
+    budget = _learned()
+    bounded = budget.allot(4, waiting=4).take(0, 1024)
+    assert bounded < 1024 and budget.allot(4, waiting=3).take(0, 1024) == bounded
+    assert budget.allot(4, waiting=5).take(0, 1024) == 1024      # a burst: the whole step
 
 
 def test_a_burst_growing_its_batch_does_not_shrink_the_bound():
     """No decode-only step while a burst's batch grows: its extra rows are not charged to the prompt tokens."""
-    def seconds(rows: int, tokens: int) -> float:
-        return 0.025 + 0.0015 * rows + 0.0006 * tokens
+    budget = _learned()
+    for rows in range(1, 31):                           # every step has prompt tokens
+        budget.observe(rows, [(960, 120)], _seconds(rows, [(960, 120)]))
+    n = budget.allot(30).take(960, 4096)
+    limit = 2 * _seconds(30, [])
+    assert abs((_seconds(30, [(960, n)]) - _seconds(30, [])) - limit) <= 0.03 * limit
 
+
+def test_learned_costs_are_never_negative():
+    """Big chunks cheaper per token than small ones would fit a negative column cost, which read as 'prompt
+    tokens are free' lifts the bound; the fit drops that term instead."""
     budget = StallBudget(stall=3.0)
-    for _ in range(20):                                 # a steady state at 16 rows
-        budget.observe(16, 0, seconds(16, 0))
-        budget.observe(16, 300, seconds(16, 300))
-    for rows in range(1, 31):                           # then a burst: every step has prompt tokens
-        budget.observe(rows, 120, seconds(rows, 120))
-    want = 2 * seconds(30, 0) / 0.0006                  # (3 - 1) x a 30-row decode step / a token's cost
-    assert abs(budget.tokens(30, 1024) - want) <= 0.02 * want
-
-
-def test_a_pure_prefill_step_teaches_the_token_cost():
-    budget = StallBudget(stall=2.0)
-    budget.observe(0, 500, 0.5)                         # 1 ms a token, nothing decoding
-    budget.observe(8, 0, 0.04)
-    assert abs(budget.tokens(8, 1024) - 40) <= 1        # (2 - 1) x 40 ms / 1 ms
+    for _ in range(10):
+        budget.observe(16, [], 0.04)
+        budget.observe(16, [(0, 100)], 0.04 + 0.1)
+        budget.observe(16, [(0, 1000)], 0.04 + 0.8)
+    costs = budget.costs()
+    assert costs is not None and costs[2] >= 0 and costs[3] >= 0
+    assert budget.allot(16).take(0, 4096) < 200
 
 
 def test_stall_zero_means_no_bound():
-    budget = StallBudget(stall=0)
-    for _ in range(5):
-        budget.observe(16, 0, 0.05)
-        budget.observe(16, 100, 0.15)
-    assert budget.tokens(16, 1024) == 1024
+    assert _learned(stall=0).allot(16).take(0, 1024) == 1024
 
 
 def test_the_model_config_checks_prefill_stall():
