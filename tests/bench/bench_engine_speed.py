@@ -86,10 +86,14 @@ async def _closed_loop(url: str, conversations: list[list[dict]], max_tokens: in
     return {"tok/s": run.tokens / wall, "ttft_p50": statistics.median(run.ttft), "wall": wall}
 
 
-def _agent_conversations() -> list[list[dict]]:
+def _agent_conversations(tails_seed: int) -> list[list[dict]]:
+    """64 conversations: one ~1k-token system+tools head, each its own user tail. Each concurrency level
+    draws fresh tails, so only the head can come from a prefix cache (the c16 run's whole prompts would
+    otherwise be cached for the c64 run by an engine that keeps finished prompts, as vLLM's block pool does)."""
     rng = random.Random(16)
     head = "You are an agent with these tools:\n" + "\n".join(
         f"- tool_{i}({_text(rng, 6)}): {_text(rng, 30)}" for i in range(22))       # ~1k tokens
+    rng = random.Random(tails_seed)
     return [[{"role": "system", "content": head}, {"role": "user", "content": _text(rng, rng.randint(100, 300))}]
             for _ in range(64)]
 
@@ -123,7 +127,7 @@ async def _workloads(url: str, names: list[str]) -> dict:
         out["chat c64"] = await _closed_loop(url, chat * 2, 64, 64)                 # 64 requests, all at once
     if "agent" in names:
         for c in (16, 64):
-            out[f"agent c{c}"] = await _closed_loop(url, _agent_conversations(), 128, c)
+            out[f"agent c{c}"] = await _closed_loop(url, _agent_conversations(tails_seed=c), 128, c)
     if "mixed" in names:
         out["mixed"] = await _mixed(url)
     return out
