@@ -127,6 +127,7 @@ class Kernels:
     """The native attention kernels this model's dtype and head size can use; None: SDPA serves."""
     decode: Any = None        # native/decode_attention.cpp: decode rows over their slots' columns
     prefill: Any = None       # native/prefill_attention.cpp: a prefill chunk, causal, over its slot
+    fused: Any = None         # native/fused_ops.cpp: residual add + RMSNorm, SiLU x up
 
     @classmethod
     def load(cls, dtype: torch.dtype, head_dim: int) -> Kernels:
@@ -135,14 +136,16 @@ class Kernels:
         decode = native.load("decode_attention")
         prefill = native.load("prefill_attention") if head_dim in (64, 128) else None
         return cls(decode=decode.decode_attention if decode is not None else None,
-                   prefill=prefill.prefill_attention if prefill is not None and prefill.available() else None)
+                   prefill=prefill.prefill_attention if prefill is not None and prefill.available() else None,
+                   fused=native.load("fused_ops"))
 
 
 class LlamaForward:
     """Not thread-safe: the engine thread only. Shapes in comments: T tokens, H heads, G kv heads, D head_dim.
 
-    Numerics: RMSNorm is torch's fused rms_norm in the model's dtype and RoPE a float32 complex multiply, so
-    logits match HF's forward to rounding (bf16), not bit for bit; batched and alone stay bit-equal."""
+    Numerics: RMSNorm rounds as HF's does (native/fused_ops.cpp in bf16, else torch's rms_norm) and RoPE is a
+    float32 complex multiply, so logits match HF's forward to rounding (bf16), not bit for bit; batched and
+    alone stay bit-equal."""
 
     @torch.inference_mode()
     def __init__(self, model: Any) -> None:   # an HF Llama-family model
@@ -170,22 +173,38 @@ class LlamaForward:
         return torch.complex(cos[:, :half], sin[:, :half])
 
     def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        if self.kernels.fused is not None:                              # the same rounding as every other norm
+            return self.kernels.fused.add_rms_norm(x, torch.zeros_like(x), weight, self.eps)
         return F.rms_norm(x, (x.shape[-1],), weight, self.eps)
+
+    def _add_rms(self, x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """x += delta (the residual stream, in place); returns rms_norm(x) * weight."""
+        if self.kernels.fused is not None:
+            return self.kernels.fused.add_rms_norm(x, delta, weight, self.eps)
+        x.add_(delta)
+        return self._rms(x, weight)
+
+    def _silu_mul(self, h: torch.Tensor) -> torch.Tensor:
+        """(T, 2 inter) [gate | up] -> silu(gate) * up."""
+        if self.kernels.fused is not None:
+            return self.kernels.fused.silu_mul(h)
+        gate, up = h.chunk(2, dim=-1)
+        return F.silu(gate) * up
 
     @torch.inference_mode()
     def __call__(self, step: Step, kv: SlotKVStore) -> torch.Tensor:
         """Logits (R, V) float32 at `step.logits_at`; writes the step's K/V into `kv`."""
-        x = self.embed[step.ids]                                         # (T, hidden)
+        x = self.embed[step.ids]                                         # (T, hidden), the residual stream
         rotation = self.rotation[step.positions].unsqueeze(1)            # (T, 1, D/2) complex
         attend = _Attention(step, kv, self.heads, self.kv_heads, self.kernels)
         rows = kv.rows(step.slots, step.positions)                      # where this step's K/V go
+        h = self._rms(x, self.layers[0].norm1)
         for i, layer in enumerate(self.layers):
-            x = x + self._attention(i, layer, self._rms(x, layer.norm1), rotation, kv, rows, attend)
-            h = layer.gate_up(self._rms(x, layer.norm2))                 # (T, 2 inter)
-            gate, up = h.chunk(2, dim=-1)
-            x = x + layer.down(F.silu(gate) * up)
-        x = self._rms(x[step.logits_at], self.norm)
-        return self.lm_head(x).float()
+            h = self._add_rms(x, self._attention(i, layer, h, rotation, kv, rows, attend), layer.norm2)
+            mlp = layer.down(self._silu_mul(layer.gate_up(h)))
+            following = self.layers[i + 1].norm1 if i + 1 < len(self.layers) else self.norm
+            h = self._add_rms(x, mlp, following)                         # the next layer's input, or the final norm
+        return self.lm_head(h[step.logits_at]).float()
 
     def _attention(self, i: int, layer: _Layer, x: torch.Tensor, rotation: torch.Tensor, kv: SlotKVStore,
                    rows: torch.Tensor, attend: _Attention) -> torch.Tensor:
