@@ -28,7 +28,7 @@
 namespace {
 
 constexpr int64_t kKeys = 64;       // keys per block: four 16-lane score vectors
-constexpr int64_t kTokens = 16;     // query tokens per task (x R query rows)
+constexpr int64_t kTokens = 16;     // query tokens per task at most (x R query rows)
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
 #include <immintrin.h>
@@ -129,7 +129,7 @@ inline void softmax_block(const float* s, int64_t valid, float log2e_scale, floa
   _mm512_storeu_si512(p + 32, (__m512i)_mm512_cvtne2ps_pbh(sv[3], sv[2]));
 }
 
-// One task: kTokens query tokens (M = tokens x R rows) of kv head g against packed K/V blocks 0..last.
+// One task: up to kTokens query tokens (M = tokens x R rows) of kv head g against packed K/V blocks 0..last.
 template <int D>
 void attend_block(const uint16_t* q, int64_t q_stride, int64_t t0, int64_t tokens, int64_t g, int64_t R,
                   int64_t start, const uint16_t* kp, const uint16_t* vp, float scale, c10::BFloat16* out,
@@ -176,24 +176,60 @@ void attend_block(const uint16_t*, int64_t, int64_t, int64_t, int64_t, int64_t, 
                   const uint16_t*, float, c10::BFloat16*, int64_t) {}
 #endif
 
-// Keys 0..end-1 of one (slot, kv head), rows of D, into [block][D/2][64][2]; keys past end are zero.
-void pack_keys(const uint16_t* k, int64_t end, int64_t D, uint16_t* kp) {
-  const int64_t blocks = (end + kKeys - 1) / kKeys;
-  std::memset(kp, 0, blocks * kKeys * D * sizeof(uint16_t));
-  for (int64_t c = 0; c < end; ++c) {
+// Keys from..end-1 of one (slot, kv head), rows of D, into [block][D/2][64][2], one key at a time.
+void pack_keys_scalar(const uint16_t* k, int64_t from, int64_t end, int64_t D, uint16_t* kp) {
+  for (int64_t c = from; c < end; ++c) {
     uint16_t* dst = kp + (c / kKeys) * kKeys * D + (c % kKeys) * 2;
     for (int64_t p = 0; p < D / 2; ++p) std::memcpy(dst + p * 2 * kKeys, k + c * D + 2 * p, 2 * sizeof(uint16_t));
   }
 }
 
+// Keys 0..end-1 into [block][D/2][64][2]; keys past end are zero. Sixteen keys at a time: one gather of
+// their d pair p is one 16-lane row of the packed block.
+void pack_keys(const uint16_t* k, int64_t end, int64_t D, uint16_t* kp) {
+  const int64_t blocks = (end + kKeys - 1) / kKeys;
+  std::memset(kp + (blocks - 1) * kKeys * D, 0, kKeys * D * sizeof(uint16_t));     // the last block's padding
+  int64_t c = 0;
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(static_cast<int>(D / 2)));
+  for (; c + 16 <= end; c += 16) {
+    const int* base = reinterpret_cast<const int*>(k + c * D);
+    uint16_t* dst = kp + (c / kKeys) * kKeys * D + (c % kKeys) * 2;
+    for (int64_t p = 0; p < D / 2; ++p)
+      _mm512_storeu_si512(dst + p * 2 * kKeys, _mm512_i32gather_epi32(rows, base + p, 4));
+  }
+#endif
+  pack_keys_scalar(k, c, end, D, kp);
+}
+
 // Values 0..end-1 into [block][32 key pairs][D][2]; keys past end are zero (never garbage: 0 x NaN is NaN).
+// Two value rows at a time, interleaved 32 columns per instruction pair.
 void pack_values(const uint16_t* v, int64_t end, int64_t D, uint16_t* vp) {
   const int64_t blocks = (end + kKeys - 1) / kKeys;
-  std::memset(vp, 0, blocks * kKeys * D * sizeof(uint16_t));
+  std::memset(vp + (blocks - 1) * kKeys * D, 0, kKeys * D * sizeof(uint16_t));
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+  alignas(64) int16_t lo[32], hi[32];                    // (row c, row c + 1) pairs of columns 0-15 | 16-31
+  for (int i = 0; i < 16; ++i) {
+    lo[2 * i] = static_cast<int16_t>(i), lo[2 * i + 1] = static_cast<int16_t>(32 + i);
+    hi[2 * i] = static_cast<int16_t>(16 + i), hi[2 * i + 1] = static_cast<int16_t>(48 + i);
+  }
+  const __m512i ilo = _mm512_load_si512(lo), ihi = _mm512_load_si512(hi);
+  for (int64_t c = 0; c < end; c += 2) {
+    uint16_t* dst = vp + (c / kKeys) * kKeys * D + ((c % kKeys) / 2) * 2 * D;
+    for (int64_t g = 0; g < D / 32; ++g) {
+      const __m512i a = _mm512_loadu_si512(v + c * D + 32 * g);
+      const __m512i b = c + 1 < end ? _mm512_loadu_si512(v + (c + 1) * D + 32 * g) : _mm512_setzero_si512();
+      _mm512_storeu_si512(dst + 64 * g, _mm512_permutex2var_epi16(a, ilo, b));
+      _mm512_storeu_si512(dst + 64 * g + 32, _mm512_permutex2var_epi16(a, ihi, b));
+    }
+  }
+#else
   for (int64_t c = 0; c < end; ++c) {
     uint16_t* dst = vp + (c / kKeys) * kKeys * D + ((c % kKeys) / 2) * 2 * D + (c % 2);
     for (int64_t d = 0; d < D; ++d) dst[2 * d] = v[c * D + d];
   }
+#endif
 }
 
 }  // namespace
@@ -227,14 +263,16 @@ void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const tor
   });
   const auto* qd = reinterpret_cast<const uint16_t*>(q.data_ptr<at::BFloat16>());
   auto* od = reinterpret_cast<c10::BFloat16*>(out.data_ptr<at::BFloat16>());
-  const int64_t tasks = (n + kTokens - 1) / kTokens;
+  // a short chunk is split in two halves, so both threads work on it (a row's result does not depend on its task)
+  const int64_t per_task = std::min(kTokens, (n + 1) / 2);
+  const int64_t tasks = (n + per_task - 1) / per_task;
   const float s = static_cast<float>(scale);
   // task order pairs cheap (early) and dear (late) token blocks, so the threads' contiguous ranges cost alike
   at::parallel_for(0, G * tasks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t g = i % G, j = i / G;
       const int64_t block = j % 2 == 0 ? j / 2 : tasks - 1 - j / 2;
-      const int64_t t0 = block * kTokens, tokens = std::min(kTokens, n - t0);
+      const int64_t t0 = block * per_task, tokens = std::min(per_task, n - t0);
       const uint16_t* kg = kp.data() + g * packed;
       const uint16_t* vg = vp.data() + g * packed;
       if (D == 64) attend_block<64>(qd, q.stride(0), t0, tokens, g, R, start, kg, vg, s, od, H);
