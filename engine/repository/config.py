@@ -33,7 +33,7 @@ class ModelConfig:
     prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off)
     kv_cache_mb: int = 2048             # the running sequences' KV budget (transformers, Llama family)
     max_step_tokens: int = 1024         # tokens one engine step computes: decode rows + prefill chunks
-    prefill_stall: float = 2.5          # while rows decode, a prefilling step may take this many decode-only
+    prefill_stall: float = 2.0          # while rows decode, a prefilling step may take this many decode-only
                                         # steps' time (stall_budget.py); 0 = no bound (throughput first)
     queue_timeout: float | None = None  # seconds a request may wait for a slot; None = no limit
     response_cache: bool = True

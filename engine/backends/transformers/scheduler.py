@@ -60,7 +60,7 @@ class Scheduler:
     def __init__(self, max_batch_size: int, max_prefill_tokens: int = 4096, step_tokens: int | None = None,
                  admit: Callable[[Sequence], bool] | None = None,
                  release: Callable[[Sequence], None] | None = None,
-                 first_chunk: Callable[[Sequence], None] | None = None, stall: float = 2.5) -> None:
+                 first_chunk: Callable[[Sequence], None] | None = None, stall: float = 2.0) -> None:
         self.max_batch_size = max_batch_size
         self.max_prefill_tokens = max_prefill_tokens
         self.step_tokens = step_tokens

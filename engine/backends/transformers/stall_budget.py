@@ -2,7 +2,8 @@
 
 A step that prefills while streams decode makes every stream wait for it. The budget keeps that wait within
 `stall` x a decode-only step (issue 16: inter-token p99 <= 3 x p50 while long prompts arrive; the default
-2.5 aims the mean prefilling step there, leaving room for step-to-step noise under 3), and gives a
+2 aims the mean prefilling step at twice a decode step, leaving room under 3 for the noise of a shared CPU:
+tokenizing an arriving prompt takes a core from the step), and gives a
 step with no decode rows the whole `max_step_tokens`. When more prompts wait for their first token than rows
 decode (a burst: 64 agent requests at once), there is no bound: the step serves the many who wait before the
 few who stream, as vLLM's scheduler always does, until the streams outnumber them; then the whole burst
@@ -66,7 +67,7 @@ class Allotment:
 
 @dataclass
 class StallBudget:
-    stall: float = 2.5                 # a prefilling step may take this many decode-only steps' time; 0: no bound
+    stall: float = 2.0                 # a prefilling step may take this many decode-only steps' time; 0: no bound
     min_tokens: int = 32               # prompt tokens a step computes however slow they are
     _gram: np.ndarray = field(default_factory=lambda: np.zeros((4, 4)))   # sum of w x x^T
     _moment: np.ndarray = field(default_factory=lambda: np.zeros(4))      # sum of w x seconds
