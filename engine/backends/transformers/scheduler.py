@@ -49,9 +49,9 @@ class Scheduler:
     `step_tokens` N: chunked prefill, as vLLM's scheduler does: every decode row gets its token, then the
     prompts still prefilling (oldest first), then newcomers, share what is left of N tokens; a newcomer joins
     only if `admit(seq)` (the runner's KV store) takes it, and `release(seq)` runs once it has left.
-    While rows decode, the prompt tokens of a step are bounded by `budget` (stall_budget.py) so that the
-    streams' inter-token gap stays within a few decode-only steps (more when more prompts wait than rows
-    decode); a step with no decode rows takes N.
+    While rows decode, the prompt chunks of a step share an allotment of seconds from `budget`
+    (stall_budget.py) so that the streams' inter-token gap stays within a few decode-only steps; a step with
+    no decode rows, or with more prompts waiting for their first token than rows decoding, takes N.
     `first_chunk(seq)` runs when a sequence's first chunk is scheduled, which may be steps after it joined:
     the runner may then advance `seq.computed` past a prompt head that an earlier prompt has since cached."""
 
