@@ -124,7 +124,7 @@ def _layer(block: Any, pack: bool, heads: int, kv_heads: int) -> _Layer:
 
 @dataclass(frozen=True)
 class Kernels:
-    """The native attention kernels this model's dtype and head size can use; None: SDPA serves."""
+    """The native kernels this model's dtype and head size can use; None: torch's ops and SDPA serve."""
     decode: Any = None        # native/decode_attention.cpp: decode rows over their slots' columns
     prefill: Any = None       # native/prefill_attention.cpp: a prefill chunk, causal, over its slot
     fused: Any = None         # native/fused_ops.cpp: residual add + RMSNorm, SiLU x up

@@ -3,8 +3,8 @@
 A step that prefills while streams decode makes every stream wait for it. The budget keeps that wait within
 `stall` x a decode-only step (issue 16: inter-token p99 <= 3 x p50 while long prompts arrive; the default
 2 aims the mean prefilling step at twice a decode step, leaving room under 3 for the noise of a shared CPU:
-tokenizing an arriving prompt takes a core from the step), and gives a
-step with no decode rows the whole `max_step_tokens`. When more prompts wait for their first token than rows
+tokenizing an arriving prompt takes a core from the step), and gives a step with no decode rows the whole
+`max_step_tokens`. When more prompts wait for their first token than rows
 decode (a burst: 64 agent requests at once), there is no bound: the step serves the many who wait before the
 few who stream, as vLLM's scheduler always does, until the streams outnumber them; then the whole burst
 decodes in full batches instead of trickling in beside a few streams at small, costly batches.

@@ -82,3 +82,33 @@ def test_spans_out_of_the_store_are_refused(kernel):
     for slot, start in ((SLOTS, 0), (-1, 0), (0, CAPACITY - 9), (0, -1)):
         with pytest.raises(RuntimeError, match="out of range"):
             _run(kernel, q, k, v, slot, start)
+
+
+async def test_a_bf16_smollm2_server_prefills_chunks_batched_as_alone(tmp_path):
+    """Through a real server and the openai SDK: SmolLM2 in bf16 (head_dim 64) prefills its prompts through
+    the kernel, in 48-token chunks beside other requests' decode rows, and greedy completions sent together
+    equal the same completions sent one by one."""
+    import asyncio
+
+    import openai
+
+    from tests.conftest import start_inprocess, write_repository
+
+    root = write_repository(tmp_path, {"m": {"weights": "builtin:smollm2", "dtype": "bfloat16", "max_batch_size": 8,
+                                             "max_step_tokens": 48, "response_cache": False}})
+    server = start_inprocess(root)
+    try:
+        runner = server.engine.get("m").backend.runner
+        if runner.forward_pass.kernels.prefill is None:
+            pytest.skip("this CPU has no AVX512-BF16")
+        async with openai.AsyncOpenAI(base_url=server.v1, api_key="none", max_retries=0) as client:
+            async def complete(text: str) -> str:
+                reply = await client.completions.create(model="m", prompt=text, max_tokens=8, temperature=0,
+                                                        extra_body={"ignore_eos": True})
+                return reply.choices[0].text
+
+            prompts = [f"Item {i}: " + "the quick brown fox jumps over the lazy dog " * (1 + 4 * i) for i in range(5)]
+            alone = [await complete(p) for p in prompts]
+            assert await asyncio.gather(*[complete(p) for p in prompts]) == alone
+    finally:
+        server.stop()
