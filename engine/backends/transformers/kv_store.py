@@ -3,13 +3,17 @@
 Shapes: per layer `k[l]` and `v[l]` are (slots, kv_heads, capacity, head_dim). Slot s holds the KV of its
 sequence's tokens 0..lengths[s]-1 at columns 0..lengths[s]-1; later columns hold zeros or garbage that
 attention masks out or never reads. A step writes only its new tokens (index_put at (slot, position));
-nothing is copied per step. The tensors grow when a sequence needs more (slots doubling from 8 up to
-`max_slots`, capacity in steps of 256), which copies the store once per growth: a burst of 64 requests pays
-three slot growths, not seven.
+nothing is copied per step. Capacity grows in steps of 256 columns, which copies the slots in use once.
 
-Budget: every slot reserves `capacity` columns, so the bytes held are slots x capacity x bytes_per_token.
-`admit` refuses a sequence when the store that would hold it (its need and every running one's, at the
-capacity the longest needs) passes `budget_bytes`.
+Slots: an unzeroed store (the native kernels never read past a length) takes all `max_slots` at once. The
+memory is only reserved: a page is written, so faulted in, when a token's KV first lands in it, and a burst
+of 64 requests copies nothing. (Doubling from 8 copied the store three times into fresh pages: ~0.66 s of a
+64-request burst's first step, every burst after an idle store had given its memory back.) A zeroed store
+(SDPA reads masked columns, which must not hold NaN) writes every byte it allocates, so it doubles from 8.
+
+Budget: every slot in use reserves `capacity` columns, so the bytes held are slots x capacity x
+bytes_per_token. `admit` refuses a sequence when the store that would hold it (its need and every running
+one's, at the capacity the longest needs) passes `budget_bytes`.
 """
 from __future__ import annotations
 
@@ -54,8 +58,10 @@ class SlotKVStore:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the store holds now (every slot at full capacity)."""
-        return self.slots * self.capacity * self.bytes_per_token
+        """Bytes the slots in use reserve (each at full capacity); an unzeroed store's other slots are
+        address space whose pages no token has touched."""
+        slots = self.slots if self.zeroed else min(self.slots, len(self.needs))
+        return slots * self.capacity * self.bytes_per_token
 
     @property
     def usage(self) -> float:
@@ -76,10 +82,15 @@ class SlotKVStore:
         if (len(self.needs) + 1) * columns * self.bytes_per_token > self.budget_bytes and self.needs:
             return None
         slot = next(s for s in range(self.max_slots) if s not in self.needs)
-        slots = self.slots if slot < self.slots else min(self.max_slots, max(SLOT_STEP, 2 * self.slots))
+        slots = self.slots if slot < self.slots else self._more_slots()
         self._grow(max(slots, slot + 1), columns)
         self.needs[slot], self.lengths[slot] = need, 0
         return slot
+
+    def _more_slots(self) -> int:
+        if not self.zeroed:
+            return self.max_slots
+        return min(self.max_slots, max(SLOT_STEP, 2 * self.slots))
 
     def release(self, slot: int) -> None:
         self.needs.pop(slot, None)
@@ -92,10 +103,11 @@ class SlotKVStore:
         slots, columns = max(slots, self.slots), max(columns, self.capacity)
         if (slots, columns) == (self.slots, self.capacity):
             return
+        used = max(self.needs, default=-1) + 1          # slots past the highest in use hold nothing to keep
         for layer in (self.k, self.v):
             for i, old in enumerate(layer):
                 new = self._empty(slots, columns)
-                new[:old.shape[0], :, :old.shape[2]] = old
+                new[:used, :, :old.shape[2]] = old[:used]
                 layer[i] = new
 
     def rows(self, slots: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -281,7 +281,10 @@ void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const tor
   });
 }
 
+// The kernels run without the GIL (they touch no Python object): the server's event loop and its worker
+// threads keep serving requests while a step computes.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("available", &available, "whether this build has the AVX512-BF16 path");
-  m.def("prefill_attention", &prefill_attention, "causal attention of a prefill chunk over the slot KV store (bf16)");
+  m.def("prefill_attention", &prefill_attention, "causal attention of a prefill chunk over the slot KV store (bf16)",
+        py::call_guard<py::gil_scoped_release>());
 }

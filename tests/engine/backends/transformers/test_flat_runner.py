@@ -67,6 +67,22 @@ def test_the_store_admits_within_its_byte_budget_and_frees_on_release(model):
     assert kv.usage == 0.0 and kv.nbytes == 0
 
 
+def test_an_unzeroed_store_takes_every_slot_at_once_and_growing_columns_keeps_the_slots_in_use():
+    kv = SlotKVStore(2, 1, 4, torch.float32, 2**30, 64, zeroed=False)
+    first = kv.admit(10)
+    pointer = kv.k[0].data_ptr()
+    assert kv.slots == 64 and [kv.admit(10) for _ in range(40)] == list(range(1, 41))
+    assert kv.k[0].data_ptr() == pointer                # 40 more sequences: no store was copied
+    assert kv.nbytes == 41 * COLUMN_STEP * kv.bytes_per_token      # what the slots in use reserve
+    rows = kv.rows(torch.tensor([first, 40]), torch.tensor([3, 7]))
+    for layer in range(2):
+        kv.write(layer, rows, torch.ones(2, 1, 4) * (layer + 1), torch.full((2, 1, 4), -1.0 - layer))
+    assert kv.admit(COLUMN_STEP + 1) == 41 and kv.capacity == 2 * COLUMN_STEP
+    for layer in range(2):                              # the written tokens moved with the columns' growth
+        assert torch.equal(kv.k[layer][[first, 40], 0, [3, 7]], torch.full((2, 4), layer + 1.0))
+        assert torch.equal(kv.v[layer][[first, 40], 0, [3, 7]], torch.full((2, 4), -1.0 - layer))
+
+
 async def _greedy(backend, ids: list[int], rid: str, n: int = 8) -> list[int]:
     req = GenerationRequest(id=rid, model="m", prompt_token_ids=tuple(ids),
                             params=SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True))
