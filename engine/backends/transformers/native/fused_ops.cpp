@@ -76,11 +76,9 @@ torch::Tensor silu_mul(const torch::Tensor& h) {
   return out;
 }
 
-// The kernels run without the GIL (they touch no Python object): the server's event loop and its worker
-// threads keep serving requests while a step computes.
+// These keep the GIL: a call takes ~10 us, too short for another thread to use, and each release would
+// let one in that the engine thread must then wait out (the attention kernels, ms long, release it).
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("add_rms_norm", &add_rms_norm, "x += delta in place; rms_norm(x) * weight (bf16)",
-        py::call_guard<py::gil_scoped_release>());
-  m.def("silu_mul", &silu_mul, "silu(gate) * up over h = [gate | up] (bf16)",
-        py::call_guard<py::gil_scoped_release>());
+  m.def("add_rms_norm", &add_rms_norm, "x += delta in place; rms_norm(x) * weight (bf16)");
+  m.def("silu_mul", &silu_mul, "silu(gate) * up over h = [gate | up] (bf16)");
 }
