@@ -11,9 +11,13 @@ of 64 requests copies nothing. (Doubling from 8 copied the store three times int
 64-request burst's first step, every burst after an idle store had given its memory back.) A zeroed store
 (SDPA reads masked columns, which must not hold NaN) writes every byte it allocates, so it doubles from 8.
 
-Budget: every slot in use reserves `capacity` columns, so the bytes held are slots x capacity x
-bytes_per_token. `admit` refuses a sequence when the store that would hold it (its need and every running
-one's, at the capacity the longest needs) passes `budget_bytes`.
+Budget: `admit` refuses a sequence when the bytes the store would then hold pass `budget_bytes`. A zeroed
+store holds every running slot at the capacity the longest sequence needs (its zeros are written). An
+unzeroed one holds, per slot, the columns its tokens have touched since the store was allocated, or a
+running sequence's whole need if larger: a reservation by need, not by the longest one's capacity (64
+agent prompts of 1.1-1.3k tokens + 128: 1.85 GB by need, 2.2 GB at the 1,536-column capacity). A newcomer
+takes the free slot whose touched pages cover most of its need; a capacity growth copies each running
+slot's stored columns only, and the idle store gives its memory back.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ class SlotKVStore:
         self.v: list[torch.Tensor] = [self._empty(0, 0) for _ in range(layers)]
         self.lengths: dict[int, int] = {}       # slot -> tokens stored
         self.needs: dict[int, int] = {}         # slot -> most tokens its sequence may reach
+        self.touched: dict[int, int] = {}       # unzeroed: slot -> columns its past sequences wrote (pages held)
 
     def _empty(self, slots: int, columns: int) -> torch.Tensor:
         make = torch.zeros if self.zeroed else torch.empty
@@ -58,32 +63,36 @@ class SlotKVStore:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the slots in use reserve (each at full capacity); an unzeroed store's other slots are
-        address space whose pages no token has touched."""
-        slots = self.slots if self.zeroed else min(self.slots, len(self.needs))
-        return slots * self.capacity * self.bytes_per_token
+        """Bytes the store holds for the running sequences' reservations (what `budget_bytes` bounds)."""
+        return self._held(self.needs) * self.bytes_per_token
 
     @property
     def usage(self) -> float:
-        """Fraction of the budget the running sequences' reservations take (0..1): for stats()."""
-        if not self.needs:
-            return 0.0
-        return min(1.0, len(self.needs) * self._columns_for(max(self.needs.values())) * self.bytes_per_token
-                   / max(1, self.budget_bytes))
+        """Fraction of the budget held (0..1): for stats()."""
+        return min(1.0, self.nbytes / max(1, self.budget_bytes))
 
     def _columns_for(self, need: int) -> int:
         return max(self.capacity, _round_up(need, COLUMN_STEP))
+
+    def _held(self, needs: dict[int, int]) -> int:
+        """Columns (tokens' KV over all layers) held with `needs` (slot -> need) running."""
+        if not needs:
+            return 0
+        if self.zeroed:
+            return len(needs) * self._columns_for(max(needs.values()))
+        return sum(max(self.touched.get(s, 0), needs.get(s, 0)) for s in set(needs) | set(self.touched))
 
     def admit(self, need: int) -> int | None:
         """A free slot for a sequence that may reach `need` tokens, or None when the budget or slots are full."""
         if len(self.needs) >= self.max_slots:
             return None
-        columns = self._columns_for(max([need, *self.needs.values()]))
-        if (len(self.needs) + 1) * columns * self.bytes_per_token > self.budget_bytes and self.needs:
+        free = (s for s in range(self.max_slots) if s not in self.needs)
+        slot = min(free, key=lambda s: (max(0, need - self.touched.get(s, 0)), s))
+        after = {**self.needs, slot: need}
+        if self._held(after) * self.bytes_per_token > self.budget_bytes and self.needs:
             return None
-        slot = next(s for s in range(self.max_slots) if s not in self.needs)
         slots = self.slots if slot < self.slots else self._more_slots()
-        self._grow(max(slots, slot + 1), columns)
+        self._grow(max(slots, slot + 1), self._columns_for(max(after.values())))
         self.needs[slot], self.lengths[slot] = need, 0
         return slot
 
@@ -94,21 +103,25 @@ class SlotKVStore:
 
     def release(self, slot: int) -> None:
         self.needs.pop(slot, None)
-        self.lengths.pop(slot, None)
+        written = self.lengths.pop(slot, 0)
+        if not self.zeroed:                     # its pages stay: the next sequence in this slot reuses them
+            self.touched[slot] = max(self.touched.get(slot, 0), written)
         if not self.needs:                      # idle: give the memory back
             self.k = [self._empty(0, 0) for _ in self.k]
             self.v = [self._empty(0, 0) for _ in self.v]
+            self.touched = {}
 
     def _grow(self, slots: int, columns: int) -> None:
         slots, columns = max(slots, self.slots), max(columns, self.capacity)
         if (slots, columns) == (self.slots, self.capacity):
             return
-        used = max(self.needs, default=-1) + 1          # slots past the highest in use hold nothing to keep
         for layer in (self.k, self.v):
             for i, old in enumerate(layer):
                 new = self._empty(slots, columns)
-                new[:used, :, :old.shape[2]] = old[:used]
+                for s, n in self.lengths.items():      # the running slots' stored columns, nothing else
+                    new[s, :, :n] = old[s, :, :n]
                 layer[i] = new
+        self.touched = dict(self.lengths) if not self.zeroed else {}
 
     def rows(self, slots: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """(T * kv_heads,) row indices, in a layer's (slots * kv_heads * capacity, head_dim) view, of the

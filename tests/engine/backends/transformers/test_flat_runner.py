@@ -73,14 +73,32 @@ def test_an_unzeroed_store_takes_every_slot_at_once_and_growing_columns_keeps_th
     pointer = kv.k[0].data_ptr()
     assert kv.slots == 64 and [kv.admit(10) for _ in range(40)] == list(range(1, 41))
     assert kv.k[0].data_ptr() == pointer                # 40 more sequences: no store was copied
-    assert kv.nbytes == 41 * COLUMN_STEP * kv.bytes_per_token      # what the slots in use reserve
+    assert kv.nbytes == 41 * 10 * kv.bytes_per_token    # reserved by need
     rows = kv.rows(torch.tensor([first, 40]), torch.tensor([3, 7]))
     for layer in range(2):
         kv.write(layer, rows, torch.ones(2, 1, 4) * (layer + 1), torch.full((2, 1, 4), -1.0 - layer))
+    kv.lengths[first], kv.lengths[40] = 4, 8            # as the runner records after a step
     assert kv.admit(COLUMN_STEP + 1) == 41 and kv.capacity == 2 * COLUMN_STEP
     for layer in range(2):                              # the written tokens moved with the columns' growth
         assert torch.equal(kv.k[layer][[first, 40], 0, [3, 7]], torch.full((2, 4), layer + 1.0))
         assert torch.equal(kv.v[layer][[first, 40], 0, [3, 7]], torch.full((2, 4), -1.0 - layer))
+
+
+def test_an_unzeroed_store_reserves_by_need_and_counts_the_pages_a_freed_slot_keeps():
+    kv = SlotKVStore(2, 1, 4, torch.float32, 0, 8, zeroed=False)
+    kv.budget_bytes = 1000 * kv.bytes_per_token
+    long, short = kv.admit(600), kv.admit(300)
+    assert (long, short) == (0, 1)                      # 900 columns: a zeroed store would hold 2 x 768
+    assert kv.admit(200) is None and kv.usage == 0.9
+    kv.lengths[long] = 500                              # it wrote 500 tokens, then left: its pages stay
+    kv.release(long)
+    assert kv.nbytes == 800 * kv.bytes_per_token
+    assert kv.admit(450) == long                        # the slot whose pages cover the need adds nothing
+    assert kv.nbytes == 800 * kv.bytes_per_token
+    assert kv.admit(250) is None                        # a fresh slot would add 250 to the 800 held
+    for slot in (long, short):
+        kv.release(slot)
+    assert kv.nbytes == 0 and kv.slots == 0             # idle: the memory is given back
 
 
 async def _greedy(backend, ids: list[int], rid: str, n: int = 8) -> list[int]:
