@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 namespace {
@@ -251,14 +252,15 @@ void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const tor
   TORCH_CHECK(slot >= 0 && slot < k.size(0) && start >= 0 && n >= 1 && start + n <= C, "slot or span out of range");
   const int64_t R = H / G, end = start + n, blocks = (end + kKeys - 1) / kKeys;
   const int64_t packed = blocks * kKeys * D;             // per kv head
-  std::vector<uint16_t> kp(G * packed), vp(G * packed);
+  // uninitialized: packing writes every element (keys past `end` as zeros), so no memset of ~1 MB a call
+  std::unique_ptr<uint16_t[]> kp(new uint16_t[G * packed]), vp(new uint16_t[G * packed]);
   const auto* kd = reinterpret_cast<const uint16_t*>(k.data_ptr<at::BFloat16>());
   const auto* vd = reinterpret_cast<const uint16_t*>(v.data_ptr<at::BFloat16>());
   at::parallel_for(0, 2 * G, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t g = i / 2, base = (slot * G + g) * C * D;
-      if (i % 2 == 0) pack_keys(kd + base, end, D, kp.data() + g * packed);
-      else pack_values(vd + base, end, D, vp.data() + g * packed);
+      if (i % 2 == 0) pack_keys(kd + base, end, D, kp.get() + g * packed);
+      else pack_values(vd + base, end, D, vp.get() + g * packed);
     }
   });
   const auto* qd = reinterpret_cast<const uint16_t*>(q.data_ptr<at::BFloat16>());
@@ -273,8 +275,8 @@ void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const tor
       const int64_t g = i % G, j = i / G;
       const int64_t block = j % 2 == 0 ? j / 2 : tasks - 1 - j / 2;
       const int64_t t0 = block * per_task, tokens = std::min(per_task, n - t0);
-      const uint16_t* kg = kp.data() + g * packed;
-      const uint16_t* vg = vp.data() + g * packed;
+      const uint16_t* kg = kp.get() + g * packed;
+      const uint16_t* vg = vp.get() + g * packed;
       if (D == 64) attend_block<64>(qd, q.stride(0), t0, tokens, g, R, start, kg, vg, s, od, H);
       else attend_block<128>(qd, q.stride(0), t0, tokens, g, R, start, kg, vg, s, od, H);
     }
