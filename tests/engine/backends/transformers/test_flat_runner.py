@@ -96,9 +96,12 @@ def test_an_unzeroed_store_reserves_by_need_and_counts_the_pages_a_freed_slot_ke
     assert kv.admit(450) == long                        # the slot whose pages cover the need adds nothing
     assert kv.nbytes == 800 * kv.bytes_per_token
     assert kv.admit(250) is None                        # a fresh slot would add 250 to the 800 held
+    kv.lengths[short] = 280
     for slot in (long, short):
         kv.release(slot)
-    assert kv.nbytes == 0 and kv.slots == 0             # idle: the memory is given back
+    assert kv.usage == 0.0 and kv.slots == 8            # idle: nothing reserved, the pages kept for the next
+    assert kv.nbytes == 780 * kv.bytes_per_token
+    assert kv.admit(200) == short and kv.nbytes == 780 * kv.bytes_per_token
 
 
 async def _greedy(backend, ids: list[int], rid: str, n: int = 8) -> list[int]:
@@ -125,7 +128,9 @@ async def test_streams_and_a_long_prompt_prefilled_in_chunks_equal_each_alone(dt
             if not backend.scheduler.has_work:
                 break
             await asyncio.sleep(0.01)
-        assert backend.runner.kv_usage == 0.0 and backend.runner.kv.nbytes == 0
+        kv = backend.runner.kv
+        assert backend.runner.kv_usage == 0.0 and kv.nbytes <= kv.budget_bytes
+        assert (kv.nbytes == 0) == kv.zeroed             # an unzeroed store keeps the pages its tokens touched
     finally:
         await backend.stop()
 
