@@ -74,19 +74,21 @@ class SlotKVStore:
     @property
     def usage(self) -> float:
         """Fraction of the budget the running sequences reserve (0..1; 0 when idle): for stats()."""
-        if self.zeroed:
-            return min(1.0, self.nbytes / max(1, self.budget_bytes))
-        reserved = sum(max(self.touched.get(s, 0), n) for s, n in self.needs.items())
-        return min(1.0, reserved * self.bytes_per_token / max(1, self.budget_bytes))
+        return min(1.0, self._reserved(self.needs) * self.bytes_per_token / max(1, self.budget_bytes))
 
     def _columns_for(self, need: int) -> int:
         return max(self.capacity, _round_up(need, COLUMN_STEP))
 
-    def _held(self, needs: dict[int, int]) -> int:
-        """Columns (tokens' KV over all layers) held with `needs` (slot -> need) running."""
+    def _reserved(self, needs: dict[int, int]) -> int:
+        """Columns (tokens' KV over all layers) that `needs` (slot -> need) running reserve: zeroed, each at the
+        longest one's capacity; unzeroed, each its need or the pages its slot already holds if more."""
         if self.zeroed:
             return len(needs) * self._columns_for(max(needs.values())) if needs else 0
-        return sum(max(self.touched.get(s, 0), needs.get(s, 0)) for s in set(needs) | set(self.touched))
+        return sum(max(self.touched.get(s, 0), n) for s, n in needs.items())
+
+    def _held(self, needs: dict[int, int]) -> int:
+        """Columns held with `needs` running: their reservations and the pages the free slots keep."""
+        return self._reserved(needs) + sum(n for s, n in self.touched.items() if s not in needs)
 
     def admit(self, need: int) -> int | None:
         """A free slot for a sequence that may reach `need` tokens, or None when the budget or slots are full."""

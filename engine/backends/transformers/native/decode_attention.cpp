@@ -176,7 +176,7 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k, c
   return out;
 }
 
-// The kernels run without the GIL (they touch no Python object): the server's event loop and its worker
+// The kernel runs without the GIL (they touch no Python object): the server's event loop and its worker
 // threads keep serving requests while a step computes.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("decode_attention", &decode_attention, "decode attention over the slot KV store (bf16)",

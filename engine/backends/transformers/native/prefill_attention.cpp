@@ -283,7 +283,7 @@ void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const tor
   });
 }
 
-// The kernels run without the GIL (they touch no Python object): the server's event loop and its worker
+// The kernel runs without the GIL (they touch no Python object): the server's event loop and its worker
 // threads keep serving requests while a step computes.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("available", &available, "whether this build has the AVX512-BF16 path");
