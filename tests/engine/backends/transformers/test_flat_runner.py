@@ -1,5 +1,5 @@
 """The flattened Llama runner: its forward equals the HF model's, chunked prefill and batching change no
-greedy output, and the slot KV store admits within its byte budget (no left padding)."""
+greedy output (the slot KV store's own rules: test_kv_store.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from engine.backends.transformers.backend import TransformersBackend
 from engine.backends.transformers.flat_runner import FlatRunner
-from engine.backends.transformers.kv_store import COLUMN_STEP, SlotKVStore
+from engine.backends.transformers.kv_store import SlotKVStore
 from engine.backends.transformers.llama import LlamaForward, Span, Step
 from engine.backends.transformers.runner import ModelRunner
 from engine.models import ensure_tiny_model
@@ -48,60 +48,6 @@ def test_whole_chunked_and_batched_decode_logits_equal_the_hf_forward(model):
     both = forward(_step([(a, 90, [5]), (b, 90, [5])], [0, 1]), kv)     # two decode rows in one call
     for got, want in ((whole[0], ref[89]), (chunked[0], ref[89]), (both[0], ref[90]), (both[1], ref[90])):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
-
-
-def test_the_store_admits_within_its_byte_budget_and_frees_on_release(model):
-    c = model.config
-    per_token = c.num_hidden_layers * 2 * c.num_key_value_heads * (c.hidden_size // c.num_attention_heads) * 4
-    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, c.hidden_size // c.num_attention_heads,
-                     torch.float32, 3 * COLUMN_STEP * per_token, 8)
-    assert kv.bytes_per_token == per_token
-    slots = [kv.admit(100) for _ in range(4)]
-    assert slots == [0, 1, 2, None]                     # a fourth reservation would pass the budget
-    assert kv.usage == 1.0 and kv.nbytes <= 8 * COLUMN_STEP * per_token
-    assert kv.admit(COLUMN_STEP + 1) is None            # a longer need grows every slot's reservation
-    kv.release(1)
-    assert kv.admit(50) == 1 and abs(kv.usage - 1.0) < 1e-9
-    for s in (0, 1, 2):
-        kv.release(s)
-    assert kv.usage == 0.0 and kv.nbytes == 0
-
-
-def test_an_unzeroed_store_takes_every_slot_at_once_and_growing_columns_keeps_the_slots_in_use():
-    kv = SlotKVStore(2, 1, 4, torch.float32, 2**30, 64, zeroed=False)
-    first = kv.admit(10)
-    pointer = kv.k[0].data_ptr()
-    assert kv.slots == 64 and [kv.admit(10) for _ in range(40)] == list(range(1, 41))
-    assert kv.k[0].data_ptr() == pointer                # 40 more sequences: no store was copied
-    assert kv.nbytes == 41 * 10 * kv.bytes_per_token    # reserved by need
-    rows = kv.rows(torch.tensor([first, 40]), torch.tensor([3, 7]))
-    for layer in range(2):
-        kv.write(layer, rows, torch.ones(2, 1, 4) * (layer + 1), torch.full((2, 1, 4), -1.0 - layer))
-    kv.lengths[first], kv.lengths[40] = 4, 8            # as the runner records after a step
-    assert kv.admit(COLUMN_STEP + 1) == 41 and kv.capacity == 2 * COLUMN_STEP
-    for layer in range(2):                              # the written tokens moved with the columns' growth
-        assert torch.equal(kv.k[layer][[first, 40], 0, [3, 7]], torch.full((2, 4), layer + 1.0))
-        assert torch.equal(kv.v[layer][[first, 40], 0, [3, 7]], torch.full((2, 4), -1.0 - layer))
-
-
-def test_an_unzeroed_store_reserves_by_need_and_counts_the_pages_a_freed_slot_keeps():
-    kv = SlotKVStore(2, 1, 4, torch.float32, 0, 8, zeroed=False)
-    kv.budget_bytes = 1000 * kv.bytes_per_token
-    long, short = kv.admit(600), kv.admit(300)
-    assert (long, short) == (0, 1)                      # 900 columns: a zeroed store would hold 2 x 768
-    assert kv.admit(200) is None and kv.usage == 0.9
-    kv.lengths[long] = 500                              # it wrote 500 tokens, then left: its pages stay
-    kv.release(long)
-    assert kv.nbytes == 800 * kv.bytes_per_token
-    assert kv.admit(450) == long                        # the slot whose pages cover the need adds nothing
-    assert kv.nbytes == 800 * kv.bytes_per_token
-    assert kv.admit(250) is None                        # a fresh slot would add 250 to the 800 held
-    kv.lengths[short] = 280
-    for slot in (long, short):
-        kv.release(slot)
-    assert kv.usage == 0.0 and kv.slots == 8            # idle: nothing reserved, the pages kept for the next
-    assert kv.nbytes == 780 * kv.bytes_per_token
-    assert kv.admit(200) == short and kv.nbytes == 780 * kv.bytes_per_token
 
 
 async def _greedy(backend, ids: list[int], rid: str, n: int = 8) -> list[int]:

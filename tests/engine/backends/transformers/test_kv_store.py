@@ -1,0 +1,60 @@
+"""The slot KV store: what it holds against its byte budget (a zeroed store at the longest sequence's
+capacity, an unzeroed one by need and by the pages its slots keep), and that growing moves the stored tokens."""
+from __future__ import annotations
+
+import torch
+
+from engine.backends.transformers.kv_store import COLUMN_STEP, SlotKVStore
+
+
+def test_a_zeroed_store_admits_within_its_byte_budget_at_the_longest_capacity_and_frees_when_idle():
+    layers, kv_heads, head_dim = 2, 2, 16
+    per_token = layers * 2 * kv_heads * head_dim * 4
+    kv = SlotKVStore(layers, kv_heads, head_dim, torch.float32, 3 * COLUMN_STEP * per_token, 8)
+    assert kv.bytes_per_token == per_token
+    slots = [kv.admit(100) for _ in range(4)]
+    assert slots == [0, 1, 2, None]                     # a fourth reservation would pass the budget
+    assert kv.usage == 1.0 and kv.nbytes <= 8 * COLUMN_STEP * per_token
+    assert kv.admit(COLUMN_STEP + 1) is None            # a longer need grows every slot's reservation
+    kv.release(1)
+    assert kv.admit(50) == 1 and abs(kv.usage - 1.0) < 1e-9
+    for s in (0, 1, 2):
+        kv.release(s)
+    assert kv.usage == 0.0 and kv.nbytes == 0 and kv.slots == 0     # idle: its zeroed memory given back
+
+
+def test_an_unzeroed_store_takes_every_slot_at_once_and_growing_columns_keeps_the_slots_in_use():
+    kv = SlotKVStore(2, 1, 4, torch.float32, 2**30, 64, zeroed=False)
+    first = kv.admit(10)
+    pointer = kv.k[0].data_ptr()
+    assert kv.slots == 64 and [kv.admit(10) for _ in range(40)] == list(range(1, 41))
+    assert kv.k[0].data_ptr() == pointer                # 40 more sequences: no store was copied
+    assert kv.nbytes == 41 * 10 * kv.bytes_per_token    # reserved by need
+    rows = kv.rows(torch.tensor([first, 40]), torch.tensor([3, 7]))
+    for layer in range(2):
+        kv.write(layer, rows, torch.ones(2, 1, 4) * (layer + 1), torch.full((2, 1, 4), -1.0 - layer))
+    kv.lengths[first], kv.lengths[40] = 4, 8            # as the runner records after a step
+    assert kv.admit(COLUMN_STEP + 1) == 41 and kv.capacity == 2 * COLUMN_STEP
+    for layer in range(2):                              # the written tokens moved with the columns' growth
+        assert torch.equal(kv.k[layer][[first, 40], 0, [3, 7]], torch.full((2, 4), layer + 1.0))
+        assert torch.equal(kv.v[layer][[first, 40], 0, [3, 7]], torch.full((2, 4), -1.0 - layer))
+
+
+def test_an_unzeroed_store_reserves_by_need_and_counts_the_pages_a_freed_slot_keeps():
+    kv = SlotKVStore(2, 1, 4, torch.float32, 0, 8, zeroed=False)
+    kv.budget_bytes = 1000 * kv.bytes_per_token
+    long, short = kv.admit(600), kv.admit(300)
+    assert (long, short) == (0, 1)                      # 900 columns: a zeroed store would hold 2 x 768
+    assert kv.admit(200) is None and kv.usage == 0.9
+    kv.lengths[long] = 500                              # it wrote 500 tokens, then left: its pages stay
+    kv.release(long)
+    assert kv.nbytes == 800 * kv.bytes_per_token
+    assert kv.admit(450) == long                        # the slot whose pages cover the need adds nothing
+    assert kv.nbytes == 800 * kv.bytes_per_token
+    assert kv.admit(250) is None                        # a fresh slot would add 250 to the 800 held
+    kv.lengths[short] = 280
+    for slot in (long, short):
+        kv.release(slot)
+    assert kv.usage == 0.0 and kv.slots == 8            # idle: nothing reserved, the pages kept for the next
+    assert kv.nbytes == 780 * kv.bytes_per_token
+    assert kv.admit(200) == short and kv.nbytes == 780 * kv.bytes_per_token
