@@ -1,8 +1,10 @@
 """Runs a step of the Llama family through Conch's own flattened forward (llama.py) over a SlotKVStore.
 
-A sequence gets a slot when the scheduler admits it (`admit`: refused when the KV budget is full) and the
-KV of a cached prompt head is copied into that slot once (prefix caching); it frees the slot when it leaves
-(`release`). Each step lays the batch's spans (decode rows, prefill chunks) out as one flat token list.
+A sequence gets a slot when the scheduler admits it (`admit`: refused when the KV budget is full): a free
+slot that still holds its prompt's head if one does (the last turn of its conversation; kv_store.py), else
+the KV of a cached prompt head is copied into its slot once (prefix caching). It frees the slot when it
+leaves (`release`), which keeps its tokens' KV there for the next turn. Each step lays the batch's spans
+(decode rows, prefill chunks) out as one flat token list.
 """
 from __future__ import annotations
 
@@ -36,18 +38,21 @@ class FlatRunner:
         return self.kv.usage
 
     def admit(self, seq: Sequence) -> bool:
-        slot = self.kv.admit(seq.kv_need)
+        """A slot for `seq`; with prefix caching on, one that still holds its prompt's head if a finished
+        sequence left one (the conversation's last turn): `seq` starts past those tokens."""
+        slot = self.kv.admit(seq.kv_need, seq.prompt_ids if self.prefixes.enabled else None)
         if slot is None:
             return False
-        seq.slot = slot
+        seq.slot, seq.computed = slot, self.kv.lengths[slot]
         return True
 
     def first_chunk(self, seq: Sequence) -> None:
-        """Before its first chunk: the longest cached head of its prompt, copied into its slot once (the step
-        computes the rest). Looked up now rather than at admission, so that prompts admitted together behind
-        one sharing their head (an agent's system prompt and tools) find it once that one has computed it."""
+        """Before its first chunk: the longest cached head of its prompt, copied into its slot once if longer
+        than what the slot holds (the step computes the rest). Looked up now rather than at admission, so that
+        prompts admitted together behind one sharing their head (an agent's system prompt and tools) find it
+        once that one has computed it."""
         assert seq.slot is not None
-        hit = self.prefixes.lookup(seq.prompt_ids)
+        hit = self.prefixes.lookup(seq.prompt_ids, held=seq.computed)
         if hit is not None:
             cached, layers = hit
             self.kv.load_prefix(seq.slot, layers)
@@ -55,7 +60,7 @@ class FlatRunner:
 
     def release(self, seq: Sequence) -> None:
         if seq.slot is not None:
-            self.kv.release(seq.slot)
+            self.kv.release(seq.slot, seq.tokens(0, seq.num_tokens) if self.prefixes.enabled else None)
             seq.slot = None
 
     def reset(self) -> None:

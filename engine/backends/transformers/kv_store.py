@@ -23,6 +23,15 @@ Idle: a zeroed store gives its memory back. An unzeroed one keeps its pages (at 
 keeps its whole KV pool): faulting them in again cost every burst after an idle moment ~0.26 ms a MB here
 (measured: a 20-tool request's 38 MB cached head copy 11-16 -> 3-5 ms; at that rate a 64-agent burst's
 1.85 GB would pay ~0.5 s).
+
+Reuse: a freed unzeroed slot also keeps the token ids whose KV its columns hold (the leaving sequence's
+computed tokens). A newcomer whose prompt starts with at least `MIN_REUSE` of them, and at least half, takes
+that slot and starts there (`lengths[slot]`): the next turn of a conversation prefills only what the last
+turn did not compute, and nothing is copied (the prefix cache copies a cached head into the slot). The last
+prompt token is always computed (its logits give the first token). Otherwise a newcomer takes, within the
+budget, a slot that keeps no tokens or else the one whose kept tokens are the oldest, so the newest
+conversations stay; its first use of a fresh slot faults in that slot's pages (~7 ms of a 38-token prompt's
+step here, once per slot). A growth of the columns copies only the running slots, so it forgets what the free ones held.
 """
 from __future__ import annotations
 
@@ -30,6 +39,7 @@ import torch
 
 SLOT_STEP = 8
 COLUMN_STEP = 256
+MIN_REUSE = 16          # kept tokens a prompt must start with to take their slot
 
 
 def _round_up(n: int, step: int) -> int:
@@ -53,6 +63,9 @@ class SlotKVStore:
         self.lengths: dict[int, int] = {}       # slot -> tokens stored
         self.needs: dict[int, int] = {}         # slot -> most tokens its sequence may reach
         self.touched: dict[int, int] = {}       # unzeroed: slot -> columns its past sequences wrote (pages held)
+        self.kept: dict[int, torch.Tensor] = {}  # unzeroed, free slot -> (n,) int64 ids whose KV columns 0..n-1
+                                                 # hold, in release order (oldest first)
+        self._heads: dict[int, tuple[int, ...]] = {}    # slot -> its kept ids' first MIN_REUSE (stale once not kept)
 
     def _empty(self, slots: int, columns: int) -> torch.Tensor:
         make = torch.zeros if self.zeroed else torch.empty
@@ -91,31 +104,71 @@ class SlotKVStore:
         """Columns held with `needs` running: their reservations and the pages the free slots keep."""
         return self._reserved(needs) + sum(n for s, n in self.touched.items() if s not in needs)
 
-    def admit(self, need: int) -> int | None:
-        """A free slot for a sequence that may reach `need` tokens, or None when the budget or slots are full."""
+    def admit(self, need: int, prompt: list[int] | None = None) -> int | None:
+        """A free slot for a sequence that may reach `need` tokens, or None when the budget or slots are full.
+        With `prompt`, a free slot that kept the KV of its first tokens is taken, and `lengths[slot]` says how
+        many it holds; else `lengths[slot]` is 0."""
         if len(self.needs) >= self.max_slots:
             return None
-        free = (s for s in range(self.max_slots) if s not in self.needs)
-        # least new pages; among slots whose pages cover the need, the smallest (best fit)
-        slot = min(free, key=lambda s: (max(0, need - self.touched.get(s, 0)), self.touched.get(s, 0), s))
+        reuse = self._match(prompt) if prompt is not None else None
+        slot = reuse[0] if reuse is not None else self._fit(need)
         after = {**self.needs, slot: need}
         if self._held(after) * self.bytes_per_token > self.budget_bytes and self.needs:
             return None
+        self.needs[slot], self.lengths[slot] = need, reuse[1] if reuse is not None else 0
+        self.kept.pop(slot, None)
         slots = self.slots if slot < self.slots else self._more_slots()
-        self._grow(max(slots, slot + 1), self._columns_for(max(after.values())))
-        self.needs[slot], self.lengths[slot] = need, 0
+        self._grow(max(slots, slot + 1), self._columns_for(max(after.values())))   # copies the reused columns too
         return slot
+
+    def _fit(self, need: int) -> int:
+        """Among the free slots the budget lets this need take: one keeping no tokens, else the one whose kept
+        tokens are the oldest; then the fewest new pages; then the smallest that covers the need (best fit).
+        When none fits, the one adding the fewest pages (admit then refuses it unless the store is idle)."""
+        room = self.budget_bytes // self.bytes_per_token - self._held(self.needs)
+        age = {s: i for i, s in enumerate(self.kept)}
+        free = [s for s in range(self.max_slots) if s not in self.needs]
+        extra = {s: max(0, need - self.touched.get(s, 0)) for s in free}
+        fits = [s for s in free if extra[s] <= room]
+        if not fits:
+            return min(free, key=lambda s: (extra[s], s))
+        return min(fits, key=lambda s: (age.get(s, -1), extra[s], self.touched.get(s, 0), s))
+
+    def _match(self, prompt: list[int]) -> tuple[int, int] | None:
+        """(free slot, n): the slot whose kept ids share the longest head with `prompt`, n of them (at most all
+        but the prompt's last token); a slot counts only if n >= MIN_REUSE and n is at least half of what it
+        keeps (a short shared head is not worth another conversation's kept tokens: the prefix cache holds
+        long shared heads). None when no slot does."""
+        if len(prompt) <= MIN_REUSE or not self.kept:
+            return None
+        ids = torch.tensor(prompt[:-1], dtype=torch.long)
+        head = tuple(prompt[:MIN_REUSE])
+        best = None
+        for slot, held in self.kept.items():
+            n = min(len(held), len(ids))
+            if n < MIN_REUSE or self._heads[slot] != head:
+                continue
+            differ = (held[:n] != ids[:n]).nonzero()
+            shared = int(differ[0]) if len(differ) else n
+            if shared >= max(MIN_REUSE, len(held) // 2) and (best is None or shared > best[1]):
+                best = (slot, shared)
+        return best
 
     def _more_slots(self) -> int:
         if not self.zeroed:
             return self.max_slots
         return min(self.max_slots, max(SLOT_STEP, 2 * self.slots))
 
-    def release(self, slot: int) -> None:
+    def release(self, slot: int, tokens: list[int] | None = None) -> None:
+        """Free `slot`. `tokens`: ids of at least the tokens it stored (prompt + output); an unzeroed store
+        keeps the first `lengths[slot]` of them for a later prompt that starts with them."""
         self.needs.pop(slot, None)
         written = self.lengths.pop(slot, 0)
         if not self.zeroed:                     # its pages stay: the next sequence in this slot reuses them
             self.touched[slot] = max(self.touched.get(slot, 0), written)
+            if tokens is not None and written >= MIN_REUSE:
+                self.kept[slot] = torch.tensor(tokens[:written], dtype=torch.long)
+                self._heads[slot] = tuple(tokens[:MIN_REUSE])     # a cheap first test in _match
         elif not self.needs:                    # an idle zeroed store gives its memory back
             self.k = [self._empty(0, 0) for _ in self.k]
             self.v = [self._empty(0, 0) for _ in self.v]
@@ -128,9 +181,11 @@ class SlotKVStore:
             for i, old in enumerate(layer):
                 new = self._empty(slots, columns)
                 for s, n in self.lengths.items():      # the running slots' stored columns, nothing else
-                    new[s, :, :n] = old[s, :, :n]
+                    if n:
+                        new[s, :, :n] = old[s, :, :n]
                 layer[i] = new
         self.touched = dict(self.lengths) if not self.zeroed else {}
+        self.kept = {}                                  # the free slots' columns were not copied
 
     def rows(self, slots: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """(T * kv_heads,) row indices, in a layer's (slots * kv_heads * capacity, head_dim) view, of the

@@ -35,18 +35,25 @@ class PrefixCache:
         self.queried_tokens = 0        # prompt tokens looked up, cumulative (vLLM's prefix_cache_queries)
         self.hit_tokens = 0            # of those, tokens whose KV came from the cache (prefix_cache_hits)
 
-    def lookup(self, ids: list[int]) -> tuple[int, LayerKV] | None:
-        """The longest cached block-aligned prefix that leaves at least one token to prefill."""
+    @property
+    def enabled(self) -> bool:
+        """Prefix caching is on: this cache's budget, and the KV store's reuse of a slot's kept tokens."""
+        return self.budget > 0
+
+    def lookup(self, ids: list[int], held: int = 0) -> tuple[int, LayerKV] | None:
+        """The longest cached block-aligned prefix that leaves at least one token to prefill, if longer than
+        the `held` tokens whose KV the sequence's slot already has; those count as hits when it is not."""
         self.queried_tokens += len(ids)
+        self.hit_tokens += held
         if not self._entries:
             return None
-        for n in range((len(ids) - 1) // BLOCK * BLOCK, self.min_tokens - 1, -BLOCK):
+        for n in range((len(ids) - 1) // BLOCK * BLOCK, max(self.min_tokens, held + 1) - 1, -BLOCK):
             key = self._index.get(tuple(ids[:n]))
             if key is not None:
                 entry = self._entries[key]
                 self._entries.move_to_end(key)
                 self.hits += 1
-                self.hit_tokens += n
+                self.hit_tokens += n - held
                 return n, [(k[:, :, :n], v[:, :, :n]) for k, v in entry.layers]
         return None
 

@@ -58,3 +58,50 @@ def test_an_unzeroed_store_reserves_by_need_and_counts_the_pages_a_freed_slot_ke
     assert kv.usage == 0.0 and kv.slots == 8            # idle: nothing reserved, the pages kept for the next
     assert kv.nbytes == 780 * kv.bytes_per_token
     assert kv.admit(200) == short and kv.nbytes == 780 * kv.bytes_per_token
+
+
+def _used(kv: SlotKVStore, need: int, tokens: list[int], computed: int) -> int:
+    """A sequence of `tokens` runs in a fresh slot, its first `computed` tokens' KV stored, then leaves."""
+    slot = kv.admit(need)
+    assert slot is not None and kv.lengths[slot] == 0
+    kv.lengths[slot] = computed
+    kv.release(slot, tokens)
+    return slot
+
+
+def test_a_freed_slot_keeps_its_tokens_for_a_prompt_that_starts_with_them():
+    kv = SlotKVStore(2, 1, 4, torch.float32, 2**30, 4, zeroed=False)
+    turn = list(range(100, 170))
+    a = _used(kv, 100, turn + [1, 2], 70)               # 72 tokens, the last two never stored
+    assert kv.admit(100, turn + [5, 6, 7]) == a and kv.lengths[a] == 70    # the next turn starts past them
+    kv.release(a)                                       # no tokens given: it keeps nothing
+    a = _used(kv, 100, turn, 70)
+    assert kv.admit(100, turn) == a and kv.lengths[a] == 69     # the last prompt token is always computed
+    kv.lengths[a] = 70
+    kv.release(a, turn)
+    other = _used(kv, 100, turn[:40] + [9] * 30, 70)    # shares 40 with `turn`
+    assert kv.admit(100, turn[:50] + [8]) == a and kv.lengths[a] == 50      # the longer shared head wins
+    kv.release(a)                                       # given no tokens: `a` keeps none now
+    assert kv.admit(100, turn[:20] + [8] * 20) == a     # 20 shared < half of `other`'s 70: not worth them
+    assert kv.admit(100, [3] * 40) not in (other, None)     # a fresh slot before the one keeping tokens
+    assert kv.admit(100, [3] * 40) not in (other, None) and kv.admit(100, [3] * 40) == other
+
+
+def test_a_column_growth_forgets_the_free_slots_tokens_and_a_zeroed_store_keeps_none():
+    kv = SlotKVStore(2, 1, 4, torch.float32, 2**30, 4, zeroed=False)
+    turn = list(range(100, 170))
+    a = _used(kv, 100, turn, 70)
+    running = kv.admit(COLUMN_STEP + 1)                 # a longer need grows the columns
+    assert running != a and kv.capacity == 2 * COLUMN_STEP and not kv.kept
+    assert kv.lengths[kv.admit(100, turn + [1])] == 0
+    zeroed = SlotKVStore(2, 1, 4, torch.float32, 2**30, 4)
+    z = _used(zeroed, 100, turn, 70)
+    _ = zeroed.admit(10)                                # keeps the zeroed store's memory
+    assert zeroed.admit(100, turn + [1]) is not None and not zeroed.kept and z is not None
+
+
+def test_a_tight_budget_takes_a_kept_slots_pages_rather_than_refuse():
+    kv = SlotKVStore(2, 1, 4, torch.float32, 0, 4, zeroed=False)
+    kv.budget_bytes = 150 * kv.bytes_per_token
+    a = _used(kv, 100, list(range(100, 170)), 70)
+    assert kv.admit(100, [3] * 40) == a and not kv.kept     # a fresh slot's 100 pages would pass the budget

@@ -1,6 +1,8 @@
 """Prefix caching: a prompt prefilled from a cached head generates exactly what a full prefill does."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import torch
 
@@ -40,8 +42,6 @@ async def test_reused_head_gives_the_same_tokens(backends):
 
 
 async def test_hit_and_miss_prefilled_in_one_step_stay_in_order(backends):
-    import asyncio
-
     cached, plain = backends
     prompts = [HEAD + [21, 22], [7, 8, 9], HEAD + [31], [4, 5]]
     together = await asyncio.gather(*[_greedy(cached, p, f"t{i}") for i, p in enumerate(prompts)])
@@ -52,8 +52,6 @@ async def test_hit_and_miss_prefilled_in_one_step_stay_in_order(backends):
 async def test_prompts_sent_together_reuse_the_head_the_first_one_computes():
     """All admitted in one step, before any head is cached: the others look the cache up when their first
     chunk is scheduled, after the first prompt's chunks have stored the head."""
-    import asyncio
-
     backend = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", max_step_tokens=64))
     plain = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", max_step_tokens=64,
                                             prefix_cache_mb=0))
@@ -66,6 +64,29 @@ async def test_prompts_sent_together_reuse_the_head_the_first_one_computes():
         assert backend.runner.prefixes.hits == 3 and backend.runner.prefixes.hit_tokens == 3 * 5 * BLOCK
     finally:
         await backend.stop()
+        await plain.stop()
+
+
+async def test_the_next_turn_starts_in_the_slot_the_last_turn_left_and_generates_the_same():
+    """bf16 (the unzeroed store of the native kernels): a freed slot keeps its tokens' KV, and a prompt that
+    extends them (the conversation's next turn: last prompt + answer + a new message) computes only the rest."""
+    cached = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="bfloat16"))
+    plain = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="bfloat16", prefix_cache_mb=0))
+    await cached.start()
+    await plain.start()
+    try:
+        if cached.runner.kv.zeroed:
+            pytest.skip("no native decode kernel here: the zeroed store keeps no tokens")
+        turn = list(range(300, 360))
+        answer = await _greedy(cached, turn, "t1")
+        assert answer == await _greedy(plain, turn, "p1")
+        following = turn + answer + list(range(400, 410))
+        hits = cached.runner.prefixes.hit_tokens
+        assert await _greedy(cached, following, "t2") == await _greedy(plain, following, "p2")
+        assert cached.runner.prefixes.hit_tokens - hits == len(turn) + len(answer) - 1   # the last answer token
+        assert plain.runner.prefixes.hit_tokens == 0                            # was never computed
+    finally:
+        await cached.stop()
         await plain.stop()
 
 
