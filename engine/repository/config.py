@@ -30,7 +30,8 @@ class ModelConfig:
     context_length: int = 2048
     dtype: str = "bfloat16"
     max_queue_size: int = 256
-    prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off)
+    prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off, and freed KV slots
+                                        # keep no tokens for a next turn: kv_store.py)
     kv_cache_mb: int = 2048             # the running sequences' KV budget (transformers, Llama family)
     max_step_tokens: int = 2048         # tokens one engine step computes: decode rows + prefill chunks
                                         # (vLLM-CPU's API-server default: a 64-chat burst's TTFT p50 1.6-1.7 s

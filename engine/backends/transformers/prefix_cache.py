@@ -33,7 +33,8 @@ class PrefixCache:
         self.nbytes = 0
         self.hits = 0                  # lookups that found a prefix
         self.queried_tokens = 0        # prompt tokens looked up, cumulative (vLLM's prefix_cache_queries)
-        self.hit_tokens = 0            # of those, tokens whose KV came from the cache (prefix_cache_hits)
+        self.hit_tokens = 0            # of those, tokens whose KV was reused: from here, or kept in their slot
+                                       # (lookup's `held`): vLLM's prefix_cache_hits
 
     @property
     def enabled(self) -> bool:
