@@ -8,7 +8,9 @@ Workloads:
   chat    (a) 32 chat prompts x 64 tokens, ignore_eos, greedy, at c1 (CONCH_BENCH_C1_PROMPTS of them), c16, c64
   agent   (b) 64 requests: a shared ~1k-token system+tools head, distinct 100-300-token tails, 128 tokens; c16, c64
   mixed   (c) 16 streams of 256 tokens while a ~1.5k-token prompt arrives every 3 s: inter-token latency p50/p99
-Select with CONCH_BENCH_ENGINES=conch,vllm,conch-hf and CONCH_BENCH_WORKLOADS=chat,agent,mixed; the baseline
+  turns   (d) 16 agents at once, 4 turns each (a ~1k-token head of its own, the conversation so far, a new
+              question; 64 tokens a turn): tokens/s and the TTFT p50 of turns 2-4 (the first turns' beside it)
+Select with CONCH_BENCH_ENGINES=conch,vllm,conch-hf and CONCH_BENCH_WORKLOADS=chat,agent,mixed,turns; the baseline
 runs CONCH_BENCH_HF_WORKLOADS (default chat,mixed: its whole-prompt, left-padded prefill of 64 agent prompts
 takes too long on a shared machine).
 """
@@ -55,9 +57,11 @@ def _text(rng: random.Random, words: int) -> str:
 
 
 async def _stream(client: openai.AsyncOpenAI, messages: list[dict], max_tokens: int, run: Run,
-                  gaps: bool = True) -> None:
+                  gaps: bool = True) -> str:
+    """The answer's text; its tokens, TTFT and (with `gaps`) inter-token gaps go into `run`."""
     start = last = time.perf_counter()
     first = True
+    text = []
     stream = await client.chat.completions.create(model="m", messages=messages, max_tokens=max_tokens,
                                                   temperature=0, stream=True, extra_body={"ignore_eos": True})
     async for chunk in stream:
@@ -71,6 +75,8 @@ async def _stream(client: openai.AsyncOpenAI, messages: list[dict], max_tokens: 
             run.itl.append(now - last)
         last = now
         run.tokens += 1
+        text.append(chunk.choices[0].delta.content)
+    return "".join(text)
 
 
 async def _closed_loop(url: str, conversations: list[list[dict]], max_tokens: int, concurrency: int) -> dict:
@@ -96,6 +102,31 @@ def _agent_conversations(tails_seed: int) -> list[list[dict]]:
     rng = random.Random(tails_seed)
     return [[{"role": "system", "content": head}, {"role": "user", "content": _text(rng, rng.randint(100, 300))}]
             for _ in range(64)]
+
+
+async def _turns(url: str, conversations: int = 16, turns: int = 4) -> dict:
+    """(d) multi-turn agents: `conversations` at once, each sending `turns` turns one after another, every turn
+    its conversation so far (a ~1k-token system+tools head of its own, the earlier questions and answers) and
+    a new question. TTFT p50 of the first turns and of the later ones, whose conversation so far an engine
+    may have kept from the turn before."""
+    rng = random.Random(23)
+    heads = [f"You are agent {i} with these tools:\n" + "\n".join(
+        f"- tool_{j}({_text(rng, 6)}): {_text(rng, 30)}" for j in range(22)) for i in range(conversations)]
+    first, later = Run(), Run()
+    async with _client(url) as client:
+        async def one(i: int) -> None:
+            own = random.Random(i)                   # its questions, whatever order the turns interleave in
+            messages = [{"role": "system", "content": heads[i]}]
+            for turn in range(turns):
+                messages.append({"role": "user", "content": _text(own, own.randint(20, 60))})
+                answer = await _stream(client, messages, 64, first if turn == 0 else later, gaps=False)
+                messages.append({"role": "assistant", "content": answer})
+
+        start = time.perf_counter()
+        await asyncio.gather(*[one(i) for i in range(conversations)])
+        wall = time.perf_counter() - start
+    return {"tok/s": (first.tokens + later.tokens) / wall, "ttft_p50": statistics.median(later.ttft),
+            "first_turn_ttft_p50": statistics.median(first.ttft), "wall": wall}
 
 
 async def _mixed(url: str, seconds_between: float = 3.0) -> dict:
@@ -132,6 +163,8 @@ async def _workloads(url: str, names: list[str]) -> dict:
             out[f"agent c{c}"] = await _closed_loop(url, _agent_conversations(tails_seed=c), 128, c)
     if "mixed" in names:
         out["mixed"] = await _mixed(url)
+    if "turns" in names:
+        out["turns c16"] = await _turns(url)
     return out
 
 
@@ -188,7 +221,7 @@ def _measure(engine: str, names: list[str]) -> dict:
 
 def main() -> None:
     engines = os.environ.get("CONCH_BENCH_ENGINES", "conch,vllm,conch-hf").split(",")
-    names = os.environ.get("CONCH_BENCH_WORKLOADS", "chat,agent,mixed").split(",")
+    names = os.environ.get("CONCH_BENCH_WORKLOADS", "chat,agent,mixed,turns").split(",")
     if "vllm" in engines and not _vllm_usable():
         print(f"vllm: {VLLM_PYTHON} does not import vllm; measured without it", flush=True)
         engines.remove("vllm")
