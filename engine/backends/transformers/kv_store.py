@@ -31,7 +31,8 @@ turn did not compute, and nothing is copied (the prefix cache copies a cached he
 prompt token is always computed (its logits give the first token). Otherwise a newcomer takes, within the
 budget, a slot that keeps no tokens or else the one whose kept tokens are the oldest, so the newest
 conversations stay; its first use of a fresh slot faults in that slot's pages (~7 ms of a 38-token prompt's
-step here, once per slot). A growth of the columns copies only the running slots, so it forgets what the free ones held.
+step here, once per slot). A growth of the columns copies only the running slots, so it forgets what the
+free ones held.
 """
 from __future__ import annotations
 
