@@ -28,11 +28,11 @@ Reuse: a freed unzeroed slot also keeps the token ids whose KV its columns hold 
 computed tokens). A newcomer whose prompt starts with at least `MIN_REUSE` of them, and at least half, takes
 that slot and starts there (`lengths[slot]`): the next turn of a conversation prefills only what the last
 turn did not compute, and nothing is copied (the prefix cache copies a cached head into the slot). The last
-prompt token is always computed (its logits give the first token). Otherwise a newcomer takes, within the
-budget, a slot that keeps no tokens or else the one whose kept tokens are the oldest, so the newest
-conversations stay; its first use of a fresh slot faults in that slot's pages (~7 ms of a 38-token prompt's
-step here, once per slot). A growth of the columns copies only the running slots, so it forgets what the
-free ones held.
+prompt token is always computed (its logits give the first token). Otherwise a newcomer takes the slot that
+adds the fewest new pages (a fresh slot's first use faults its pages in: ~7 ms of a 38-token prompt's step
+here), and among those one keeping no tokens, else the one whose kept tokens are the oldest, so the newest
+conversations stay. A growth of the columns copies only the running slots, so it forgets what the free
+ones held.
 """
 from __future__ import annotations
 
@@ -123,17 +123,13 @@ class SlotKVStore:
         return slot
 
     def _fit(self, need: int) -> int:
-        """Among the free slots the budget lets this need take: one keeping no tokens, else the one whose kept
-        tokens are the oldest; then the fewest new pages; then the smallest that covers the need (best fit).
-        When none fits, the one adding the fewest pages (admit then refuses it unless the store is idle)."""
-        room = self.budget_bytes // self.bytes_per_token - self._held(self.needs)
+        """The free slot that adds the fewest new pages; among those, one keeping no tokens, else the one whose
+        kept tokens are the oldest (vLLM's pool evicts its least recently freed blocks alike); then the
+        smallest that covers the need (best fit)."""
         age = {s: i for i, s in enumerate(self.kept)}
-        free = [s for s in range(self.max_slots) if s not in self.needs]
-        extra = {s: max(0, need - self.touched.get(s, 0)) for s in free}
-        fits = [s for s in free if extra[s] <= room]
-        if not fits:
-            return min(free, key=lambda s: (extra[s], s))
-        return min(fits, key=lambda s: (age.get(s, -1), extra[s], self.touched.get(s, 0), s))
+        free = (s for s in range(self.max_slots) if s not in self.needs)
+        return min(free, key=lambda s: (max(0, need - self.touched.get(s, 0)), age.get(s, -1),
+                                        self.touched.get(s, 0), s))
 
     def _match(self, prompt: list[int]) -> tuple[int, int] | None:
         """(free slot, n): the slot whose kept ids share the longest head with `prompt`, n of them (at most all

@@ -74,7 +74,12 @@ class StallBudget:
     _seen: set[str] = field(default_factory=set)                           # "rows", "tokens": each seen in a step
 
     def observe(self, decode_rows: int, chunks: list[tuple[int, int]], seconds: float) -> None:
-        """One step's make-up (its decode rows, its prompt chunks as (start, n)) and wall time."""
+        """One step's make-up (its decode rows, its prompt chunks as (start, n)) and wall time. A one-token
+        chunk (a prompt whose KV a slot kept but its last token) costs what a decode row does, and counts as
+        one: 16 of them alone in a step would otherwise be the only prompt-token cost learned before a long
+        prompt arrives, and a per-token cost fit to them let its first chunks stall the streams."""
+        decode_rows += sum(n == 1 for _, n in chunks)
+        chunks = [(s, n) for s, n in chunks if n > 1]
         tokens = sum(n for _, n in chunks)
         x = np.array([1.0, decode_rows, tokens, sum(_columns(s, n) for s, n in chunks)])
         self._gram = (1 - WEIGHT) * self._gram + WEIGHT * np.outer(x, x)

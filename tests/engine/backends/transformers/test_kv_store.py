@@ -60,42 +60,52 @@ def test_an_unzeroed_store_reserves_by_need_and_counts_the_pages_a_freed_slot_ke
     assert kv.admit(200) == short and kv.nbytes == 780 * kv.bytes_per_token
 
 
-def _used(kv: SlotKVStore, need: int, tokens: list[int], computed: int) -> int:
-    """A sequence of `tokens` runs in a fresh slot, its first `computed` tokens' KV stored, then leaves."""
-    slot = kv.admit(need)
-    assert slot is not None and kv.lengths[slot] == 0
-    kv.lengths[slot] = computed
-    kv.release(slot, tokens)
-    return slot
+def _used(kv: SlotKVStore, need: int, runs: list[tuple[list[int], int]]) -> list[int]:
+    """Sequences run side by side, each in the slot the store gives it, its first `computed` tokens' KV
+    stored; then they leave, in order. runs: (tokens, computed) each."""
+    slots = [kv.admit(need) for _ in runs]
+    for slot, (_, computed) in zip(slots, runs, strict=True):
+        assert slot is not None and kv.lengths[slot] == 0
+        kv.lengths[slot] = computed
+    for slot, (tokens, _) in zip(slots, runs, strict=True):
+        kv.release(slot, tokens)
+    return slots
 
 
 def test_a_freed_slot_keeps_its_tokens_for_a_prompt_that_starts_with_them():
     kv = SlotKVStore(2, 1, 4, torch.float32, 2**30, 4, zeroed=False)
     turn = list(range(100, 170))
-    a = _used(kv, 100, turn + [1, 2], 70)               # 72 tokens, the last two never stored
+    [a] = _used(kv, 100, [(turn + [1, 2], 70)])         # 72 tokens, the last two never stored
     assert kv.admit(100, turn + [5, 6, 7]) == a and kv.lengths[a] == 70    # the next turn starts past them
     kv.release(a)                                       # no tokens given: it keeps nothing
-    a = _used(kv, 100, turn, 70)
+    a, other = _used(kv, 100, [(turn, 70), (turn[:40] + [9] * 30, 70)])    # `other` shares 40 with `turn`
     assert kv.admit(100, turn) == a and kv.lengths[a] == 69     # the last prompt token is always computed
-    kv.lengths[a] = 70
-    kv.release(a, turn)
-    other = _used(kv, 100, turn[:40] + [9] * 30, 70)    # shares 40 with `turn`
+    kv.release(a)
+    [a] = _used(kv, 100, [(turn, 70)])
     assert kv.admit(100, turn[:50] + [8]) == a and kv.lengths[a] == 50      # the longer shared head wins
     kv.release(a)                                       # given no tokens: `a` keeps none now
-    assert kv.admit(100, turn[:20] + [8] * 20) == a     # 20 shared < half of `other`'s 70: not worth them
-    assert kv.admit(100, [3] * 40) not in (other, None)     # a fresh slot before the one keeping tokens
-    assert kv.admit(100, [3] * 40) not in (other, None) and kv.admit(100, [3] * 40) == other
+    assert kv.admit(100, turn[:20] + [8] * 20) == a     # 20 shared < half of `other`'s 70; `a`, paged, keeps none
+    assert kv.admit(200, [3] * 40) == other             # the fewest new pages first, even a slot keeping tokens
+
+
+def test_among_slots_with_the_pages_a_newcomer_takes_one_keeping_nothing_else_the_oldest_kept():
+    kv = SlotKVStore(2, 1, 4, torch.float32, 2**30, 4, zeroed=False)
+    runs = [([i] * 70, 70) for i in range(4)]
+    first, second, third, fourth = _used(kv, 100, runs)           # released in that order
+    kv.release(kv.admit(100, [7] * 40))                           # takes `first`, then leaves keeping nothing
+    assert kv.admit(60, [8] * 40) == first                       # keeping nothing beats the oldest kept
+    assert [kv.admit(60, [8] * 40) for _ in range(3)] == [second, third, fourth]     # then oldest first
 
 
 def test_a_column_growth_forgets_the_free_slots_tokens_and_a_zeroed_store_keeps_none():
     kv = SlotKVStore(2, 1, 4, torch.float32, 2**30, 4, zeroed=False)
     turn = list(range(100, 170))
-    a = _used(kv, 100, turn, 70)
-    running = kv.admit(COLUMN_STEP + 1)                 # a longer need grows the columns
-    assert running != a and kv.capacity == 2 * COLUMN_STEP and not kv.kept
+    _used(kv, 100, [(turn, 70), ([5] * 70, 70)])
+    assert len(kv.kept) == 2 and kv.admit(COLUMN_STEP + 1) is not None    # a longer need grows the columns:
+    assert kv.capacity == 2 * COLUMN_STEP and not kv.kept                 # the free slot's tokens are forgotten
     assert kv.lengths[kv.admit(100, turn + [1])] == 0
     zeroed = SlotKVStore(2, 1, 4, torch.float32, 2**30, 4)
-    z = _used(zeroed, 100, turn, 70)
+    [z] = _used(zeroed, 100, [(turn, 70)])
     _ = zeroed.admit(10)                                # keeps the zeroed store's memory
     assert zeroed.admit(100, turn + [1]) is not None and not zeroed.kept and z is not None
 
@@ -103,5 +113,5 @@ def test_a_column_growth_forgets_the_free_slots_tokens_and_a_zeroed_store_keeps_
 def test_a_tight_budget_takes_a_kept_slots_pages_rather_than_refuse():
     kv = SlotKVStore(2, 1, 4, torch.float32, 0, 4, zeroed=False)
     kv.budget_bytes = 150 * kv.bytes_per_token
-    a = _used(kv, 100, list(range(100, 170)), 70)
+    [a] = _used(kv, 100, [(list(range(100, 170)), 70)])
     assert kv.admit(100, [3] * 40) == a and not kv.kept     # a fresh slot's 100 pages would pass the budget

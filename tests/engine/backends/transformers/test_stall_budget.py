@@ -103,3 +103,13 @@ def test_the_model_config_checks_prefill_stall():
     for bad in (0.5, -1, "fast", True):
         with pytest.raises(InvalidRequest, match="prefill_stall"):
             ModelConfig.from_mapping("m", {"prefill_stall": bad})
+
+
+def test_one_token_chunks_count_as_decode_rows():
+    """Prompts whose slot kept all but their last token: a step of them is a decode step, not prompt tokens."""
+    budget = StallBudget(stall=3.0, min_tokens=32)
+    budget.observe(0, [(40, 1)] * 16, _seconds(16, []))
+    for _ in range(5):
+        budget.observe(16, [], _seconds(16, []))
+    assert budget.costs() is None                       # no prompt-token cost learned yet: not from those
+    assert budget.allot(16).take(0, 1024) == 1024
