@@ -64,9 +64,9 @@ class SlotKVStore:
         self.lengths: dict[int, int] = {}       # slot -> tokens stored
         self.needs: dict[int, int] = {}         # slot -> most tokens its sequence may reach
         self.touched: dict[int, int] = {}       # unzeroed: slot -> columns its past sequences wrote (pages held)
-        self.kept: dict[int, torch.Tensor] = {}  # unzeroed, free slot -> (n,) int64 ids whose KV columns 0..n-1
-                                                 # hold, in release order (oldest first)
-        self._heads: dict[int, tuple[int, ...]] = {}    # slot -> its kept ids' first MIN_REUSE (stale once not kept)
+        # unzeroed, free slot -> (its first MIN_REUSE ids, (n,) int64 ids whose KV columns 0..n-1 hold), in
+        # release order (oldest first); the first ids are a cheap first test in _match
+        self.kept: dict[int, tuple[tuple[int, ...], torch.Tensor]] = {}
 
     def _empty(self, slots: int, columns: int) -> torch.Tensor:
         make = torch.zeros if self.zeroed else torch.empty
@@ -136,15 +136,14 @@ class SlotKVStore:
         but the prompt's last token); a slot counts only if n >= MIN_REUSE and n is at least half of what it
         keeps (a short shared head is not worth another conversation's kept tokens: the prefix cache holds
         long shared heads). None when no slot does."""
-        if len(prompt) <= MIN_REUSE or not self.kept:
+        head = tuple(prompt[:MIN_REUSE])
+        candidates = [(slot, held) for slot, (first, held) in self.kept.items() if first == head]
+        if len(prompt) <= MIN_REUSE or not candidates:
             return None
         ids = torch.tensor(prompt[:-1], dtype=torch.long)
-        head = tuple(prompt[:MIN_REUSE])
         best = None
-        for slot, held in self.kept.items():
+        for slot, held in candidates:
             n = min(len(held), len(ids))
-            if n < MIN_REUSE or self._heads[slot] != head:
-                continue
             differ = (held[:n] != ids[:n]).nonzero()
             shared = int(differ[0]) if len(differ) else n
             if shared >= max(MIN_REUSE, len(held) // 2) and (best is None or shared > best[1]):
@@ -164,8 +163,7 @@ class SlotKVStore:
         if not self.zeroed:                     # its pages stay: the next sequence in this slot reuses them
             self.touched[slot] = max(self.touched.get(slot, 0), written)
             if tokens is not None and written >= MIN_REUSE:
-                self.kept[slot] = torch.tensor(tokens[:written], dtype=torch.long)
-                self._heads[slot] = tuple(tokens[:MIN_REUSE])     # a cheap first test in _match
+                self.kept[slot] = tuple(tokens[:MIN_REUSE]), torch.tensor(tokens[:written], dtype=torch.long)
         elif not self.needs:                    # an idle zeroed store gives its memory back
             self.k = [self._empty(0, 0) for _ in self.k]
             self.v = [self._empty(0, 0) for _ in self.v]
