@@ -94,8 +94,10 @@ async def test_a_bf16_smollm2_server_prefills_chunks_batched_as_alone(tmp_path):
 
     from tests.conftest import start_inprocess, write_repository
 
+    # prefix caching off: the batched prompts are prefilled in chunks again, not found in the slots the ones sent
+    # alone kept (that reuse has its own test: test_prefix_cache.py)
     root = write_repository(tmp_path, {"m": {"weights": "builtin:smollm2", "dtype": "bfloat16", "max_batch_size": 8,
-                                             "max_step_tokens": 48, "response_cache": False}})
+                                             "max_step_tokens": 48, "response_cache": False, "prefix_cache_mb": 0}})
     server = start_inprocess(root)
     try:
         runner = server.engine.get("m").backend.runner

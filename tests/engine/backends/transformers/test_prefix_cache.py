@@ -90,6 +90,36 @@ async def test_the_next_turn_starts_in_the_slot_the_last_turn_left_and_generates
         await plain.stop()
 
 
+async def test_a_chat_s_next_turn_through_the_server_starts_from_its_last_turn(tmp_path):
+    """The openai SDK against a real server: the second turn (the first one's messages, its answer, a new
+    question) reuses the slot the first turn left and answers as a model with prefix caching off does."""
+    import openai
+
+    from tests.conftest import start_inprocess, write_repository
+
+    config = {"weights": "builtin:smollm2", "dtype": "bfloat16", "response_cache": False}
+    server = start_inprocess(write_repository(tmp_path, {"kept": config, "plain": {**config, "prefix_cache_mb": 0}}))
+    try:
+        runner = server.engine.get("kept").backend.runner
+        if runner.kv.zeroed:
+            pytest.skip("no native decode kernel here: the zeroed store keeps no tokens")
+        async with openai.AsyncOpenAI(base_url=server.v1, api_key="none", max_retries=0) as client:
+            async def turns(model: str) -> list[str]:
+                messages, answers = [{"role": "user", "content": "Name three colours of the sea."}], []
+                for question in ("And of the sky?", "And of a forest at night?"):
+                    reply = await client.chat.completions.create(model=model, messages=messages, max_tokens=12,
+                                                                 temperature=0)
+                    answers.append(reply.choices[0].message.content)
+                    messages += [{"role": "assistant", "content": answers[-1]}, {"role": "user", "content": question}]
+                return answers
+
+            hits = runner.prefixes.hit_tokens
+            assert await turns("kept") == await turns("plain")
+            assert runner.prefixes.hit_tokens - hits > 40          # the later turn started past its last turn
+    finally:
+        server.stop()
+
+
 def test_a_longer_head_of_the_same_prompt_replaces_the_shorter():
     layer = (torch.zeros(1, 1, 6 * BLOCK, 2), torch.zeros(1, 1, 6 * BLOCK, 2))
     cache = PrefixCache(budget_bytes=1 << 30, min_tokens=BLOCK)
