@@ -19,6 +19,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--keep-alive-timeout", type=int, default=90, metavar="SECONDS",
+                       help="how long an idle connection stays open (default 90, as Ray Serve's proxy): longer "
+                            "than a client pool's expiry (httpx, the OpenAI SDK: 5 s), so the client drops an "
+                            "idle connection before the server closes it under a request")
     serve.add_argument("--grpc-port", type=int, default=None, help="serve KServe v2 gRPC on this port (e.g. 8001)")
     serve.add_argument("--model-control-mode", choices=["none", "explicit", "poll"], default="none")
     serve.add_argument("--load-model", action="append", default=[], help="explicit mode: load at start ('*' = all)")
@@ -70,7 +74,7 @@ def _serve_ray(args: argparse.Namespace) -> None:
         api_keys=tuple(args.api_key), admin_keys=tuple(args.admin_key),
         api_keys_file=str(args.api_keys_file.resolve()) if args.api_keys_file else None,
         max_queue_size=args.max_queue_size, metrics=not args.no_metrics, grpc_port=args.grpc_port)
-    serve_ray(settings, args.host, args.port, args.address, args.ray_num_cpus)
+    serve_ray(settings, args.host, args.port, args.address, args.ray_num_cpus, args.keep_alive_timeout)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -94,7 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     app = build_app(engine, Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
                                         metrics_host=args.metrics_host), gate=gate, metrics=not args.no_metrics,
                     control=control, grpc_port=args.grpc_port)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,
+                timeout_keep_alive=args.keep_alive_timeout)
 
 
 if __name__ == "__main__":

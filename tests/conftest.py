@@ -22,6 +22,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def response_head(sock: socket.socket) -> bytes:
+    """The next response's status line and headers read off a raw connection (b'' if the server closed it)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        piece = sock.recv(65536)
+        if not piece:
+            break
+        data += piece
+    return data
+
+
 @dataclass
 class Server:
     url: str           # http://127.0.0.1:PORT
@@ -134,7 +145,8 @@ def start_inprocess(root: Path, timeout: float = 240.0) -> InProcessServer:
 
     engine = Engine(ModelRepository(root))
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(build_app(engine), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(build_app(engine), host="127.0.0.1", port=port, log_level="warning",
+                                           timeout_keep_alive=90))          # as `conch serve`'s default
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"

@@ -32,10 +32,10 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
 
 
 def serve_ray(settings: RaySettings, host: str, port: int, address: str | None = None,
-              num_cpus: int | None = None) -> None:
+              num_cpus: int | None = None, keep_alive_s: int = 90) -> None:
     """Blocks until SIGINT or SIGTERM, then deletes the application (and stops a Ray it started)."""
     start_ray(address, num_cpus)
-    serve.start(http_options={"host": host, "port": port})
+    serve.start(http_options={"host": host, "port": port, "keep_alive_timeout_s": keep_alive_s})
     serve.run(application(settings), name=APP_NAME, route_prefix="/", blocking=False)
     log.info("conch on Ray Serve: http://%s:%d (%s)", host, port, address or "local Ray")
     done = threading.Event()

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import start_server, write_repository
+from tests.conftest import response_head, start_server, write_repository
 
 KEY = {"Authorization": "Bearer sk-user"}
 LIMIT = 16 * 1024 * 1024
@@ -51,13 +51,7 @@ def _send_chunk(sock: socket.socket, data: bytes) -> None:
 
 
 def _response_head(sock: socket.socket) -> str:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        piece = sock.recv(65536)
-        if not piece:
-            break
-        data += piece
-    return data.decode("latin-1").lower()
+    return response_head(sock).decode("latin-1").lower()
 
 
 def test_the_key_is_checked_before_the_body_is_read(server):

@@ -17,13 +17,16 @@ except ImportError:                    # pragma: no cover - openai < 3
     import httpx as _http  # type: ignore[no-redef]  # the same API under its older name: one binding, two sources
 
 _CONNECT_TIMEOUT = 10.0
+_KEEPALIVE_EXPIRY = 4.0                # under uvicorn's (vLLM's) 5 s keep-alive: the pool gives up an idle
+                                       # connection before the upstream may close it under a request
 _REFUSED = (400, 413, 422)             # the client's request, as the upstream judged it: a 400 here too
 
 
 def make_client(config: UpstreamConfig, route: RouteConfig, max_connections: int) -> openai.AsyncOpenAI:
     key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
     timeout = _http.Timeout(config.timeout, connect=min(config.timeout, _CONNECT_TIMEOUT))
-    pool = _http.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    pool = _http.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
+                       keepalive_expiry=_KEEPALIVE_EXPIRY)
     http = openai.DefaultAsyncHttpxClient(timeout=timeout, limits=pool)
     return openai.AsyncOpenAI(api_key=key or "none", base_url=route.base_url, timeout=timeout,
                               max_retries=config.max_retries, http_client=http)
