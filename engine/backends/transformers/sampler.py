@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from engine.backends.transformers import native
 from engine.backends.transformers.sequence import Sequence
 from engine.types import PositionLogprobs, TokenLogprob
 
@@ -108,7 +109,11 @@ class Sampler:
         bitmask = allocate_bitmask(len(seqs), self._vocab)
         for row in rows:
             seqs[row].matcher.fill_bitmask(bitmask, row)
-        apply_bitmask(logits, bitmask, rows)              # one masked op over the batch
+        kernel = native.load("token_mask")               # apply_bitmask's result without unpacking the bits
+        if kernel is not None and logits.device.type == "cpu" and logits.dtype == torch.float32:
+            kernel.apply_token_mask(logits, bitmask, torch.tensor(rows, dtype=torch.long))
+        else:
+            apply_bitmask(logits, bitmask, rows)          # one masked op over the batch
 
     @staticmethod
     def _filtered_probs(seqs: list[Sequence], logits: torch.Tensor) -> torch.Tensor:
