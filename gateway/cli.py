@@ -79,6 +79,8 @@ def _serve_ray(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    if args.keep_alive_timeout < 0:
+        raise SystemExit("conch serve: --keep-alive-timeout must be >= 0 seconds")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.ray:
         return _serve_ray(args)

@@ -4,6 +4,8 @@ be sending on (the race that surfaced as a rare `APIConnectionError` under load)
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -47,3 +49,9 @@ def test_an_idle_connection_outlives_a_client_pools_expiry(servers):
 def test_keep_alive_timeout_closes_idle_connections_after_it(servers):
     first, second = _idle_then_ask(servers[1], 2.5)
     assert first.startswith(b"HTTP/1.1 200") and second == b""
+
+
+def test_a_negative_keep_alive_timeout_is_refused():
+    r = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--keep-alive-timeout", "-1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "--keep-alive-timeout must be >= 0" in r.stderr
