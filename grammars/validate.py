@@ -9,6 +9,8 @@ that library cannot enforce exactly. Everything it refuses is a GrammarError: a 
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from typing import Callable
 
 from .bounds import DEFAULT_BOUNDS, GenerationBounds
@@ -22,12 +24,59 @@ from .spec import Choice, Grammar, GrammarSpec, JsonObject, JsonSchema, Regex
 
 def validate(spec: GrammarSpec, library: str | None = None, bounds: GenerationBounds = DEFAULT_BOUNDS) -> None:
     """Return if `library` (default llguidance) can enforce `spec` exactly, generated under `bounds`;
-    raise GrammarError if not."""
+    raise GrammarError if not. A spec that passed is remembered (`_Passed`): agents send the same tools and
+    schemas with every turn, and 20 tools cost ~4 ms to check."""
     check = _CHECKS.get(type(spec))
     if check is None:
         raise GrammarError(f"not a grammar spec: {type(spec).__name__}")
+    key = (spec, library or DEFAULT_LIBRARY, bounds)
+    if _PASSED.seen(key):
+        return
     check(spec)
-    library_class(library or DEFAULT_LIBRARY).check(spec, bounds)
+    library_class(key[1]).check(spec, bounds)
+    _PASSED.add(key, _text_size(spec))
+
+
+class _Passed:
+    """An LRU of (spec, library, bounds) that validated, thread-safe (validate runs on worker threads).
+    Refusals are not kept: a spec is refused again by the same checks. A spec longer than `max_text`
+    characters is not kept, which bounds the memory to entries x max_text."""
+
+    def __init__(self, entries: int = 1024, max_text: int = 64 * 1024) -> None:
+        self.entries, self.max_text = entries, max_text
+        self._keys: OrderedDict[tuple, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def seen(self, key: tuple) -> bool:
+        try:
+            with self._lock:
+                if key in self._keys:
+                    self._keys.move_to_end(key)
+                    return True
+        except TypeError:                   # an unhashable field (a list of options): checked, never kept
+            pass
+        return False
+
+    def clear(self) -> None:
+        with self._lock:
+            self._keys.clear()
+
+    def add(self, key: tuple, text: int) -> None:
+        if text > self.max_text:
+            return
+        with self._lock:
+            self._keys[key] = None
+            if len(self._keys) > self.entries:
+                self._keys.popitem(last=False)
+
+
+_PASSED = _Passed()
+
+
+def _text_size(spec: GrammarSpec) -> int:
+    """The characters a spec holds (its schema, pattern, options or grammar text)."""
+    return sum(len(value) if isinstance(value, str) else sum(len(v) for v in value)
+               for value in vars(spec).values())
 
 
 def _check_schema(spec: JsonSchema) -> None:

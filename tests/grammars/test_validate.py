@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 
@@ -13,6 +14,8 @@ from grammars.schema_check import prepared_schema
 
 from .conftest import LIBRARIES
 from .schemas import SCHEMAS
+
+validate_module = importlib.import_module("grammars.validate")   # the package's `validate` is the function
 
 UNSUPPORTED = {
     "patternProperties": {"patternProperties": {"^x": {"type": "string"}}},
@@ -169,8 +172,49 @@ def test_unknown_library_is_a_config_error():
 
 def test_validate_is_fast_without_a_tokenizer():
     prepared_schema.cache_clear()
+    validate_module._PASSED.clear()
     start = time.perf_counter()
     for case in SCHEMAS:
         validate(JsonSchema.from_dict(case.schema))
     per_schema = (time.perf_counter() - start) / len(SCHEMAS)
     assert per_schema < 0.05, f"{per_schema * 1000:.1f} ms per schema"
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """validate's JSON Schema check, counting its calls; the memo of passed specs emptied."""
+    calls = []
+    check = validate_module._CHECKS[JsonSchema]
+    monkeypatch.setitem(validate_module._CHECKS, JsonSchema, lambda spec: (calls.append(spec), check(spec)))
+    validate_module._PASSED.clear()
+    return calls
+
+
+def test_a_spec_that_passed_is_not_checked_again(counted):
+    tool = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    for _ in range(3):
+        validate(JsonSchema.from_dict(tool))
+    validate(JsonSchema.from_dict(tool), "outlines")       # another library is another question
+    assert len(counted) == 2
+
+
+def test_a_refused_spec_is_refused_every_time(counted):
+    for _ in range(2):
+        with pytest.raises(GrammarError, match="uniqueItems"):
+            validate(JsonSchema.from_dict(UNSUPPORTED["uniqueItems"]))
+    assert len(counted) == 2
+
+
+def test_a_long_spec_is_checked_every_time(counted, monkeypatch):
+    monkeypatch.setattr(validate_module._PASSED, "max_text", 10)
+    for _ in range(2):
+        validate(JsonSchema.from_dict({"type": "string", "description": "longer than ten characters"}))
+    assert len(counted) == 2
+
+
+def test_the_memo_forgets_its_least_recent_spec(counted, monkeypatch):
+    monkeypatch.setattr(validate_module._PASSED, "entries", 2)
+    a, b, c = (JsonSchema.from_dict({"type": "string", "maxLength": n}) for n in (1, 2, 3))
+    for spec in (a, b, a, c, a, b):                        # c evicts b (a was used since); b is checked again
+        validate(spec)
+    assert counted == [a, b, c, b]

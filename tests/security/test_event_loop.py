@@ -1,6 +1,7 @@
 """Nothing heavy runs on the event loop: while 4 MB prompts (on /v1 completions, /v1 chat and /v2 generate),
 a long prompt that must be tokenized whole, and a flood of 200 requests are in flight, /v2/health/live
 answers and a normal request completes; each heavy prompt gets its 400 (`context_length_exceeded` on /v1).
+A chat request's tools are checked on a worker thread, never on the server's event loop.
 
 No timed asserts: the clients' timeouts only detect a server that stopped answering (before the fix each 4 MB
 prompt held the loop for seconds while it was tokenized, and there are five of them; health is probed until
@@ -9,11 +10,12 @@ they are answered).
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import httpx
 import pytest
 
-from tests.conftest import start_server, write_repository
+from tests.conftest import start_inprocess, start_server, write_repository
 
 HUGE = "lorem ipsum dolor sit amet " * (4 * 2**20 // 27)          # ~4 MB
 LONG = "a b c d " * 12_000                                          # ~96 KB: under the cheap bound, too long
@@ -73,3 +75,24 @@ def test_health_and_a_normal_request_answer_beside_huge_prompts_and_a_flood(serv
             assert "maximum context length" in error
     for i, r in enumerate(flood):
         assert r.status_code == 200 and r.json()["text_output"].startswith(f"flood {i}")
+
+
+def test_tools_are_checked_off_the_event_loop(tmp_path, monkeypatch):
+    import gateway.openai.tools as tools_module
+
+    checked_on: list[threading.Thread] = []
+    check = tools_module.validate
+    monkeypatch.setattr(tools_module, "validate", lambda spec: (checked_on.append(threading.current_thread()),
+                                                                check(spec)))
+    root = write_repository(tmp_path / "repo", {"tiny": {"weights": "builtin:tiny", "dtype": "float32"}})
+    server = start_inprocess(root)              # uvicorn's event loop runs in server.thread
+    try:
+        tools = [{"type": "function", "function": {"name": f"f{i}", "parameters": {
+            "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}} for i in range(3)]
+        r = httpx.post(f"{server.v1}/chat/completions", timeout=120, json={
+            "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "tools": tools,
+            "tool_choice": "required", "max_tokens": 8})
+    finally:
+        server.stop()
+    assert r.status_code == 200, r.text
+    assert len(checked_on) == 3 and server.thread not in checked_on
