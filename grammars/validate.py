@@ -29,10 +29,10 @@ def validate(spec: GrammarSpec, library: str | None = None, bounds: GenerationBo
     check = _CHECKS.get(type(spec))
     if check is None:
         raise GrammarError(f"not a grammar spec: {type(spec).__name__}")
+    check(spec)                             # first: it refuses a spec with unhashable fields (a list of options)
     key = (spec, library or DEFAULT_LIBRARY, bounds)
     if _PASSED.seen(key):
         return
-    check(spec)
     library_class(key[1]).check(spec, bounds)
     _PASSED.add(key, _text_size(spec))
 
@@ -48,13 +48,10 @@ class _Passed:
         self._lock = threading.Lock()
 
     def seen(self, key: tuple) -> bool:
-        try:
-            with self._lock:
-                if key in self._keys:
-                    self._keys.move_to_end(key)
-                    return True
-        except TypeError:                   # an unhashable field (a list of options): checked, never kept
-            pass
+        with self._lock:
+            if key in self._keys:
+                self._keys.move_to_end(key)
+                return True
         return False
 
     def clear(self) -> None:
