@@ -16,7 +16,7 @@ from .errors import GrammarError
 from .libraries import DEFAULT_LIBRARY, library_class
 from .spec import GrammarSpec
 from .tokenizer import TokenizerInfo
-from .validate import validate
+from .validate import check_spec, validate
 
 
 class GrammarCompiler:
@@ -59,5 +59,10 @@ class GrammarCompiler:
         return self._cache.stats()
 
     def _compile_new(self, spec: GrammarSpec) -> CompiledGrammar:
-        validate(spec, self.library, self.bounds)  # compile never enforces less than validate promised
+        # compile never enforces less than validate promised; a library whose build refuses what its check
+        # refuses (llguidance: one converter) is not asked twice
+        if self._backend.build_checks:
+            check_spec(spec)
+        else:
+            validate(spec, self.library, self.bounds)
         return self._backend.compile(spec, self.bounds)

@@ -26,15 +26,20 @@ def validate(spec: GrammarSpec, library: str | None = None, bounds: GenerationBo
     """Return if `library` (default llguidance) can enforce `spec` exactly, generated under `bounds`;
     raise GrammarError if not. A spec that passed is remembered (`_Passed`): agents send the same tools and
     schemas with every turn, and 20 tools cost ~4 ms to check."""
-    check = _CHECKS.get(type(spec))
-    if check is None:
-        raise GrammarError(f"not a grammar spec: {type(spec).__name__}")
-    check(spec)                             # first: it refuses a spec with unhashable fields (a list of options)
+    check_spec(spec)                        # first: it refuses a spec with unhashable fields (a list of options)
     key = (spec, library or DEFAULT_LIBRARY, bounds)
     if _PASSED.seen(key):
         return
     library_class(key[1]).check(spec, bounds)
     _PASSED.add(key, _text_size(spec))
+
+
+def check_spec(spec: GrammarSpec) -> None:
+    """The library-neutral checks alone (microseconds: a schema's preparation is cached)."""
+    check = _CHECKS.get(type(spec))
+    if check is None:
+        raise GrammarError(f"not a grammar spec: {type(spec).__name__}")
+    check(spec)
 
 
 class _Passed:

@@ -66,6 +66,7 @@ def _error(raw: str) -> GrammarError:
 
 class LLGuidanceLibrary(Library):
     name = "llguidance"
+    build_checks = True                     # LLMatcher refuses a grammar as validate_grammar_with_warnings does
 
     def __init__(self, tokenizer: TokenizerInfo) -> None:
         super().__init__(tokenizer)

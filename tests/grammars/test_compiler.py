@@ -29,6 +29,22 @@ def test_compile_refuses_what_validate_refuses(compiler):
     assert caught.value.keyword == "patternProperties"
 
 
+def test_compile_refuses_what_the_library_refuses(compiler, monkeypatch):
+    """Overlapping oneOf branches pass the neutral checks and are refused by llguidance's converter: by its
+    check where the library's build would not refuse them, by the build itself for llguidance (not asked
+    twice: its check is never called while compiling)."""
+    from grammars.libraries.llguidance import LLGuidanceLibrary
+
+    def not_called(cls, spec):
+        raise AssertionError("llguidance's check called while compiling for llguidance")
+
+    if compiler.library == "llguidance":
+        monkeypatch.setattr(LLGuidanceLibrary, "check_lowered", classmethod(not_called))
+    with pytest.raises(GrammarError) as caught:
+        compiler.compile(JsonSchema.from_dict({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}))
+    assert caught.value.keyword == "oneOf"
+
+
 def test_failures_are_not_cached(compiler):
     spec = Regex("a(")
     for _ in range(2):
