@@ -9,6 +9,7 @@ import time
 import pytest
 
 from grammars import Choice, Grammar, GrammarError, JsonObject, JsonSchema, Regex, validate
+from grammars.cache import LRUCache
 from grammars.lowering import lower
 from grammars.schema_check import prepared_schema
 
@@ -217,14 +218,14 @@ def test_a_refused_spec_is_refused_every_time(counted):
 
 
 def test_a_long_spec_is_checked_every_time(counted, monkeypatch):
-    monkeypatch.setattr(validate_module._PASSED, "max_text", 10)
+    monkeypatch.setattr(validate_module, "_REMEMBERED_TEXT", 10)
     for _ in range(2):
         validate(JsonSchema.from_dict({"type": "string", "description": "longer than ten characters"}))
     assert len(counted) == 2
 
 
 def test_the_memo_forgets_its_least_recent_spec(counted, monkeypatch):
-    monkeypatch.setattr(validate_module._PASSED, "entries", 2)
+    monkeypatch.setattr(validate_module, "_PASSED", LRUCache(2))
     a, b, c = (JsonSchema.from_dict({"type": "string", "maxLength": n}) for n in (1, 2, 3))
     for spec in (a, b, a, c, a, b):                        # c evicts b (a was used since); b is checked again
         validate(spec)
