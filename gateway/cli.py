@@ -8,7 +8,7 @@ from pathlib import Path
 from engine.engine import Engine
 from engine.model_control import ModelControl
 from engine.repository import ModelRepository
-from gateway.state import Settings
+from gateway.state import KEEP_ALIVE_S, Settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,7 +19,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
-    serve.add_argument("--keep-alive-timeout", type=int, default=90, metavar="SECONDS",
+    serve.add_argument("--keep-alive-timeout", type=int, default=KEEP_ALIVE_S, metavar="SECONDS",
                        help="how long an idle connection stays open (default 90, as Ray Serve's proxy): longer "
                             "than a client pool's expiry (httpx, the OpenAI SDK: 5 s), so the client drops an "
                             "idle connection before the server closes it under a request")

@@ -7,6 +7,8 @@ from fastapi import Request
 
 from engine.engine import Engine
 
+KEEP_ALIVE_S = 90   # idle keep-alive seconds (Ray Serve's proxy's): past httpx's and the OpenAI SDK's 5 s pool expiry
+
 
 @dataclass
 class Settings:

@@ -142,11 +142,12 @@ def start_inprocess(root: Path, timeout: float = 240.0) -> InProcessServer:
     from engine.engine import Engine
     from engine.repository import ModelRepository
     from gateway.app import build_app
+    from gateway.state import KEEP_ALIVE_S
 
     engine = Engine(ModelRepository(root))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(build_app(engine), host="127.0.0.1", port=port, log_level="warning",
-                                           timeout_keep_alive=90))          # as `conch serve`'s default
+                                           timeout_keep_alive=KEEP_ALIVE_S))   # as `conch serve`
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"

@@ -12,6 +12,7 @@ from ray import serve
 
 from gateway.ray.app import application
 from gateway.ray.settings import RaySettings
+from gateway.state import KEEP_ALIVE_S
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
 
 
 def serve_ray(settings: RaySettings, host: str, port: int, address: str | None = None,
-              num_cpus: int | None = None, keep_alive_s: int = 90) -> None:
+              num_cpus: int | None = None, keep_alive_s: int = KEEP_ALIVE_S) -> None:
     """Blocks until SIGINT or SIGTERM, then deletes the application (and stops a Ray it started)."""
     start_ray(address, num_cpus)
     serve.start(http_options={"host": host, "port": port, "keep_alive_timeout_s": keep_alive_s})
