@@ -131,6 +131,7 @@ class PositionLogprobs:
 class Usage:
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0      # prompt tokens whose KV was reused (the prefix cache or a kept slot), not computed
 
     @property
     def total_tokens(self) -> int:
@@ -153,6 +154,7 @@ class GenerationDelta:
     # With params.prompt_logprobs: on a choice's first delta, one entry per prompt token from the second on
     # (the first token has no context), so len == prompt tokens - 1.
     prompt_logprobs: tuple[PositionLogprobs, ...] = ()
+    cached_tokens: int = 0              # prompt tokens reused so far (Usage.cached_tokens, known before the end)
 
     @property
     def finished(self) -> bool:

@@ -28,3 +28,8 @@ class ConchState:
 
 def conch_state(request: Request) -> ConchState:
     return request.app.state.conch
+
+
+def wants_cache(request: Request, flag: bool = True) -> bool:
+    """The client's opt-out of the response cache: the body's `cache: false` or `Cache-Control: no-cache`."""
+    return flag and "no-cache" not in request.headers.get("cache-control", "")

@@ -48,7 +48,7 @@ class ChoiceText:
                 self.tokens += k + 1
                 return replace(delta, token_ids=ids[:k + 1], logprobs=delta.logprobs[:k + 1], text="".join(pieces),
                                status=RequestStatus.FINISHED_STOPPED, stop_reason=result.stopped_by,
-                               usage=Usage(self.prompt_tokens, self.tokens), error=None)
+                               usage=Usage(self.prompt_tokens, self.tokens, delta.cached_tokens), error=None)
         self.tokens += len(ids)
         if delta.status in _FLUSHED:
             tail = self.stop.feed(self.detokenizer.flush())

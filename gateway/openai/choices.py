@@ -22,6 +22,7 @@ class Choice:
     status: RequestStatus | None = None          # set when the choice ends; .finish_reason is OpenAI's word
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0                       # prompt tokens reused (prefix cache, kept slot)
     error: str | None = None
 
     def add(self, delta: GenerationDelta) -> None:
@@ -35,6 +36,7 @@ class Choice:
             if delta.usage is not None:
                 self.prompt_tokens = delta.usage.prompt_tokens
                 self.completion_tokens = delta.usage.completion_tokens
+                self.cached_tokens = delta.usage.cached_tokens
 
     @property
     def finish_reason(self) -> str | None:
@@ -60,7 +62,9 @@ def usage(choices: list[Choice], prompt_tokens: int | None = None) -> dict:
     """One prompt is counted once per distinct prompt, completions summed over every choice."""
     prompt = prompt_tokens if prompt_tokens is not None else max((c.prompt_tokens for c in choices), default=0)
     completion = sum(c.completion_tokens for c in choices)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    cached = max((c.cached_tokens for c in choices), default=0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def new_id(prefix: str) -> str:

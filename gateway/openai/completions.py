@@ -13,7 +13,7 @@ from gateway.openai.choices import Choice, collect, completion_logprobs, echo_lo
 from gateway.openai.json_route import JSONBodyRoute
 from gateway.openai.schemas.completions import CompletionRequest
 from gateway.openai.structured import output_constraint
-from gateway.state import conch_state
+from gateway.state import conch_state, wants_cache
 from gateway.streaming import error_event, merge, prime, sse_event, sse_response, until_disconnect
 
 router = APIRouter(route_class=JSONBodyRoute)
@@ -33,7 +33,7 @@ async def build_requests(body: CompletionRequest, request: Request) -> list[Gene
     for i, prompt in enumerate(body.prompts()):
         gen = GenerationRequest(id=f"{base_id}-{i}", model=body.model, params=params, stream=body.stream,
                                 grammar=grammar,
-                                use_cache=body.cache and "no-cache" not in request.headers.get("cache-control", ""),
+                                use_cache=wants_cache(request, body.cache),
                                 prompt=prompt if isinstance(prompt, str) else None,
                                 prompt_token_ids=tuple(prompt) if not isinstance(prompt, str) else None)
         out.append(await conch.engine.prepare(gen, prompt_param="prompt"))

@@ -6,29 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from engine import OutputConstraint, build_constraint
+from gateway.conversation.constraint import format_fields
 from gateway.errors import APIError
 
 _GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar")
 _STRUCTURED = frozenset({"json", "json_object", "regex", "choice", "grammar"})
-
-
-def _response_format(value: dict[str, Any]) -> list[tuple[str, str, Any]]:
-    kind = value.get("type")
-    if kind == "text":
-        return []
-    if kind == "json_object":
-        return [("response_format", "json_object", True)]
-    if kind == "json_schema":
-        inner = value.get("json_schema")
-        if not isinstance(inner, dict) or "schema" not in inner:
-            raise APIError(400, "response_format.json_schema.schema is required", param="response_format.json_schema")
-        unknown = set(inner) - {"name", "schema", "strict", "description"}
-        if unknown:
-            raise APIError(400, f"unsupported fields in response_format.json_schema: {sorted(unknown)}",
-                           param="response_format.json_schema")
-        return [("response_format", "json_schema", inner["schema"])]        # OpenAI names the field itself
-    raise APIError(400, f"response_format.type must be text, json_object or json_schema, not {kind!r}",
-                   param="response_format.type")
 
 
 def _structured_outputs(value: dict[str, Any]) -> list[tuple[str, str, Any]]:
@@ -43,12 +25,16 @@ def _structured_outputs(value: dict[str, Any]) -> list[tuple[str, str, Any]]:
     return [(f"structured_outputs.{kinds[0]}", kinds[0], value[kinds[0]])]
 
 
-def output_constraint(body: Any) -> OutputConstraint | None:
-    """The one constraint the body asks for, or None. Validates the spec: call off the event loop."""
+def constraint_fields(body: Any) -> list[tuple[str, str, Any]]:
+    """The body's constraint fields as read off the wire (cheap: shapes only, nothing compiled)."""
     fields: list[tuple[str, str, Any]] = []
     if getattr(body, "response_format", None) is not None:
-        fields += _response_format(body.response_format)
+        fields += format_fields(body.response_format)
     if getattr(body, "structured_outputs", None) is not None:
         fields += _structured_outputs(body.structured_outputs)
-    fields += [(name, name, getattr(body, name, None)) for name in _GUIDED]
-    return build_constraint(fields)
+    return fields + [(name, name, getattr(body, name, None)) for name in _GUIDED]
+
+
+def output_constraint(body: Any) -> OutputConstraint | None:
+    """The one constraint the body asks for, or None. Validates the spec: call off the event loop."""
+    return build_constraint(constraint_fields(body))

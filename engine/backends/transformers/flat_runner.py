@@ -44,6 +44,7 @@ class FlatRunner:
         if slot is None:
             return False
         seq.slot, seq.computed = slot, self.kv.lengths[slot]
+        seq.cached = seq.computed
         return True
 
     def first_chunk(self, seq: Sequence) -> None:
@@ -56,7 +57,7 @@ class FlatRunner:
         if hit is not None:
             cached, layers = hit
             self.kv.load_prefix(seq.slot, layers)
-            seq.computed = cached
+            seq.computed = seq.cached = cached
 
     def release(self, seq: Sequence) -> None:
         if seq.slot is not None:

@@ -29,6 +29,7 @@ class Sequence:
     error: str | None = None                 # why it ended with FINISHED_ERROR; its final delta carries it
     slot: int | None = None                  # its KV store slot while running (the flattened runner's)
     computed: int = 0                        # tokens whose KV is stored; the next step computes from here
+    cached: int = 0                          # prompt tokens it found stored (a kept slot, the prefix cache)
     started: bool = False                    # its first prompt chunk has been scheduled (chunked prefill)
     # Produced but not yet delivered; drained into one GenerationDelta per step.
     _ids: list[int] = field(default_factory=list)
@@ -100,7 +101,8 @@ class Sequence:
             token_ids=tuple(self._ids),
             logprobs=tuple(self._logprobs),
             status=self.status,
-            usage=Usage(len(self.prompt_ids), len(self.output_ids)) if finished else None,
+            usage=Usage(len(self.prompt_ids), len(self.output_ids), self.cached) if finished else None,
+            cached_tokens=self.cached,
             stop_reason=self.stop_reason,
             error=self.error if finished else None,
         )

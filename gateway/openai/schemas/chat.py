@@ -53,24 +53,6 @@ class Message(WireModel):
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
 
-    @property
-    def text(self) -> str | None:
-        if isinstance(self.content, list):
-            return "".join(part.text for part in self.content)
-        return self.content
-
-    def to_template(self) -> dict[str, Any]:
-        """The plain dict a chat template expects."""
-        role = "system" if self.role == "developer" else self.role
-        out: dict[str, Any] = {"role": role, "content": self.text or ""}
-        if self.name:
-            out["name"] = self.name
-        if self.tool_calls:
-            out["tool_calls"] = [c.model_dump() for c in self.tool_calls]
-        if self.tool_call_id:
-            out["tool_call_id"] = self.tool_call_id
-        return out
-
 
 class ChatCompletionRequest(SamplingFields):
     messages: Annotated[list[Message], Field(min_length=1)]

@@ -1,0 +1,56 @@
+"""A conversation -> one engine request: the tool plan, the rendered prompt and its grammar (or the messages
+for a backend that renders its own), checked by Engine.prepare."""
+from __future__ import annotations
+
+import asyncio
+
+from agents import render_chat
+from agents.tool_formats.prompt import template_accepts_tools, tool_dicts
+from engine import ChatInput, GenerationRequest
+from grammars import GrammarSpec
+from gateway.conversation.constraint import conversation_constraint
+from gateway.conversation.tools import ToolPlan, plan_tools
+from gateway.conversation.types import Conversation, template_message
+from gateway.conversation.upstream import chat_input
+from gateway.errors import APIError
+
+
+def _prompt(conv: Conversation, tokenizer, plan: ToolPlan) -> str:
+    messages = [template_message(m) for m in conv.messages]
+    tools = None
+    if plan.tools and template_accepts_tools(tokenizer):
+        tools = tool_dicts(plan.tools)
+    elif plan.format is not None:  # tools, or tool turns, for a template that knows none
+        messages = plan.format.prompt(messages, plan.tools)
+    return render_chat(tokenizer, messages, tools=tools, add_generation_prompt=conv.add_generation_prompt,
+                       continue_final_message=conv.continue_final_message)
+
+
+def _grammar(conv: Conversation, plan: ToolPlan, constraint) -> GrammarSpec | None:
+    if constraint is None:
+        return plan.grammar
+    if plan.grammar is not None:
+        raise APIError(400, f"{constraint.param} cannot be combined with tool_choice '{plan.choice.mode}'",
+                       param=constraint.param)
+    return constraint.spec
+
+
+def _inputs(conv: Conversation, model) -> tuple[ToolPlan, ChatInput | None, str | None, GrammarSpec | None]:
+    """The tool plan (each tool's schema checked), and either the messages for a backend that renders its own
+    (an upstream) or the rendered prompt and its grammar. A worker thread's work: 20 tools' checks cost ~4 ms,
+    a long conversation's template more."""
+    plan = plan_tools(conv, model.config.tool_call_parser, model.config.max_parallel_tool_calls)
+    constraint = conversation_constraint(conv)
+    caps = model.backend.capabilities
+    if caps.chat_input:
+        return plan, chat_input(conv, plan, constraint, caps.native_tools), None, None
+    return plan, None, _prompt(conv, model.tokenizer, plan), _grammar(conv, plan, constraint)
+
+
+async def build_generation(conv: Conversation, engine, request_id: str) -> tuple[GenerationRequest, ToolPlan]:
+    """The prepared engine request (sampling checked, prompt tokenized) and the tool plan its output is read by."""
+    model = engine.get(conv.model)
+    plan, chat, prompt, grammar = await asyncio.to_thread(_inputs, conv, model)
+    gen = GenerationRequest(id=request_id, model=conv.model, chat=chat, prompt=prompt, params=conv.sampling,
+                            grammar=grammar, stream=conv.stream, add_special_tokens=False, use_cache=conv.use_cache)
+    return await engine.prepare(gen, prompt_param=conv.paths.messages), plan
