@@ -1,2 +1,11 @@
-"""MCP tools run by the gateway: sessions with MCP servers, the policy that says which may be reached, the
-admin's registry of servers, and the loop that runs a model's MCP calls until it answers."""
+"""MCP tools run by the gateway: sessions with MCP servers (client.py), which servers a request may reach
+(policy.py, registry.py, access.py), and the loop that runs a model's MCP calls until it answers (loop.py)."""
+from agents.mcp.access import McpConfig, McpToolRequest, ServerOffer
+from agents.mcp.approval import ApprovalRule
+from agents.mcp.loop import McpLoop, iterate
+from agents.mcp.policy import OriginPolicy
+from agents.mcp.registry import McpRegistry
+from agents.mcp.types import Limits, McpFailure, McpTool
+
+__all__ = ["ApprovalRule", "Limits", "McpConfig", "McpFailure", "McpLoop", "McpRegistry", "McpTool",
+           "McpToolRequest", "OriginPolicy", "ServerOffer", "iterate"]

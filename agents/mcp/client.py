@@ -36,6 +36,7 @@ from agents.mcp.types import CallOutput, FailureKind, Limits, McpFailure, McpToo
 log = logging.getLogger(__name__)
 
 _READ_SLACK_S = 5.0
+DEFAULT_LIMITS = Limits()
 
 
 class McpSession:
@@ -80,13 +81,13 @@ class McpSession:
 
 
 @asynccontextmanager
-async def open_session(target: ServerTarget, limits: Limits = Limits(),
+async def open_session(target: ServerTarget, limits: Limits = DEFAULT_LIMITS,
                        observer: CallObserver | None = None) -> AsyncIterator[McpSession]:
     """A connected session (the handshake done within `connect_timeout_s`), closed within `close_timeout_s`
     when the caller's body ends normally. One cancel scope spans the whole session because the client's task
     groups, entered at connect, must exit inside every scope they were entered in; its deadline is the
     step's: connect, then none while the caller works (each call has its own), then close."""
-    connected = False
+    connected = closing = False
     with anyio.CancelScope(deadline=anyio.current_time() + limits.connect_timeout_s) as scope:
         try:
             async with AsyncExitStack() as stack:
@@ -95,11 +96,13 @@ async def open_session(target: ServerTarget, limits: Limits = Limits(),
                     Client(transport, cache=None, read_timeout_seconds=limits.call_timeout_s))
                 connected, scope.deadline = True, math.inf
                 yield McpSession(target, client, limits, observer)
-                scope.deadline = anyio.current_time() + limits.close_timeout_s
+                scope.deadline, closing = anyio.current_time() + limits.close_timeout_s, True
         except McpFailure:
             raise
         except Exception as exc:
-            raise classify("connect" if not connected else "session", exc) from None
+            if not closing:
+                raise classify("connect" if not connected else "session", exc) from None
+            log.debug("closing an MCP session: %s", type(exc).__name__)   # the caller's work is done
     if scope.cancelled_caught and not connected:
         raise McpFailure(FailureKind.TIMEOUT, f"connect took longer than {limits.connect_timeout_s:g} s")
 

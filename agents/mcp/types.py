@@ -92,3 +92,4 @@ class Limits:
     loop_timeout_s: float = 120.0         # every call and model turn of one loop together
     max_output_bytes: int = 64 * 1024     # one call's output as the model sees it (UTF-8 bytes)
     close_timeout_s: float = 2.0          # closing a session never holds the request longer than this
+    max_turns: int = 16                   # model turns in one loop, whatever max_tool_calls says
