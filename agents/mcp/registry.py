@@ -90,6 +90,9 @@ def _server(label: str, spec: Any) -> RegisteredServer:
         raise ValueError(f"MCP server {label}: unknown field(s) {unknown}")
     command = spec.get("command") or ()
     command = tuple(command.split() if isinstance(command, str) else command)
+    kinds = {t.value for t in Transport} - {Transport.STDIO.value}
+    if not command and spec.get("transport", "streamable_http") not in kinds:
+        raise ValueError(f"MCP server {label}: transport {spec['transport']!r} is not one of {sorted(kinds)}")
     transport = Transport.STDIO if command else Transport(spec.get("transport", "streamable_http"))
     tools = spec.get("allowed_tools")
     server = RegisteredServer(label, transport, spec.get("url"), command, dict(spec.get("headers_from_env") or {}),
