@@ -56,14 +56,25 @@ async def test_list_and_call_over_every_transport(transport, tools_http, tools_s
         assert (await session.call("lookup", {"city": "Lima"})).text == "Peru"
 
 
-async def test_headers_reach_the_server_and_no_log_line(tools_http, caplog):
-    caplog.set_level(logging.DEBUG)
-    observer = Calls()
-    out = await call(http(tools_http.url, headers={"Authorization": SECRET}), "whoami", {}, observer=observer)
+async def test_headers_reach_the_server(tools_http):
+    out = await call(http(tools_http.url, headers={"Authorization": SECRET}), "whoami", {})
     assert out.text == SECRET
     assert SECRET not in repr(http(tools_http.url, headers={"Authorization": SECRET}))
-    assert caplog.records, "the drill must capture the mcp and httpx loggers' lines"
-    assert all("sk-mcp-secret" not in r.getMessage() for r in caplog.records)
+
+
+async def test_headers_never_reach_a_log_line(tools_http, tools_sse, caplog):
+    """Every logger at DEBUG (Conch's, the mcp SDK's, httpx2's) over both HTTP transports, a failing call too."""
+    caplog.set_level(logging.DEBUG)
+    observer = Calls()
+    headers = {"Authorization": SECRET, "X-Api-Key": SECRET}
+    for target in (http(tools_http.url, headers=headers),
+                   ServerTarget("t", Transport.SSE, url=tools_sse.url, headers=headers)):
+        assert (await call(target, "add", {"a": 1, "b": 1}, observer=observer)).text == "2"
+        with pytest.raises(McpFailure):
+            await call(target, "add", {"a": "x"}, observer=observer)
+    assert len(caplog.records) > 10, "the drill must capture the mcp and httpx loggers' lines"
+    assert all("sk-mcp-secret" not in r.getMessage() and "sk-mcp-secret" not in caplog.text
+               for r in caplog.records)
     assert "sk-mcp-secret" not in str(observer.seen)
 
 

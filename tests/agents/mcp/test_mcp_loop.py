@@ -165,3 +165,19 @@ async def test_iterate_ends_with_the_outcome(tools_http):
     items = [item async for item in iterate(McpLoop([offer(tools_http.url)], Script(ModelTurn("hi"))))]
     assert isinstance(items[-1], LoopOutcome) and items[-1].ending is Ending.ANSWERED
     assert isinstance(items[0], ListToolsInProgress)
+
+
+def test_records_as_chat_messages():
+    from agents.mcp.events import CallRecord, McpCall
+    from agents.mcp.transcript import as_messages, as_tools
+    from agents.mcp.types import McpTool
+
+    ok = CallRecord(McpCall("mcp_1", "calc", "add", '{"a": 1}'), output="1")
+    bad = CallRecord(McpCall("mcp_2", "calc", "add", "{}"), error="timeout: slow")
+    messages = as_messages([ok, bad])
+    assert [m["role"] for m in messages] == ["assistant", "tool", "assistant", "tool"]
+    assert messages[0]["tool_calls"][0]["function"] == {"name": "add", "arguments": '{"a": 1}'}
+    assert messages[1] == {"role": "tool", "tool_call_id": "mcp_1", "content": "1"}
+    assert messages[3]["content"] == "Error: timeout: slow"
+    (tool,) = as_tools([McpTool("calc", "add", "Add.", {"type": "object", "properties": {}})])
+    assert tool["function"]["name"] == "add" and tool["function"]["parameters"]["type"] == "object"
