@@ -88,6 +88,7 @@ async def open_session(target: ServerTarget, limits: Limits = DEFAULT_LIMITS,
     groups, entered at connect, must exit inside every scope they were entered in; its deadline is the
     step's: connect, then none while the caller works (each call has its own), then close."""
     connected = closing = False
+    body_error: BaseException | None = None          # the caller's own: it leaves as it came, never relabelled
     with anyio.CancelScope(deadline=anyio.current_time() + limits.connect_timeout_s) as scope:
         try:
             async with AsyncExitStack() as stack:
@@ -95,16 +96,29 @@ async def open_session(target: ServerTarget, limits: Limits = DEFAULT_LIMITS,
                 client = await stack.enter_async_context(
                     Client(transport, cache=None, read_timeout_seconds=limits.call_timeout_s))
                 connected, scope.deadline = True, math.inf
-                yield McpSession(target, client, limits, observer)
+                try:
+                    yield McpSession(target, client, limits, observer)
+                except BaseException as exc:
+                    body_error = exc
+                    raise
                 scope.deadline, closing = anyio.current_time() + limits.close_timeout_s, True
         except McpFailure:
             raise
         except Exception as exc:
+            if body_error is not None and _holds(exc, body_error):
+                raise body_error from body_error.__cause__
             if not closing:
                 raise classify("connect" if not connected else "session", exc) from None
             log.debug("closing an MCP session: %s", type(exc).__name__)   # the caller's work is done
     if scope.cancelled_caught and not connected:
         raise McpFailure(FailureKind.TIMEOUT, f"connect took longer than {limits.connect_timeout_s:g} s")
+
+
+def _holds(exc: BaseException, target: BaseException) -> bool:
+    """Whether `exc` is `target` or an exception group (a task group's) around it."""
+    if exc is target:
+        return True
+    return isinstance(exc, BaseExceptionGroup) and any(_holds(e, target) for e in exc.exceptions)
 
 
 async def _transport(target: ServerTarget, limits: Limits, stack: AsyncExitStack) -> Any:

@@ -181,3 +181,15 @@ def test_records_as_chat_messages():
     assert messages[3]["content"] == "Error: timeout: slow"
     (tool,) = as_tools([McpTool("calc", "add", "Add.", {"type": "object", "properties": {}})])
     assert tool["function"]["name"] == "add" and tool["function"]["parameters"]["type"] == "object"
+
+
+async def test_an_error_of_the_model_turn_leaves_as_itself(tools_http):
+    """An engine error raised while sessions are open is the face's to map, never relabelled an MCP failure."""
+    class EngineSaidNo(Exception):
+        pass
+
+    async def failing_model(seen: TurnInput) -> ModelTurn:
+        raise EngineSaidNo("queue full")
+
+    with pytest.raises(EngineSaidNo, match="queue full"):
+        await run(McpLoop([offer(tools_http.url), offer(tools_http.url, "again")], failing_model))
