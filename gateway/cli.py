@@ -42,8 +42,25 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics-port", type=int, default=None,
                        help="also serve /metrics on this port, without a key (e.g. 8002)")
     serve.add_argument("--metrics-host", default="127.0.0.1", help="the metrics port's address (default loopback)")
+    serve.add_argument("--mcp-servers", type=Path, default=None, metavar="FILE",
+                       help="YAML/JSON: registered MCP servers, allowed origins, which keys may use them "
+                            "(docs/mcp.md)")
+    serve.add_argument("--mcp-allow-origin", action="append", default=[], metavar="ORIGIN",
+                       help="a request's mcp server_url may reach this exact origin, e.g. "
+                            "https://mcp.example.com (repeatable; none by default)")
     _ray_arguments(serve)
     return parser
+
+
+def _mcp_config(args: argparse.Namespace):
+    """The MCP settings, or SystemExit naming what in the flags or the file is wrong."""
+    from agents.mcp import McpConfig, McpRegistry, OriginPolicy
+
+    try:
+        registry = McpRegistry.load(args.mcp_servers) if args.mcp_servers else McpRegistry()
+        return McpConfig(registry=registry, origins=OriginPolicy.of(args.mcp_allow_origin))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"conch serve: MCP settings: {exc}") from None
 
 
 def _ray_arguments(serve: argparse.ArgumentParser) -> None:
@@ -59,8 +76,8 @@ def _ray_arguments(serve: argparse.ArgumentParser) -> None:
 
 
 def _serve_ray(args: argparse.Namespace) -> None:
-    for flag in ("model_control_mode", "metrics_port"):
-        if getattr(args, flag) not in (None, "none"):
+    for flag in ("model_control_mode", "metrics_port", "mcp_servers", "mcp_allow_origin"):
+        if getattr(args, flag) not in (None, "none", []):
             raise SystemExit(f"conch serve --ray: --{flag.replace('_', '-')} is not supported on Ray")
     if args.replicas is not None and args.replicas < 1 or args.ingress_replicas < 1:
         raise SystemExit("conch serve --ray: --replicas and --ingress-replicas must be >= 1")
@@ -84,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.ray:
         return _serve_ray(args)
+    mcp = _mcp_config(args)
     import uvicorn
 
     from gateway.app import build_app
@@ -97,9 +115,10 @@ def main(argv: list[str] | None = None) -> None:
     keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
     gate = Gate(keys, open_limiter(args.rate_limits)) if not keys.open else None
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
-    app = build_app(engine, Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
-                                        metrics_host=args.metrics_host), gate=gate, metrics=not args.no_metrics,
-                    control=control, grpc_port=args.grpc_port)
+    settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
+                        metrics_host=args.metrics_host, mcp=mcp)
+    app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics, control=control,
+                    grpc_port=args.grpc_port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,
                 timeout_keep_alive=args.keep_alive_timeout)
 
