@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from engine.engine import Engine
+from gateway.records import RecordStore
 
 KEEP_ALIVE_S = 90   # idle keep-alive seconds (Ray Serve's proxy's): past httpx's and the OpenAI SDK's 5 s pool expiry
 
@@ -24,6 +25,7 @@ class Settings:
 class ConchState:
     engine: Engine
     settings: Settings
+    records: RecordStore = field(default_factory=RecordStore)   # stored responses and conversations
 
 
 def conch_state(request: Request) -> ConchState:
