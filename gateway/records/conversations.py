@@ -42,7 +42,8 @@ def stored_item(item: dict) -> dict:
 
 def _parts(role: str, content: str | list) -> list:
     if not isinstance(content, str):
-        return content
+        return [{**p, "annotations": p.get("annotations", [])} if p.get("type") == "output_text" else p
+                for p in content]
     if role == "assistant":
         return [{"type": "output_text", "text": content, "annotations": []}]
     return [{"type": "input_text", "text": content}]
