@@ -76,6 +76,9 @@ class RecordStore:
     async def put(self, kind: str, record_id: str, owner: str, value: dict) -> None:
         key = _key(kind, record_id)
         blob = json.dumps({"owner": owner, "value": value}, separators=(",", ":")).encode()
+        if len(key) + len(blob) > self.memory.max_bytes:
+            log.warning("record store: %s %s (%d bytes) exceeds the memory tier's bound (--response-store-mb); "
+                        "it is kept only in Redis, if any", kind, record_id, len(blob))
         await self.memory.set(key, blob)
         if self.link is None:
             return

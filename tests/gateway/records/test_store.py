@@ -92,6 +92,14 @@ def test_open_records_specs():
             open_records(**{"spec": "memory", **bad})
 
 
+def test_conch_serve_refuses_a_bad_store_at_start():
+    from gateway.cli import main
+
+    for flags in (["--response-store", "postgres://db"], ["--response-store-mb", "0"], ["--response-store-ttl", "-1"]):
+        with pytest.raises(SystemExit, match="response-store"):
+            main(["serve", *flags])
+
+
 async def test_conversation_helpers_keep_items_in_order_with_ids():
     store = RecordStore()
     record = await create_conversation(store, "alice", [{"role": "user", "content": "hi"}], {"topic": "t"})
