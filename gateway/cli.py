@@ -8,6 +8,7 @@ from pathlib import Path
 from engine.engine import Engine
 from engine.model_control import ModelControl
 from engine.repository import ModelRepository
+from gateway.records.store import DEFAULT_MEMORY_MB, DEFAULT_TTL_S, open_records
 from gateway.state import KEEP_ALIVE_S, Settings
 
 
@@ -29,6 +30,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--repository-poll-secs", type=float, default=15.0)
     serve.add_argument("--response-cache", default=None, metavar="memory|redis://HOST:PORT/DB",
                        help="cache deterministic responses (none by default)")
+    serve.add_argument("--response-store", default="memory", metavar="memory|redis://HOST:PORT/DB",
+                       help="where stored responses and conversations live (redis: shared by every replica; "
+                            "default memory)")
+    serve.add_argument("--response-store-ttl", type=float, default=DEFAULT_TTL_S, metavar="SECONDS",
+                       help="how long a stored response or conversation is kept, from its last write (default 30 days)")
+    serve.add_argument("--response-store-mb", type=float, default=DEFAULT_MEMORY_MB, metavar="N",
+                       help="the store's memory tier bound in MiB; the oldest records go first (default 256)")
     serve.add_argument("--api-key", action="append", default=[], metavar="KEY",
                        help="accept this key for every model, without limits (repeatable)")
     serve.add_argument("--admin-key", action="append", default=[], metavar="KEY",
@@ -88,6 +96,8 @@ def _serve_ray(args: argparse.Namespace) -> None:
         repository=str(args.model_repository.resolve()) if args.model_repository else None,
         replicas=args.replicas, ingress_replicas=args.ingress_replicas, ingress_cpus=args.ray_ingress_cpus,
         model_cpus=args.ray_model_cpus, response_cache=args.response_cache, rate_limits=args.rate_limits,
+        response_store=args.response_store, response_store_ttl=args.response_store_ttl,
+        response_store_mb=args.response_store_mb,
         api_keys=tuple(args.api_key), admin_keys=tuple(args.admin_key),
         api_keys_file=str(args.api_keys_file.resolve()) if args.api_keys_file else None,
         max_queue_size=args.max_queue_size, metrics=not args.no_metrics, grpc_port=args.grpc_port)
@@ -98,6 +108,10 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if args.keep_alive_timeout < 0:
         raise SystemExit("conch serve: --keep-alive-timeout must be >= 0 seconds")
+    try:                        # checked here for both paths; on Ray each ingress replica opens its own
+        records = open_records(args.response_store, args.response_store_ttl, args.response_store_mb)
+    except ValueError as exc:
+        raise SystemExit(f"conch serve: {exc}") from None
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.ray:
         return _serve_ray(args)
@@ -118,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
                         metrics_host=args.metrics_host, mcp=mcp)
     app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics, control=control,
-                    grpc_port=args.grpc_port)
+                    grpc_port=args.grpc_port, records=records)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,
                 timeout_keep_alive=args.keep_alive_timeout)
 

@@ -7,6 +7,7 @@ from fastapi import Request
 
 from agents.mcp import McpConfig
 from engine.engine import Engine
+from gateway.records import RecordStore
 
 KEEP_ALIVE_S = 90   # idle keep-alive seconds (Ray Serve's proxy's): past httpx's and the OpenAI SDK's 5 s pool expiry
 
@@ -26,6 +27,7 @@ class Settings:
 class ConchState:
     engine: Engine
     settings: Settings
+    records: RecordStore = field(default_factory=RecordStore)   # stored responses and conversations
 
 
 def conch_state(request: Request) -> ConchState:
