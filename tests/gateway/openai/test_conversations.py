@@ -6,14 +6,13 @@ only Redis held)."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 
 import httpx
 import openai
 import pytest
 
+from tests.agents_sdk import run_agents_sdk
 from tests.conftest import start_server, write_repository
 
 KEYS = {"alice": "sk-alice", "bob": "sk-bob", "root": "sk-root"}
@@ -126,8 +125,7 @@ def test_a_conversation_continues_on_the_other_process(servers):
         one.conversations.retrieve(conv.id)                  # never served from one's stale memory
 
 
-# The Agents SDK's import package is `agents`, which Conch's own `agents` package shadows wherever the
-# repository root is on sys.path (as under pytest): the session runs in a Python started outside it.
+# The Agents SDK runs in its own venv (tests/agents_sdk.py): its import name is Conch's `agents`.
 _SESSION_SCRIPT = """
 import asyncio, sys
 import openai
@@ -157,11 +155,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 
 
 def test_the_agents_sdk_session(servers, tmp_path):
-    script = tmp_path / "session.py"
-    script.write_text(_SESSION_SCRIPT)
-    done = subprocess.run([sys.executable, str(script), servers[0].v1, KEYS["alice"]], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and "session ok" in done.stdout, done.stdout + done.stderr
+    assert "session ok" in run_agents_sdk(_SESSION_SCRIPT, [servers[0].v1, KEYS["alice"]], tmp_path)
 
 
 def test_metrics_show_the_record_store(servers):
