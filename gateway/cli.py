@@ -42,6 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics-port", type=int, default=None,
                        help="also serve /metrics on this port, without a key (e.g. 8002)")
     serve.add_argument("--metrics-host", default="127.0.0.1", help="the metrics port's address (default loopback)")
+    serve.add_argument("--model-alias", action="append", default=[], metavar="PATTERN=MODEL",
+                       help="answer requests for models matching the glob PATTERN with MODEL, e.g. "
+                            "'claude-*=smollm2-135m-instruct' (repeatable; the first match wins)")
+    serve.add_argument("--keep-billing-header", action="store_true",
+                       help="/v1/messages: keep a system block starting with x-anthropic-billing-header in the "
+                            "prompt (by default it is dropped: it changes every request and defeats KV reuse)")
     _ray_arguments(serve)
     return parser
 
@@ -62,6 +68,8 @@ def _serve_ray(args: argparse.Namespace) -> None:
     for flag in ("model_control_mode", "metrics_port"):
         if getattr(args, flag) not in (None, "none"):
             raise SystemExit(f"conch serve --ray: --{flag.replace('_', '-')} is not supported on Ray")
+    if args.model_alias or args.keep_billing_header:
+        raise SystemExit("conch serve --ray: --model-alias and --keep-billing-header are not supported on Ray yet")
     if args.replicas is not None and args.replicas < 1 or args.ingress_replicas < 1:
         raise SystemExit("conch serve --ray: --replicas and --ingress-replicas must be >= 1")
     from gateway.ray.run import serve_ray
@@ -86,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         return _serve_ray(args)
     import uvicorn
 
+    from gateway.aliases import ModelAliases
     from gateway.app import build_app
 
     from engine.cache import open_cache
@@ -97,9 +106,14 @@ def main(argv: list[str] | None = None) -> None:
     keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
     gate = Gate(keys, open_limiter(args.rate_limits)) if not keys.open else None
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
-    app = build_app(engine, Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
-                                        metrics_host=args.metrics_host), gate=gate, metrics=not args.no_metrics,
-                    control=control, grpc_port=args.grpc_port)
+    try:
+        aliases = ModelAliases.parse(args.model_alias)
+    except ValueError as exc:
+        raise SystemExit(f"conch serve: --model-alias: {exc}") from None
+    settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
+                        metrics_host=args.metrics_host, aliases=aliases, keep_billing_header=args.keep_billing_header)
+    app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics, control=control,
+                    grpc_port=args.grpc_port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,
                 timeout_keep_alive=args.keep_alive_timeout)
 
