@@ -142,15 +142,41 @@ class CountTokensRequest(WireModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_server_tools(cls, data: Any) -> Any:
-        tools = data.get("tools") if isinstance(data, dict) else None
-        for i, tool in enumerate(tools if isinstance(tools, list) else ()):
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            if kind not in (None, "custom"):
-                raise ParamError(f"tools.{i}.type", f"tools[{i}]: '{kind}' is one of Anthropic's server tools, "
-                                 "which Conch does not run; declare a client tool (name, description, "
-                                 "input_schema) and run it yourself")
+    def _check_tags(cls, data: Any) -> Any:
+        """What a tagged union would misreport (its first branch's complaint), refused by name first."""
+        if isinstance(data, dict):
+            _no_server_tools(data.get("tools"))
+            for i, message in enumerate(_items(data.get("messages"))):
+                content = message.get("content") if isinstance(message, dict) else None
+                for j, block in enumerate(_items(content)):
+                    _known_type(block, f"messages.{i}.content.{j}", BLOCK_TYPES)
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        for k, part in enumerate(_items(block.get("content"))):
+                            _known_type(part, f"messages.{i}.content.{j}.content.{k}", RESULT_TYPES)
         return data
+
+
+BLOCK_TYPES = ("text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking")
+RESULT_TYPES = ("text", "image", "document")
+
+
+def _items(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _known_type(block: Any, path: str, known: tuple[str, ...]) -> None:
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind not in known:
+        raise ParamError(f"{path}.type", f"{path}: unknown content block type {kind!r}; Conch takes {list(known)}")
+
+
+def _no_server_tools(tools: Any) -> None:
+    for i, tool in enumerate(_items(tools)):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind not in (None, "custom"):
+            raise ParamError(f"tools.{i}.type", f"tools[{i}]: '{kind}' is one of Anthropic's server tools, "
+                             "which Conch does not run; declare a client tool (name, description, "
+                             "input_schema) and run it yourself")
 
 
 class MessagesRequest(CountTokensRequest):
