@@ -7,7 +7,7 @@ from fastapi import Depends, FastAPI
 
 from engine.engine import Engine
 from engine.model_control import ModelControl
-from gateway import health, kserve, openai, playground
+from gateway import anthropic, health, kserve, openai, playground
 from gateway.auth import Gate, KeyFirst, guard
 from gateway.bodies import BodyGuard
 from gateway.errors import CatchAll, install_error_handlers
@@ -62,6 +62,7 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
     app.include_router(kserve.open_router)
     app.include_router(kserve.router, dependencies=[Depends(guard)])
     app.include_router(openai.router, dependencies=[Depends(guard)])
+    app.include_router(anthropic.router, dependencies=[Depends(guard)])
     app.add_middleware(CatchAll)                                       # the last added runs first: the key,
     app.add_middleware(BodyGuard, limit=settings.max_body_bytes)     # then the body, then a route; an error
     app.add_middleware(KeyFirst, gate=gate)                            # nothing handled becomes a clean 500

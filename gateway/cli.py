@@ -56,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--mcp-allow-origin", action="append", default=[], metavar="ORIGIN",
                        help="a request's mcp server_url may reach this exact origin, e.g. "
                             "https://mcp.example.com (repeatable; none by default)")
+    serve.add_argument("--model-alias", action="append", default=[], metavar="PATTERN=MODEL",
+                       help="answer requests for models matching the glob PATTERN with MODEL, e.g. "
+                            "'claude-*=smollm2-135m-instruct' (repeatable; the first match wins)")
+    serve.add_argument("--keep-billing-header", action="store_true",
+                       help="/v1/messages: keep a system block starting with x-anthropic-billing-header in the "
+                            "prompt (by default it is dropped: it changes every request and defeats KV reuse)")
     _ray_arguments(serve)
     return parser
 
@@ -87,6 +93,8 @@ def _serve_ray(args: argparse.Namespace) -> None:
     for flag in ("model_control_mode", "metrics_port", "mcp_servers", "mcp_allow_origin"):
         if getattr(args, flag) not in (None, "none", []):
             raise SystemExit(f"conch serve --ray: --{flag.replace('_', '-')} is not supported on Ray")
+    if args.model_alias or args.keep_billing_header:
+        raise SystemExit("conch serve --ray: --model-alias and --keep-billing-header are not supported on Ray yet")
     if args.replicas is not None and args.replicas < 1 or args.ingress_replicas < 1:
         raise SystemExit("conch serve --ray: --replicas and --ingress-replicas must be >= 1")
     from gateway.ray.run import serve_ray
@@ -118,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     mcp = _mcp_config(args)
     import uvicorn
 
+    from gateway.aliases import ModelAliases
     from gateway.app import build_app
 
     from engine.cache import open_cache
@@ -129,8 +138,13 @@ def main(argv: list[str] | None = None) -> None:
     keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
     gate = Gate(keys, open_limiter(args.rate_limits)) if not keys.open else None
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
+    try:
+        aliases = ModelAliases.parse(args.model_alias)
+    except ValueError as exc:
+        raise SystemExit(f"conch serve: --model-alias: {exc}") from None
     settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
-                        metrics_host=args.metrics_host, mcp=mcp)
+                        metrics_host=args.metrics_host, mcp=mcp, aliases=aliases,
+                        keep_billing_header=args.keep_billing_header)
     app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics, control=control,
                     grpc_port=args.grpc_port, records=records)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,

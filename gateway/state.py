@@ -8,6 +8,7 @@ from fastapi import Request
 from agents.mcp import McpConfig
 from engine.engine import Engine
 from gateway.records import RecordStore
+from gateway.aliases import ModelAliases
 
 KEEP_ALIVE_S = 90   # idle keep-alive seconds (Ray Serve's proxy's): past httpx's and the OpenAI SDK's 5 s pool expiry
 
@@ -20,6 +21,8 @@ class Settings:
     metrics_port: int | None = None     # /metrics without a key on this port (None: only on the API port)
     metrics_host: str = "127.0.0.1"
     mcp: McpConfig = field(default_factory=McpConfig)    # MCP servers, allowed origins, limits (--mcp-*)
+    aliases: ModelAliases = field(default_factory=ModelAliases)    # claude-* -> a served model (gateway/aliases.py)
+    keep_billing_header: bool = False   # /v1/messages: render Claude Code's volatile billing line (docs/anthropic.md)
     extra: dict = field(default_factory=dict)
 
 
