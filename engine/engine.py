@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import AsyncGenerator, Iterator, Protocol, runtime_checkable
 
 from engine.admission import Admission, Observer, Trace
-from engine.backend import BackendFactory, LLMBackend, load_backend_class
+from engine.backend import BackendFactory, CompletesConfig, LLMBackend, load_backend_class
 from engine.cache import ResponseCache
 from engine.errors import ModelNotFound, ModelNotReady
 from engine.loaded_model import LoadedModel
@@ -60,6 +60,8 @@ class Engine:
             if isinstance(backend, EngineBound):  # ensembles resolve their steps through the engine
                 backend.bind(self)
             await backend.start()                 # a failure leaves the serving version in place
+            if isinstance(backend, CompletesConfig):
+                config = backend.completed_config
             versions = self._models.setdefault(name, {})
             old = versions.get(config.version)
             versions[config.version] = loaded = LoadedModel(config, backend)

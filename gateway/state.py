@@ -5,7 +5,9 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
+from agents.mcp import McpConfig
 from engine.engine import Engine
+from gateway.records import RecordStore
 
 KEEP_ALIVE_S = 90   # idle keep-alive seconds (Ray Serve's proxy's): past httpx's and the OpenAI SDK's 5 s pool expiry
 
@@ -17,6 +19,7 @@ class Settings:
     max_body_bytes: int = 16 * 1024 * 1024
     metrics_port: int | None = None     # /metrics without a key on this port (None: only on the API port)
     metrics_host: str = "127.0.0.1"
+    mcp: McpConfig = field(default_factory=McpConfig)    # MCP servers, allowed origins, limits (--mcp-*)
     extra: dict = field(default_factory=dict)
 
 
@@ -24,6 +27,7 @@ class Settings:
 class ConchState:
     engine: Engine
     settings: Settings
+    records: RecordStore = field(default_factory=RecordStore)   # stored responses and conversations
 
 
 def conch_state(request: Request) -> ConchState:

@@ -16,7 +16,8 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from engine.errors import InvalidRequest
 from engine.repository.batching import DynamicBatching
-from engine.repository.config import ModelConfig
+from engine.repository.config import LLM_BACKENDS, ModelConfig
+from engine.repository.contracts import check_llm_tensors
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
 
 # Conch's own settings, carried in Triton's `parameters` (name -> type)
@@ -54,6 +55,7 @@ def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str)
     if message.max_batch_size > 0:
         data["max_batch_size"] = message.max_batch_size
     params = {k: v.string_value for k, v in message.parameters.items()}
+    data.update(_conch_backend(params, backend, name))
     data.update({k: CONCH_FIELDS[k](params.pop(k)) for k in list(params) if k in CONCH_FIELDS})
     if backend == "vllm" and path is not None:
         params["engine_args"] = _model_json(Path(path) / version / "model.json", name)
@@ -61,11 +63,26 @@ def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str)
     if message.HasField("dynamic_batching"):
         data["dynamic_batching"] = DynamicBatching.from_mapping(
             json_format.MessageToDict(message.dynamic_batching, preserving_proto_field_name=True))
-    return ModelConfig(
+    config = ModelConfig(
         name=name, path=path, version=version, parameters=params, triton=message,
         inputs=tuple(_spec(t) for t in message.input), outputs=tuple(_spec(t) for t in message.output),
         steps=tuple(_step(s) for s in message.ensemble_scheduling.step),
         version_policy=VersionPolicy.from_mapping(policy), **data)
+    check_llm_tensors(config)
+    return config
+
+
+def _conch_backend(params: dict[str, str], backend: str, name: str) -> dict[str, Any]:
+    """`conch_backend`: the LLM backend that serves a model in place of the one its config names (Conch's own
+    engine standing in for TensorRT-LLM on a CPU); its weights default to the `tokenizer_dir` folder."""
+    chosen = params.pop("conch_backend", None)
+    if chosen is None:
+        return {}
+    if chosen not in LLM_BACKENDS or backend not in LLM_BACKENDS:
+        raise InvalidRequest(f"model '{name}': conch_backend {chosen!r} must name an LLM backend "
+                             f"({sorted(LLM_BACKENDS)}) and stand in for one", param="config")
+    weights = params.get("weights") or params.get("tokenizer_dir")
+    return {"backend": chosen, **({"weights": weights} if weights else {})}
 
 
 _TRITON_NAMES = {"tensorrtllm": "tensorrt_llm"}   # Triton's backend names that Conch spells otherwise

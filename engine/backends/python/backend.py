@@ -1,23 +1,36 @@
 """The `python` backend: a user's `<version>/model.py` with a `TritonPythonModel` class, as Triton's
-Python backend runs it: `initialize(args)`, `execute(requests) -> responses`, `finalize()`.
+Python backend runs it: `auto_complete_config(config)`, `initialize(args)`, `execute(requests)`,
+`finalize()`.
 
-`execute` runs in a worker thread, one batch at a time per model; inputs and outputs are numpy arrays. With
-`dynamic_batching` in the config, the requests that queued meanwhile reach one `execute` call together.
+`execute` (plain or `async def`) runs in a worker thread, one call at a time per model; inputs and outputs
+are numpy arrays. With `dynamic_batching`, the requests that queued meanwhile reach one `execute` together.
+A decoupled model (`model_transaction_policy { decoupled: true }`) answers through each request's response
+sender, any number of times and from any thread, until a send carries TRITONSERVER_RESPONSE_COMPLETE_FINAL;
+its `execute` returns None. Other models return one response per request. An error response (or an
+exception) fails that request: TritonError.INVALID_ARG is the client's fault (400), anything else a 500.
 """
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import inspect
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any, AsyncGenerator
 
 from google.protobuf import json_format
 
 from engine.backend import BackendStats, Capabilities
-from engine.batcher import DynamicBatcher
+from engine.backends.python import bls
 from engine.backends.python import utils as pb_utils
+from engine.backends.python.autocomplete import auto_complete
+from engine.backends.python.environment import import_paths, importing
+from engine.backends.python.messages import (TRITONSERVER_RESPONSE_COMPLETE_FINAL, InferenceRequest,
+                                             InferenceResponse, InferenceResponseSender, TritonError)
+from engine.batcher import DynamicBatcher
+from engine.engine import Engine
 from engine.errors import BackendUnavailable, InvalidRequest
 from engine.repository.config import ModelConfig
 from engine.tensors.interface import InferenceError, InferRequest, Tensors, check_inputs
@@ -32,20 +45,31 @@ class PythonBackend:
     context_length = 0
 
     def __init__(self, config: ModelConfig) -> None:
-        self.config = config
+        self.config = self.completed_config = config
         self.inputs, self.outputs = config.inputs, config.outputs
+        self.engine: Engine | None = None
         self._model: Any = None
         self._lock = asyncio.Lock()
         self._batcher: DynamicBatcher | None = None
 
+    def bind(self, engine: Engine) -> None:
+        self.engine = engine
+
     async def start(self) -> None:
-        self._model = _load_module(self.config).TritonPythonModel()
-        if hasattr(self._model, "initialize"):
-            try:
-                await asyncio.to_thread(self._model.initialize, _args(self.config))
-            except Exception as exc:
-                raise BackendUnavailable(f"model '{self.config.name}': initialize() failed: {exc}") from exc
-        if self.config.dynamic_batching is not None:
+        if self.engine is not None:
+            bls.bind(self.engine)
+        paths = import_paths(self.config)
+        with importing(paths):
+            module = _load_module(self.config)
+            self.config = self.completed_config = auto_complete(module.TritonPythonModel, self.config)
+            self.inputs, self.outputs = self.config.inputs, self.config.outputs
+            self._model = module.TritonPythonModel()
+            if hasattr(self._model, "initialize"):
+                try:
+                    await asyncio.to_thread(self._model.initialize, _args(self.config))
+                except Exception as exc:
+                    raise BackendUnavailable(f"model '{self.config.name}': initialize() failed: {exc}") from exc
+        if self.config.dynamic_batching is not None and not self.config.decoupled:
             self._batcher = DynamicBatcher(self.config.name, self._execute, max(1, self.config.max_batch_size),
                                            self.config.dynamic_batching)
             self._batcher.start()
@@ -53,24 +77,67 @@ class PythonBackend:
     async def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]:
         check_inputs(self.inputs, request.inputs, self.config.name)
         tensors = [pb_utils.Tensor(name, array) for name, array in request.inputs.items()]
-        pb_request = pb_utils.InferenceRequest(tensors, request.id, request.parameters)
+        pb_request = InferenceRequest(inputs=tensors, request_id=request.id, parameters=request.parameters,
+                                      correlation_id=request.parameters.get("sequence_id", 0),
+                                      model_name=self.config.name)
+        if self.config.decoupled:
+            async for outputs in self._decoupled(pb_request):
+                yield outputs
+            return
         if self._batcher is not None:      # Triton's dynamic batcher: execute() gets several requests
             response = await self._batcher.submit(pb_request, 1, _priority(request.parameters))
         else:
             async with self._lock:
                 response = (await asyncio.to_thread(self._execute, [pb_request]))[0]
-        if response.has_error():
-            raise InferenceError(f"model '{self.config.name}': {response.error().message()}")
-        yield {t.name(): t.as_numpy() for t in response.output_tensors()}
+        yield self._outputs(response)
+
+    async def _decoupled(self, pb_request: InferenceRequest) -> AsyncGenerator[Tensors, None]:
+        loop = asyncio.get_running_loop()
+        answers: asyncio.Queue[tuple[InferenceResponse | None, int]] = asyncio.Queue()
+        gone = threading.Event()
+
+        def sink(response: InferenceResponse | None, flags: int) -> None:      # any thread of the model
+            loop.call_soon_threadsafe(answers.put_nowait, (response, flags))
+
+        pb_request.attach_sender(InferenceResponseSender(sink, gone.is_set))
+        try:
+            async with self._lock:
+                returned = await asyncio.to_thread(self._call_execute, [pb_request])
+            if returned is not None:
+                raise InferenceError(f"model '{self.config.name}' is decoupled: execute() must return None and "
+                                     f"answer through request.get_response_sender()")
+            while True:
+                response, flags = await answers.get()
+                if response is not None:
+                    yield self._outputs(response)
+                if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+                    return
+        finally:
+            gone.set()                     # the client went away or the stream ended: is_cancelled() is true
+
+    def _outputs(self, response: InferenceResponse) -> Tensors:
+        error = response.error()
+        if error is not None:
+            message = f"model '{self.config.name}': {error.message()}"
+            if error.code() == TritonError.INVALID_ARG:
+                raise InvalidRequest(message)
+            raise InferenceError(message)
+        return {t.name(): t.as_numpy() for t in response.output_tensors()}
 
     def _execute(self, requests: list) -> list:
-        try:
-            responses = self._model.execute(requests)
-        except Exception as exc:
-            raise InferenceError(f"model '{self.config.name}': execute() failed: {exc}") from exc
+        responses = self._call_execute(requests)
         if not responses or len(responses) != len(requests):
             raise InferenceError(f"model '{self.config.name}': execute() must return one response per request")
         return responses
+
+    def _call_execute(self, requests: list) -> Any:
+        """execute() in this worker thread; an `async def execute` runs on a loop of its own here."""
+        try:
+            if inspect.iscoroutinefunction(self._model.execute):
+                return asyncio.run(self._model.execute(requests))
+            return self._model.execute(requests)
+        except Exception as exc:
+            raise InferenceError(f"model '{self.config.name}': execute() failed: {exc}") from exc
 
     def stats(self) -> BackendStats:
         """Requests queued in the dynamic batcher, when there is one (a tensor model holds no KV cache)."""
@@ -117,4 +184,5 @@ def _args(config: ModelConfig) -> dict[str, str]:
     model_config = json_format.MessageToDict(to_triton(config), preserving_proto_field_name=True)
     return {"model_config": json.dumps(model_config), "model_name": config.name,
             "model_version": config.version, "model_repository": str(Path(config.path or ".")),
-            "model_instance_kind": "CPU", "model_instance_name": f"{config.name}_0"}
+            "model_instance_kind": "CPU", "model_instance_name": f"{config.name}_0",
+            "model_instance_device_id": "0"}
