@@ -67,11 +67,17 @@ def conversation(p: Prepared, use_cache: bool) -> Conversation:
     fmt = body.output_format
     chat_format = _chat_format(fmt) if fmt is not None else None
     constraints = format_fields(chat_format, "text.format") if chat_format is not None else []
+    if _forces_calls(p.tools):   # text.format shapes text, which an output of forced calls never holds
+        constraints = []
     return Conversation(
         model=body.model, messages=tuple(messages), sampling=body.sampling, tools=p.tools.tools,
         tool_choice=p.tools.tool_choice, parallel_tool_calls=_parallel(body),
         constraints=tuple(constraints) + p.tools.constraints, response_format=chat_format,
         stream=bool(body.stream), use_cache=use_cache, paths=PATHS)
+
+
+def _forces_calls(tools: ResponseTools) -> bool:
+    return tools.forced_custom is not None or tools.tool_choice == "required" or isinstance(tools.tool_choice, dict)
 
 
 def _chat_format(fmt: dict[str, Any]) -> dict[str, Any]:
