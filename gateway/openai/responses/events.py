@@ -162,8 +162,7 @@ class OutputBuilder:
         self._pending_logprobs = []
         opened.item = message_item(opened.item["id"], text, status, logprobs)
         part = opened.item["content"][0]
-        self._open = opened                                    # _where reads it
-        where, self._open = self._where(), None
+        where = {"item_id": opened.item["id"], "output_index": opened.index, "content_index": 0}
         return [{"type": "response.output_text.done", **where, "text": text, "logprobs": logprobs or []},
                 {"type": "response.content_part.done", **where, "part": part}]
 

@@ -147,3 +147,17 @@ def test_bad_input_names_the_field(smollm2_server, body, status, param):
         assert reply.json()["error"]["param"] == param
         again = http.post("/responses", json={"model": MODEL, "input": "hi", "max_output_tokens": 1})
         assert again.status_code == 200                                # the connection is still usable
+
+
+def test_conversation_is_the_head_and_gets_the_turn(client):
+    conversation = client.conversations.create(items=[{"role": "user", "content": "My name is Ada."}])
+    response = client.responses.create(model=MODEL, conversation=conversation.id, input="What is my name?",
+                                       max_output_tokens=4, temperature=0)
+    assert response.conversation.id == conversation.id
+    items = client.conversations.items.list(conversation.id, order="asc").data
+    assert [i.type for i in items] == ["message", "message", "message"]
+    assert items[-1].id == response.output[0].id and items[1].content[0].text == "What is my name?"
+    assert response.usage.input_tokens > client.responses.create(
+        model=MODEL, input="What is my name?", max_output_tokens=1).usage.input_tokens   # the head was prompted
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model=MODEL, conversation="conv_nope", input="hi", max_output_tokens=1)
