@@ -106,6 +106,7 @@ async def run_events(p: Prepared, plan: ToolPlan,
     `error` event for a failure), whose `response` is the finished response, already stored."""
     out = builder(p, plan)
     error: dict[str, str] | None = None
+    code = "server_error"                       # the error event's code; the response's error is a server_error
     try:
         async for delta in deltas:
             for event in out.feed(delta):
@@ -117,9 +118,9 @@ async def run_events(p: Prepared, plan: ToolPlan,
     except Exception as exc:                    # mid-run failure (the client going away is not an Exception)
         log.warning("response %s failed: %s", p.response_id, exc)
         err = to_api_error(exc)
-        error = {"code": err.code or "server_error", "message": err.message}
+        code, error = err.code or code, failure(err.message)
     if error is not None:
-        yield {"type": "error", "code": error["code"], "message": error["message"], "param": None}
+        yield {"type": "error", "code": code, "message": error["message"], "param": None}
     final = finished(p, out, error)
     await finish_records(p, final)
     yield {"type": f"response.{_TERMINAL.get(final['status'], 'failed')}", "response": final}

@@ -161,3 +161,17 @@ def test_conversation_is_the_head_and_gets_the_turn(client):
         model=MODEL, input="What is my name?", max_output_tokens=1).usage.input_tokens   # the head was prompted
     with pytest.raises(openai.NotFoundError):
         client.responses.create(model=MODEL, conversation="conv_nope", input="hi", max_output_tokens=1)
+
+
+def test_logprobs_and_settings_echo(smollm2_server):
+    request = {"model": MODEL, "input": "Say hi", "max_output_tokens": 3, "temperature": 0, "top_logprobs": 2,
+               "include": ["message.output_text.logprobs"], "metadata": {"k": "v"}, "user": "u1",
+               "max_tool_calls": 2, "service_tier": "auto", "truncation": "disabled"}
+    whole = post(smollm2_server.url, request)
+    part = whole["output"][0]["content"][0]
+    assert len(part["logprobs"]) == 3 and all(len(p["top_logprobs"]) == 2 for p in part["logprobs"])
+    assert whole["metadata"] == {"k": "v"} and whole["user"] == "u1" and whole["max_tool_calls"] == 2
+    events = stream_events(smollm2_server.url, request)
+    deltas = [p for e in events if e["type"] == "response.output_text.delta" for p in e["logprobs"]]
+    done = next(e for e in events if e["type"] == "response.output_text.done")
+    assert deltas == done["logprobs"] == part["logprobs"]
