@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Union
 
-from agents.mcp.types import CallOutput, McpTool
+from agents.mcp.types import CallOutput, FailureKind, McpTool
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,7 @@ class ListToolsCompleted:
 class ListToolsFailed:
     server_label: str
     error: str
+    kind: FailureKind = FailureKind.UNREACHABLE      # REFUSED: the policy (or a redirect) said no
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class CallCompleted:
 class CallFailed:
     call: McpCall
     error: str
+    kind: FailureKind = FailureKind.TOOL_ERROR
 
 
 @dataclass(frozen=True)

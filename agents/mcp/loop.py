@@ -101,7 +101,7 @@ class McpLoop:
             tools = offer.offered(known if known is not None else await session.list_tools())
         except McpFailure as failure:
             if known is None:
-                await emit(ListToolsFailed(offer.label, failure.message))
+                await emit(ListToolsFailed(offer.label, failure.message, failure.kind))
             return
         state.sessions[offer.label], state.tools[offer.label] = session, tools
         for tool in tools:
@@ -149,7 +149,7 @@ class McpLoop:
             output = await state.sessions[call.server_label].call(call.name, arguments, state.remaining())
         except McpFailure as failure:
             state.records.append(CallRecord(call, error=failure.message))
-            await emit(CallFailed(call, failure.message))
+            await emit(CallFailed(call, failure.message, failure.kind))
             return
         state.records.append(CallRecord(call, output=output.text))
         await emit(CallCompleted(call, output))

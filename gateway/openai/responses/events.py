@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.mcp.events import ToolCallRequest
 from agents.tools import ContentDelta, ToolCallDelta, new_call_id
 from engine import GenerationDelta, RequestStatus
 from gateway.conversation import OutputReader
@@ -53,15 +54,31 @@ class _Open:
 
 
 class OutputBuilder:
+    """One model turn's output. `items` may be shared with other turns and MCP items (the response's output);
+    calls to a `held` name (an MCP tool) are collected in `held_calls`, never written as items: the MCP loop
+    runs them and writes their own items."""
+
     def __init__(self, reader: OutputReader | ForcedCustomReader, tools: ResponseTools, logprobs: bool,
-                 max_tool_calls: int | None) -> None:
+                 max_tool_calls: int | None, items: list[dict[str, Any]] | None = None,
+                 held: frozenset[str] = frozenset()) -> None:
         self.reader, self.tools, self.with_logprobs = reader, tools, logprobs
         self.max_calls = max_tool_calls
-        self.items: list[dict[str, Any]] = []
+        self.items: list[dict[str, Any]] = items if items is not None else []
         self.choice = Choice(0)
         self._open: _Open | None = None
         self._calls: dict[int, _Open | None] = {}      # the reader's call index -> its item (None: dropped)
+        self._held_names = held
+        self._held: dict[int, list[str]] = {}           # the reader's call index -> [call id, name, fragments...]
         self._pending_logprobs: list[dict] = []
+
+    @property
+    def held_calls(self) -> tuple[ToolCallRequest, ...]:
+        return tuple(ToolCallRequest(call[1], "".join(call[2:]), call[0]) for call in self._held.values())
+
+    @property
+    def client_calls(self) -> bool:
+        """Whether this turn called a tool of the client's own (a function or custom tool item)."""
+        return any(c is not None for c in self._calls.values())
 
     @property
     def status(self) -> RequestStatus | None:
@@ -104,6 +121,12 @@ class OutputBuilder:
         return self._add(custom_call_item(new_item_id("custom_tool_call"), new_call_id(), name, ""))
 
     def _call(self, event: ToolCallDelta) -> list[dict[str, Any]]:
+        if event.is_first and event.name in self._held_names:
+            self._held[event.index] = [event.id or new_call_id(), event.name or "", event.arguments_fragment]
+            return []
+        if event.index in self._held:
+            self._held[event.index].append(event.arguments_fragment)
+            return []
         if event.is_first:
             started = sum(1 for c in self._calls.values() if c is not None)
             if self.max_calls is not None and started >= self.max_calls:

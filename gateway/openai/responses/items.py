@@ -1,9 +1,10 @@
 """Input items -> the stored item list and the Conversation's chat messages.
 
 Items are the Responses API's shapes (message, function_call, function_call_output, custom_tool_call and its
-output, reasoning). Each type is read by its row of `_READERS`; an unknown type or field is a 400 naming its
-path (`input.3.type`). Stored items are normalized: every item has an id and a type, and a message's content is
-a list of parts. Chat messages are OpenAI chat's shapes (gateway/conversation/types.py)."""
+output, reasoning, and the MCP items of mcp_items.py). Each type is read by its row of `_READERS`; an unknown
+type or field is a 400 naming its path (`input.3.type`). Stored items are normalized: every item has an id and
+a type, and a message's content is a list of parts. Chat messages are OpenAI chat's shapes
+(gateway/conversation/types.py)."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ import uuid
 from typing import Any, Callable
 
 from gateway.errors import APIError
+from gateway.openai.responses.mcp_items import MCP_CHECKS, MCP_FIELDS, MCP_ID_PREFIX, call_messages
 
 _MESSAGE_ROLES = frozenset({"user", "system", "developer", "assistant"})
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}   # part type -> its text key
@@ -23,9 +25,10 @@ _FIELDS = {
     "custom_tool_call": {"type", "id", "call_id", "name", "input", "namespace"},
     "custom_tool_call_output": {"type", "id", "call_id", "output"},
     "reasoning": {"type", "id", "summary", "content", "encrypted_content", "status"},
+    **MCP_FIELDS,
 }
 _ID_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "custom_tool_call": "ctc",
-              "custom_tool_call_output": "ctco", "reasoning": "rs"}
+              "custom_tool_call_output": "ctco", "reasoning": "rs", **MCP_ID_PREFIX}
 
 
 def new_item_id(kind: str) -> str:
@@ -104,6 +107,7 @@ _CHECKS: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     "custom_tool_call": _strings("call_id", "name", "input"),
     "custom_tool_call_output": _output,
     "reasoning": lambda index, item: item,
+    **MCP_CHECKS,
 }
 
 
@@ -128,7 +132,11 @@ def to_messages(items: list[dict[str, Any]], first_new: int = 0) -> list[dict[st
             output = item["output"]
             messages.append({"role": "tool", "tool_call_id": item["call_id"],
                              "content": output if isinstance(output, str) else text_of(output)})
-    return messages                         # reasoning items: accepted from another model's history, not rendered
+        elif kind == "mcp_call":
+            messages += call_messages(item)
+    # reasoning items: accepted from another model's history, not rendered; nor are MCP tool lists and
+    # approvals (the loop reads them: gateway/openai/responses/mcp_items.py)
+    return messages
 
 
 def _chat_call(item: dict[str, Any]) -> dict[str, Any]:

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator, Literal
+from typing import Any, AsyncIterator, Awaitable, Literal
 
 from fastapi import APIRouter, Query, Request
 
 from gateway.openai.json_route import JSONBodyRoute
-from gateway.openai.responses import background, stored
+from gateway.errors import APIError
+from gateway.openai.responses import background, mcp_run, stored
 from gateway.openai.responses.run import Prepared, generation, prepare, run_events
 from gateway.openai.responses.schemas import ResponsesRequest
 from gateway.records import caller
@@ -20,6 +21,8 @@ router = APIRouter(route_class=JSONBodyRoute)
 @router.post("/v1/responses")
 async def create_response(body: ResponsesRequest, request: Request):
     p = await prepare(body, request)
+    if p.mcp is not None:
+        return await _with_mcp(p, request)
     gen, plan = await generation(p, request, wants_cache(request))
     if body.background:
         return await background.start(p, plan, gen, request)
@@ -28,6 +31,23 @@ async def create_response(body: ResponsesRequest, request: Request):
         return sse_response(_stream(p, run_events(p, plan, await prime(deltas))))
     # Not primed: a client that hangs up while the request waits in the queue aborts it there.
     return await until_disconnect(request, _last(run_events(p, plan, deltas)))
+
+
+async def _with_mcp(p: Prepared, request: Request):
+    """A response whose MCP loop runs here (gateway/openai/responses/mcp_run.py); primed, so a refusal or a bad
+    request before the first output is a 4xx."""
+    if p.body.background:
+        raise APIError(400, "background responses with mcp tools are not supported yet", param="background")
+    state = conch_state(request)
+    observer = getattr(request.app.state, "metrics", None)
+    events = mcp_run.start(p, state.engine, state.settings.mcp.limits, observer, wants_cache(request))
+    if p.body.stream:
+        return sse_response(_stream(p, await events))
+    return await until_disconnect(request, _primed_last(events))
+
+
+async def _primed_last(events: Awaitable[AsyncIterator[dict[str, Any]]]) -> dict[str, Any]:
+    return await _last(await events)
 
 
 async def _last(events: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from gateway.errors import APIError, public_reason, to_api_error
 from gateway.openai.responses import stored
 from gateway.openai.responses.events import ForcedCustomReader, OutputBuilder
 from gateway.openai.responses.items import read_input, to_messages
+from gateway.openai.responses.mcp_plan import McpPlan, plan_mcp
+from gateway.openai.responses.mcp_tools import public_tool
 from gateway.openai.responses.output import echo, end_status, failure, new_response_id, response_object, usage_dict
 from gateway.openai.responses.schemas import ResponsesRequest
 from gateway.openai.responses.tools import ResponseTools, read_tools
@@ -40,6 +42,7 @@ class Prepared:
     context: list[dict[str, Any]]            # the head it continues, then its input
     owner: str
     store: RecordStore
+    mcp: McpPlan | None = None               # the request's MCP servers, resolved (None: no mcp tools)
 
     def response(self, status: str, **fields: Any) -> dict[str, Any]:
         return response_object(self.response_id, self.settings, status, created_at=self.created_at, **fields)
@@ -52,13 +55,27 @@ async def prepare(body: ResponsesRequest, request: Request) -> Prepared:
     owner, _ = caller(request)
     store = conch_state(request).records
     head = await stored.load_head(store, owner, body.previous_response_id, body.conversation_id)
-    return Prepared(body, new_response_id(), int(time.time()), echo(body, body.tools or []), tools, input_items,
-                    head + input_items, owner, store)
+    context = head + input_items
+    mcp = await plan_mcp(tools, context, len(head), conch_state(request).settings.mcp, owner or None) \
+        if tools.mcp else None
+    settings = echo(body, [public_tool(t) for t in body.tools or ()])
+    return Prepared(body, new_response_id(), int(time.time()), settings, tools, input_items, context, owner, store,
+                    mcp)
 
 
-def conversation(p: Prepared, use_cache: bool) -> Conversation:
+@dataclass(frozen=True)
+class TurnExtras:
+    """What one model turn of an MCP loop adds to the request's conversation: the MCP tools offered now (chat's
+    function shapes), the loop's calls so far (chat messages), and the turn's tool_choice."""
+
+    tools: tuple[dict[str, Any], ...] = ()
+    messages: tuple[dict[str, Any], ...] = ()
+    tool_choice: str | dict[str, Any] | None = None
+
+
+def conversation(p: Prepared, use_cache: bool, extras: TurnExtras | None = None) -> Conversation:
     body = p.body
-    messages = to_messages(p.context, len(p.context) - len(p.input_items))
+    messages = to_messages(p.context, len(p.context) - len(p.input_items)) + list(extras.messages if extras else ())
     if body.instructions:
         messages.insert(0, {"role": "developer", "content": body.instructions})
     if not messages:
@@ -67,17 +84,19 @@ def conversation(p: Prepared, use_cache: bool) -> Conversation:
     fmt = body.output_format
     chat_format = _chat_format(fmt) if fmt is not None else None
     constraints = format_fields(chat_format, "text.format") if chat_format is not None else []
-    if _forces_calls(p.tools):   # text.format shapes text, which an output of forced calls never holds
+    choice = extras.tool_choice if extras is not None else p.tools.tool_choice
+    if _forces_calls(p.tools, choice):   # text.format shapes text, which an output of forced calls never holds
         constraints = []
     return Conversation(
-        model=body.model, messages=tuple(messages), sampling=body.sampling, tools=p.tools.tools,
-        tool_choice=p.tools.tool_choice, parallel_tool_calls=_parallel(body),
+        model=body.model, messages=tuple(messages), sampling=body.sampling,
+        tools=p.tools.tools + (extras.tools if extras else ()), tool_choice=choice,
+        parallel_tool_calls=_parallel(body),
         constraints=tuple(constraints) + p.tools.constraints, response_format=chat_format,
         stream=bool(body.stream), use_cache=use_cache, paths=PATHS)
 
 
-def _forces_calls(tools: ResponseTools) -> bool:
-    return tools.forced_custom is not None or tools.tool_choice == "required" or isinstance(tools.tool_choice, dict)
+def _forces_calls(tools: ResponseTools, choice: str | dict[str, Any] | None) -> bool:
+    return tools.forced_custom is not None or choice == "required" or isinstance(choice, dict)
 
 
 def _chat_format(fmt: dict[str, Any]) -> dict[str, Any]:
@@ -95,9 +114,10 @@ async def generation(p: Prepared, request: Request, use_cache: bool) -> tuple[Ge
     return await build_generation(conversation(p, use_cache), conch_state(request).engine, p.response_id)
 
 
-def builder(p: Prepared, plan: ToolPlan) -> OutputBuilder:
+def builder(p: Prepared, plan: ToolPlan, items: list[dict[str, Any]] | None = None,
+            held: frozenset[str] = frozenset()) -> OutputBuilder:
     reader = ForcedCustomReader() if p.tools.forced_custom is not None else OutputReader.for_plan(plan)
-    return OutputBuilder(reader, p.tools, p.body.wants_logprobs, p.body.max_tool_calls)
+    return OutputBuilder(reader, p.tools, p.body.wants_logprobs, p.body.max_tool_calls, items, held)
 
 
 async def run_events(p: Prepared, plan: ToolPlan,
@@ -119,21 +139,23 @@ async def run_events(p: Prepared, plan: ToolPlan,
         log.warning("response %s failed: %s", p.response_id, exc)
         err = to_api_error(exc)
         code, error = err.code or code, failure(err.message)
-    if error is not None:
-        yield {"type": "error", "code": code, "message": error["message"], "param": None}
-    final = finished(p, out, error)
-    await finish_records(p, final)
-    yield {"type": f"response.{_TERMINAL.get(final['status'], 'failed')}", "response": final}
+    status, incomplete = end_status(out.status)
+    for event in await ending(p, out.items, (status, incomplete), usage_dict(out.choice), error, code):
+        yield event
 
 
 _TERMINAL = {"completed": "completed", "incomplete": "incomplete"}
 
 
-def finished(p: Prepared, out: OutputBuilder, error: dict[str, str] | None) -> dict[str, Any]:
-    status, incomplete = end_status(out.status)
-    if error is not None:
-        status, incomplete = "failed", None
-    return p.response(status, output=out.items, usage=usage_dict(out.choice), incomplete=incomplete, error=error)
+async def ending(p: Prepared, items: list[dict[str, Any]], status: tuple[str, dict[str, str] | None],
+                 usage: dict[str, Any], error: dict[str, str] | None, code: str = "server_error") -> list[dict]:
+    """The last events: an `error` event for a failure, then the terminal one with the finished response,
+    stored first."""
+    state, incomplete = ("failed", None) if error is not None else status
+    final = p.response(state, output=items, usage=usage, incomplete=incomplete, error=error)
+    await finish_records(p, final)
+    head = [{"type": "error", "code": code, "message": error["message"], "param": None}] if error else []
+    return head + [{"type": f"response.{_TERMINAL.get(final['status'], 'failed')}", "response": final}]
 
 
 async def finish_records(p: Prepared, final: dict[str, Any]) -> None:

@@ -9,10 +9,11 @@ tools (web search, file search, ...) are tools OpenAI runs on its own servers: C
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from gateway.errors import APIError
+from gateway.openai.responses.mcp_tools import WireMcpTool, read_mcp_tool
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 _FUNCTION_FIELDS = {"type", "name", "description", "parameters", "strict"}
@@ -44,38 +45,48 @@ class ResponseTools:
     tool_choice: str | dict[str, Any] | None          # chat's shape
     custom: dict[str, CustomTool]                     # the custom tools by name: their calls are custom items
     forced_custom: CustomTool | None = None           # the whole output is this tool's input
+    mcp: tuple[WireMcpTool, ...] = ()                 # MCP servers: their tools are offered per model turn
 
     @property
     def constraints(self) -> tuple[tuple[str, str, Any], ...]:
         return self.forced_custom.constraint() if self.forced_custom is not None else ()
 
 
+@dataclass
+class _Read:
+    """The tools read so far: chat's function shapes, the custom tools by name, the MCP servers."""
+
+    chat: list[dict[str, Any]] = field(default_factory=list)
+    custom: dict[str, CustomTool] = field(default_factory=dict)
+    mcp: list[WireMcpTool] = field(default_factory=list)
+
+
 def read_tools(tools: list[dict[str, Any]] | None, tool_choice: str | dict[str, Any] | None) -> ResponseTools:
-    chat_tools: list[dict[str, Any]] = []
-    custom: dict[str, CustomTool] = {}
+    read = _Read()
     for i, tool in enumerate(tools or ()):
         kind = tool.get("type")
         reader = _READERS.get(kind) if isinstance(kind, str) else None
         if reader is None:
             raise _refused(i, kind)
-        chat_tools.append(reader(i, tool, custom))
+        reader(i, tool, read)
+    chat_tools, custom = read.chat, read.custom
     choice, allowed = _choice(tool_choice, custom)
     if allowed is not None:
         chat_tools = [t for t in chat_tools if t["function"]["name"] in allowed]
-    forced = _forced_custom(choice, chat_tools, custom)
+    forced = _forced_custom(choice, chat_tools, custom, bool(read.mcp))
     if forced is not None:   # the model writes the input itself; the tools stay in the prompt as its context
         choice = "auto"
-    return ResponseTools(tuple(chat_tools), choice, custom, forced)
+    return ResponseTools(tuple(chat_tools), choice, custom, forced, tuple(read.mcp))
 
 
-def _function(i: int, tool: dict[str, Any], custom: dict[str, CustomTool]) -> dict[str, Any]:
+def _function(i: int, tool: dict[str, Any], read: _Read) -> None:
     _check_fields(i, tool, _FUNCTION_FIELDS)
     fn = {"name": _name(i, tool), "description": tool.get("description"), "parameters": tool.get("parameters"),
           "strict": tool.get("strict")}
-    return {"type": "function", "function": {k: v for k, v in fn.items() if v is not None}}
+    read.chat.append({"type": "function", "function": {k: v for k, v in fn.items() if v is not None}})
 
 
-def _custom(i: int, tool: dict[str, Any], custom: dict[str, CustomTool]) -> dict[str, Any]:
+def _custom(i: int, tool: dict[str, Any], read: _Read) -> None:
     _check_fields(i, tool, _CUSTOM_FIELDS)
     name, fmt = _name(i, tool), tool.get("format")
     if fmt is not None and fmt.get("type") != "text":
@@ -85,16 +96,16 @@ def _custom(i: int, tool: dict[str, Any], custom: dict[str, CustomTool]) -> dict
         if not isinstance(fmt.get("definition"), str):
             raise APIError(400, f"tools[{i}].format.definition must be a string",
                            param=f"tools.{i}.format.definition")
-    custom[name] = CustomTool(name, i, fmt)
+    read.custom[name] = CustomTool(name, i, fmt)
     fn = {"name": name, "description": tool.get("description") or "", "parameters": _INPUT_SCHEMA}
-    return {"type": "function", "function": fn}
+    read.chat.append({"type": "function", "function": fn})
 
 
-def _mcp(i: int, tool: dict[str, Any], custom: dict[str, CustomTool]) -> dict[str, Any]:
-    raise APIError(400, f"tools[{i}]: the 'mcp' tool is not yet supported by Conch", param=f"tools.{i}.type")
+def _mcp(i: int, tool: dict[str, Any], read: _Read) -> None:
+    read.mcp.append(read_mcp_tool(i, tool))
 
 
-_READERS: dict[str, Callable[[int, dict[str, Any], dict[str, CustomTool]], dict[str, Any]]] = {
+_READERS: dict[str, Callable[[int, dict[str, Any], _Read], None]] = {
     "function": _function, "custom": _custom, "mcp": _mcp,
 }
 
@@ -104,7 +115,7 @@ def _refused(i: int, kind: Any) -> APIError:
     if base in _HOSTED:
         return APIError(400, f"tools[{i}].type '{kind}' is a hosted tool that OpenAI runs on its own servers; "
                              f"Conch cannot run it (offer a function tool instead)", param=f"tools.{i}.type")
-    return APIError(400, f"tools[{i}].type {kind!r} is not a tool type; supported: function, custom",
+    return APIError(400, f"tools[{i}].type {kind!r} is not a tool type; supported: function, custom, mcp",
                     param=f"tools.{i}.type")
 
 
@@ -133,16 +144,20 @@ def _choice(value: str | dict[str, Any] | None,
     if kind == "allowed_tools" and value.get("mode") in ("auto", "required"):
         names = {t.get("name") for t in value.get("tools") or () if isinstance(t, dict)}
         return value["mode"], {n for n in names if isinstance(n, str)}
-    if kind in _HOSTED or kind == "mcp":
+    if kind == "mcp" and isinstance(value.get("server_label"), str):   # a name: that tool; none: any tool
+        name = value.get("name")
+        return ({"type": "function", "function": {"name": name}} if isinstance(name, str) else "required"), None
+    if kind in _HOSTED:
         raise APIError(400, f"tool_choice names a '{kind}' tool, which Conch cannot run", param="tool_choice")
-    raise APIError(400, "tool_choice must be none, auto, required, {'type': 'function' | 'custom', 'name'} or "
-                        "{'type': 'allowed_tools', 'mode': 'auto' | 'required', 'tools'}", param="tool_choice")
+    raise APIError(400, "tool_choice must be none, auto, required, {'type': 'function' | 'custom', 'name'}, "
+                        "{'type': 'mcp', 'server_label', 'name'?} or {'type': 'allowed_tools', 'mode': 'auto' | "
+                        "'required', 'tools'}", param="tool_choice")
 
 
 def _forced_custom(choice: str | dict[str, Any] | None, tools: list[dict[str, Any]],
-                   custom: dict[str, CustomTool]) -> CustomTool | None:
+                   custom: dict[str, CustomTool], with_mcp: bool) -> CustomTool | None:
     if isinstance(choice, dict):
         return custom.get(choice["function"]["name"])
-    if choice == "required" and len(tools) == 1:
+    if choice == "required" and len(tools) == 1 and not with_mcp:     # MCP tools are offered beside it
         return custom.get(tools[0]["function"]["name"])
     return None

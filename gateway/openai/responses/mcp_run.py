@@ -1,0 +1,173 @@
+"""A response with MCP tools: agents/mcp/loop.py's loop, whose model turns are this face's engine requests.
+
+    events = await start(p, engine, limits, observer, use_cache)   # primed: a 4xx raises here
+    async for event in events: ...                                 # output events, then the terminal one
+
+Each turn renders the request's conversation, the MCP tools offered now (as function tools: one tool plan and
+grammar for both, so a tool outside allowed_tools can never be called) and the loop's calls so far; its text
+and function calls become items as they stream, its MCP calls are the loop's to run and write. A turn that
+calls a function tool of the client's ends the loop: the call returns to the client (an MCP call of that turn
+is not run). A forced tool_choice holds for the response's first turn only; the turns after an MCP call choose
+freely (`auto`), or the model could never answer.
+
+The loop runs in a task of its own; its events and the turns' reach the consumer through one queue, in order.
+A consumer that stops (a client gone) cancels the task: the MCP call or the engine request in flight with it.
+Priming runs the loop until its first model output (or its end), so a refused server, a bad tool_choice or a
+prompt past the context is a 4xx, not a failed response.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import suppress
+from typing import Any, AsyncIterator
+
+from agents.mcp import Limits
+from agents.mcp.events import Ending, LoopOutcome, ModelTurn, TurnInput
+from agents.mcp.loop import McpLoop
+from agents.mcp.metrics import CallObserver
+from agents.mcp.transcript import as_messages, as_tools
+from gateway.conversation import build_generation
+from gateway.errors import public_reason, to_api_error
+from gateway.openai.choices import Choice
+from gateway.openai.responses.events import OutputBuilder
+from gateway.openai.responses.mcp_events import McpOutput
+from gateway.openai.responses.output import end_status, failure, usage_dict
+from gateway.openai.responses.run import Prepared, TurnExtras, builder, conversation, ending
+
+log = logging.getLogger(__name__)
+
+_DONE = object()
+_ENDINGS = {Ending.TIMEOUT: "the MCP loop ran past its time bound",
+            Ending.MAX_TURNS: "the model kept calling MCP tools past the gateway's bound on model turns"}
+_LISTING = ("response.mcp_list_tools.", "response.output_item.")
+
+
+class TurnFailed(Exception):
+    """The engine failed one model turn (its reason is fit for the client)."""
+
+
+class McpRun:
+    def __init__(self, p: Prepared, engine, limits: Limits, observer: CallObserver | None, use_cache: bool) -> None:
+        assert p.mcp is not None
+        self.p, self.engine, self.use_cache = p, engine, use_cache
+        self.items: list[dict[str, Any]] = []            # the response's output: every turn's and MCP item
+        self.turns: list[OutputBuilder] = []
+        self.mcp = McpOutput(self.items, p.mcp.approvals, p.mcp.params)
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.loop = McpLoop(p.mcp.offers, self._turn, limits, p.body.max_tool_calls, observer, p.mcp.known)
+
+    async def _emit(self, event: Any) -> None:
+        for out in self.mcp.on(event):
+            await self.queue.put(out)
+
+    async def _turn(self, seen: TurnInput) -> ModelTurn:
+        extras = TurnExtras(tuple(as_tools(seen.tools)), tuple(as_messages(seen.records)), self._choice(seen))
+        gen, plan = await build_generation(conversation(self.p, self.use_cache, extras), self.engine,
+                                           f"{self.p.response_id}_{len(self.turns)}")
+        out = builder(self.p, plan, self.items, frozenset(t.name for t in seen.tools))
+        self.turns.append(out)
+        async for delta in self.engine.generate(gen):
+            for event in out.feed(delta):
+                await self.queue.put(event)
+            if delta.error:
+                raise TurnFailed(public_reason(delta.error))
+        for event in out.finish():
+            await self.queue.put(event)
+        if out.client_calls:                           # the client's call ends the loop
+            return ModelTurn(calls=())
+        return ModelTurn(calls=out.held_calls)
+
+    def _choice(self, seen: TurnInput) -> str | dict[str, Any] | None:
+        """The turn's tool_choice: the request's on its first turn, `auto` once an MCP call has run."""
+        names = {t["function"]["name"] for t in self.p.tools.tools} | {t.name for t in seen.tools}
+        choice = self.p.tools.tool_choice
+        if not names:
+            return None
+        if choice == "none":
+            return choice
+        if self.turns or seen.records:
+            return "auto"
+        if isinstance(choice, dict) and choice["function"]["name"] not in names:
+            return "auto"                              # the named MCP tool's server could not be listed
+        return choice
+
+    async def events(self) -> AsyncIterator[Any]:
+        """The output events as they happen, then the LoopOutcome; an exception of a turn raises here."""
+        task = asyncio.create_task(self.loop.run(self._emit, self.p.mcp.approvals if self.p.mcp else ()))
+        task.add_done_callback(lambda _: self.queue.put_nowait(_DONE))
+        try:
+            while (item := await self.queue.get()) is not _DONE:
+                yield item
+            yield task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+
+    def terminal(self, outcome: LoopOutcome | None) -> tuple[tuple[str, Any], dict[str, str] | None]:
+        """(the response's status and incomplete_details, its error) for how the loop ended."""
+        if outcome is not None and outcome.ending in _ENDINGS:
+            return ("failed", None), failure(_ENDINGS[outcome.ending])
+        if outcome is not None and outcome.ending is Ending.FAILED:
+            return ("failed", None), failure(outcome.error or "an MCP session failed")
+        if outcome is not None and outcome.ending is Ending.APPROVAL:
+            return ("completed", None), None
+        last = self.turns[-1].status if self.turns else None
+        return end_status(last), None
+
+    def usage(self) -> dict[str, Any]:
+        total = Choice(0)
+        for turn in self.turns:
+            total.prompt_tokens += turn.choice.prompt_tokens
+            total.completion_tokens += turn.choice.completion_tokens
+            total.cached_tokens += turn.choice.cached_tokens
+        return usage_dict(total)
+
+
+async def start(p: Prepared, engine, limits: Limits, observer: CallObserver | None,
+                use_cache: bool) -> AsyncIterator[dict[str, Any]]:
+    run = McpRun(p, engine, limits, observer, use_cache)
+    source = run.events()
+    head: list[Any] = []
+    try:
+        while not head or _listing(head[-1]):      # primed: the listings and the first turn's first output
+            head.append(await source.__anext__())
+    except StopAsyncIteration:
+        pass
+    except BaseException:
+        await source.aclose()
+        raise
+    return _rest(run, head, source)
+
+
+def _listing(event: Any) -> bool:
+    return isinstance(event, dict) and event["type"].startswith(_LISTING) and \
+        event.get("item", {"type": "mcp_list_tools"})["type"] == "mcp_list_tools"
+
+
+async def _rest(run: McpRun, head: list[Any], source: AsyncIterator[Any]) -> AsyncIterator[dict[str, Any]]:
+    outcome, error, code = None, None, "server_error"
+    try:
+        for item in head:
+            if isinstance(item, LoopOutcome):
+                outcome = item
+            else:
+                yield item
+        async for item in source:
+            if isinstance(item, LoopOutcome):
+                outcome = item
+            else:
+                yield item
+    except TurnFailed as exc:
+        error = failure(str(exc))
+    except Exception as exc:                       # mid-run failure (the client going away is not an Exception)
+        log.warning("response %s failed: %s", run.p.response_id, type(exc).__name__)
+        err = to_api_error(exc)
+        code, error = err.code or code, failure(err.message)
+    finally:
+        await source.aclose()                      # type: ignore[attr-defined]
+    status, ended = run.terminal(outcome)
+    for event in await ending(run.p, run.items, status, run.usage(), error or ended, code):
+        yield event

@@ -1,0 +1,280 @@
+"""The `mcp` tool on /v1/responses through a real server (SmolLM2, keys, an MCP servers file) against real MCP
+servers (tests/mcp_servers/): the openai SDK whole and streamed, the loop running a real `add` call, approvals
+round trip by previous_response_id, function and MCP tools mixed, failures as items, the Agents SDK's
+HostedMCPTool, security drills (each a 4xx), a secret header nowhere, and a client gone cancelling the call.
+A small model rarely calls a tool unasked, so the tests force it (tool_choice naming it) and bound the loop
+(max_tool_calls 1: the turn after the call answers)."""
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+import yaml
+
+from engine.models import DEFAULT_MODEL_ID as MODEL
+from tests.agents_sdk import run_agents_sdk
+from tests.conftest import start_server, write_repository
+from tests.gateway.openai.responses.checks import EVENT, check_stream, valid_response
+from tests.mcp_servers import free_port, start
+
+SECRET = "sk-conch-test-secret-7f3a9c"          # a request header's value: never stored, echoed, logged, counted
+REGISTERED_SECRET = "Bearer conch-registered-51d2e0"
+KEY_A, KEY_B = "sk-team-a", "sk-team-b"
+QUESTION = "What is 2 plus 3? Use the add tool."
+
+
+@pytest.fixture(scope="module")
+def mcp_servers():
+    tools = start("tools_server", "streamable-http")
+    failing = start("error_server")
+    hanging = start("hang_server")
+    rogue = start("rogue_server", tools.url.replace("127.0.0.1", "localhost"), path="")
+    yield {"tools": tools, "failing": failing, "hanging": hanging, "rogue": rogue}
+    for server in (tools, failing, hanging, rogue):
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory, mcp_servers):
+    root = write_repository(tmp_path_factory.mktemp("repo"), {
+        MODEL: {"weights": "builtin:smollm2", "dtype": "float32", "max_batch_size": 8}})
+    down = f"http://127.0.0.1:{free_port()}"                       # allowed, but nothing listens there
+    origins = [s.origin for s in mcp_servers.values()] + [down]
+    (root / "keys.yaml").write_text(yaml.safe_dump({"keys": [
+        {"key": KEY_A, "name": "team-a", "metrics": True}, {"key": KEY_B, "name": "team-b"}]}))
+    (root / "mcp.yaml").write_text(yaml.safe_dump({
+        "servers": {"calc": {"url": mcp_servers["tools"].url, "headers_from_env": {"Authorization": "CALC_AUTH"}}},
+        "keys": {"team-a": {"calc": "*", **{origin: "*" for origin in origins}}, "team-b": {"calc": ["lookup"]}}}))
+    args = ["--model-repository", str(root), "--api-keys-file", str(root / "keys.yaml"), "--mcp-servers",
+            str(root / "mcp.yaml"), "--log-level", "debug"]
+    for origin in origins:
+        args += ["--mcp-allow-origin", origin]
+    server = start_server(args, root, env={"CALC_AUTH": REGISTERED_SECRET})
+    server.down = down
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def client(gateway):
+    return openai.OpenAI(base_url=gateway.v1, api_key=KEY_A, max_retries=0, timeout=600)
+
+
+def mcp_tool(url: str, label: str = "calc_url", **fields) -> dict:
+    return {"type": "mcp", "server_label": label, "server_url": url, "allowed_tools": ["add"],
+            "require_approval": "never", **fields}
+
+
+def forced(label: str = "calc_url", name: str = "add") -> dict:
+    return {"type": "mcp", "server_label": label, "name": name}
+
+
+def request(tools: list, choice, **fields) -> dict:
+    return {"model": MODEL, "input": QUESTION, "tools": tools, "tool_choice": choice, "max_tool_calls": 1,
+            "max_output_tokens": 48, "temperature": 0, **fields}
+
+
+def post(gateway, body: dict, key: str = KEY_A) -> httpx.Response:
+    return httpx.post(f"{gateway.v1}/responses", json=body, headers={"Authorization": f"Bearer {key}"},
+                      timeout=600)
+
+
+def check_add(item: dict) -> None:
+    """An mcp_call of `add` that ran: its output is the sum of the model's arguments."""
+    args = json.loads(item["arguments"])
+    assert item["type"] == "mcp_call" and item["name"] == "add" and item["status"] == "completed"
+    assert item["output"] == str(args["a"] + args["b"]) and item["error"] is None
+
+
+def test_whole_response_runs_the_loop(gateway, mcp_servers):
+    reply = post(gateway, request([mcp_tool(mcp_servers["tools"].url)], forced()))
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    valid_response(body)
+    kinds = [item["type"] for item in body["output"]]
+    assert kinds[:2] == ["mcp_list_tools", "mcp_call"] and kinds[-1] == "message", kinds
+    listed = body["output"][0]
+    assert listed["server_label"] == "calc_url" and [t["name"] for t in listed["tools"]] == ["add"]  # lookup: never
+    check_add(body["output"][1])
+    assert body["status"] in ("completed", "incomplete") and body["usage"]["output_tokens"] > 0
+    assert body["tools"][0]["server_url"] == mcp_servers["tools"].url
+
+
+def test_stream_helper_accepts_the_sequence(client, gateway, mcp_servers):
+    body = request([mcp_tool(mcp_servers["tools"].url)], forced())
+    with client.responses.stream(**body) as stream:
+        types = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert types.count("response.created") == 1 and types[-1] == "response.completed"
+    order = ["response.mcp_list_tools.in_progress", "response.mcp_list_tools.completed",
+             "response.mcp_call.in_progress", "response.mcp_call_arguments.delta",
+             "response.mcp_call_arguments.done", "response.mcp_call.completed"]
+    assert [t for t in types if t in order] == order
+    assert [item.type for item in final.output][:2] == ["mcp_list_tools", "mcp_call"]
+    events = raw_stream(gateway, body)
+    args = [e for e in events if e["type"].startswith("response.mcp_call_arguments")]
+    assert args[0]["delta"] == args[1]["arguments"]
+    check_add(events[-1]["response"]["output"][1])
+
+
+def raw_stream(gateway, body: dict, key: str = KEY_A) -> list[dict]:
+    events = []
+    with httpx.stream("POST", f"{gateway.v1}/responses", json={**body, "stream": True},
+                      headers={"Authorization": f"Bearer {key}"}, timeout=600) as reply:
+        assert reply.status_code == 200, reply.read()
+        for line in reply.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[len("data: "):]))
+                EVENT.validate_python(events[-1])
+    check_stream(events)
+    return events
+
+
+def test_approval_round_trip(client, mcp_servers):
+    tool = mcp_tool(mcp_servers["tools"].url, require_approval="always")
+    first = client.responses.create(**request([tool], forced()))
+    assert [item.type for item in first.output] == ["mcp_list_tools", "mcp_approval_request"]
+    assert first.status == "completed"
+    asked = first.output[1]
+    approved = client.responses.create(**request([tool], "auto", input=[
+        {"type": "mcp_approval_response", "approval_request_id": asked.id, "approve": True}]),
+        previous_response_id=first.id)
+    kinds = [item.type for item in approved.output]
+    assert kinds[0] == "mcp_call" and "mcp_list_tools" not in kinds          # listed once per conversation
+    call = approved.output[0].model_dump()
+    check_add(call)
+    assert call["approval_request_id"] == asked.id and call["arguments"] == asked.arguments
+    denied = client.responses.create(**request([tool], "auto", input=[
+        {"type": "mcp_approval_response", "approval_request_id": asked.id, "approve": False, "reason": "no"}]),
+        previous_response_id=first.id)
+    assert "mcp_call" not in [item.type for item in denied.output]
+    with pytest.raises(openai.BadRequestError, match="approval_request_id"):
+        client.responses.create(**request([tool], "auto", input=[
+            {"type": "mcp_approval_response", "approval_request_id": "mcpr_nope", "approve": True}]),
+            previous_response_id=first.id)
+
+
+def test_function_and_mcp_tools_mix(client, mcp_servers):
+    weather = {"type": "function", "name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    response = client.responses.create(**request([weather, mcp_tool(mcp_servers["tools"].url)],
+                                                 {"type": "function", "name": "get_weather"},
+                                                 input="Weather in Paris?"))
+    assert [item.type for item in response.output] == ["mcp_list_tools", "function_call"]   # back to the client
+    assert response.output[1].name == "get_weather"
+
+
+def test_failures_are_items_and_the_response_goes_on(client, gateway, mcp_servers):
+    failing = mcp_tool(mcp_servers["failing"].url, label="broken", allowed_tools=["refuse"])
+    response = client.responses.create(**request([failing], forced("broken", "refuse"), input="Try it."))
+    call = response.output[1]
+    assert call.type == "mcp_call" and call.status == "failed" and response.status == "completed"
+    assert "not allowed today" in call.error.content[0]["text"] and response.output[-1].type == "message"
+    down = mcp_tool(f"{gateway.down}/mcp", label="down")
+    response = client.responses.create(**request([down], "auto", input="Hi"))
+    assert response.output[0].type == "mcp_list_tools" and response.output[0].error
+    assert response.status == "completed" and response.output[-1].type == "message"
+
+
+@pytest.mark.parametrize("tool, choice, key, param", [
+    ({"server_url": "https://mcp.unlisted.example/mcp"}, "auto", KEY_A, "tools.0.server_url"),
+    ({"server_url": "http://127.0.0.1:1/mcp"}, "auto", KEY_A, "tools.0.server_url"),          # loopback, unlisted
+    ({"server_url": "{rogue}/redirect"}, "auto", KEY_A, "tools.0.server_url"),               # off-origin redirect
+    ({"server_url": "{tools}"}, "auto", KEY_B, "tools.0.server_url"),                        # not in team-b's grant
+    ({"server_url": "{tools}"}, forced(name="lookup"), KEY_A, "tool_choice"),                # outside allowed_tools
+    ({"server_label": "calc", "server_url": None}, forced("calc", "add"), KEY_B, "tool_choice"),   # key: lookup only
+    ({"server_label": "nowhere", "server_url": None}, "auto", KEY_A, "tools.0.server_label"),
+    ({"require_approval": "sometimes"}, "auto", KEY_A, "tools.0.require_approval"),
+    ({"connector_id": "connector_gmail"}, "auto", KEY_A, "tools.0.connector_id")])
+def test_security_drills(gateway, mcp_servers, tool, choice, key, param):
+    urls = {"rogue": mcp_servers["rogue"].url, "tools": mcp_servers["tools"].url}
+    fields = {k: v.format(**urls) if isinstance(v, str) else v for k, v in tool.items()}
+    wire = {k: v for k, v in {**mcp_tool(mcp_servers["tools"].url), **fields}.items() if v is not None}
+    for stream in (False, True):
+        reply = post(gateway, request([wire], choice, stream=stream), key)
+        assert reply.status_code == 400, reply.text
+        assert reply.json()["error"]["param"] == param
+
+
+def test_a_secret_header_is_nowhere(client, gateway, mcp_servers):
+    tool = mcp_tool(mcp_servers["tools"].url, headers={"X-Conch-Test": SECRET}, authorization=SECRET)
+    whole = post(gateway, request([tool], forced()))
+    assert whole.status_code == 200 and whole.json()["output"][1]["status"] == "completed"
+    assert "headers" not in whole.json()["tools"][0] and "authorization" not in whole.json()["tools"][0]
+    streamed = raw_stream(gateway, request([tool], forced()))
+    stored = client.responses.retrieve(whole.json()["id"]).model_dump_json()
+    items = client.responses.input_items.list(whole.json()["id"]).model_dump_json()
+    metrics = httpx.get(f"{gateway.url}/metrics", headers={"Authorization": f"Bearer {KEY_A}"}, timeout=30).text
+    assert 'conch_mcp_calls{server="' + mcp_servers["tools"].origin + '",tool="add",outcome="ok"}' in metrics
+    for text in (whole.text, json.dumps(streamed), stored, items, metrics, gateway.log.read_text()):
+        assert SECRET not in text and REGISTERED_SECRET not in text
+
+
+def test_a_client_gone_cancels_the_call(gateway, mcp_servers):
+    tool = mcp_tool(mcp_servers["hanging"].url, label="slow", allowed_tools=["wait"])
+    body = {**request([tool], forced("slow", "wait"), input="Wait."), "stream": True}
+    with httpx.stream("POST", f"{gateway.v1}/responses", json=body, headers={"Authorization": f"Bearer {KEY_A}"},
+                      timeout=600) as reply:
+        for line in reply.iter_lines():
+            if "response.mcp_call.in_progress" in line:
+                break                                  # the call is running: hang up
+    series = 'conch_mcp_calls{server="' + mcp_servers["hanging"].origin + '",tool="wait",outcome="cancelled"} 1.0'
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        metrics = httpx.get(f"{gateway.url}/metrics", headers={"Authorization": f"Bearer {KEY_A}"}, timeout=30)
+        if series in metrics.text:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the call was not cancelled: {series} missing")
+
+
+_AGENT_SCRIPT = """
+import asyncio, sys
+from openai import AsyncOpenAI
+from agents import (Agent, HostedMCPTool, MCPListToolsItem, ModelSettings, Runner, ToolCallItem,
+                    set_default_openai_client, set_tracing_disabled)
+
+set_default_openai_client(AsyncOpenAI(base_url=sys.argv[1], api_key=sys.argv[3], max_retries=0))
+set_tracing_disabled(True)
+approvals = []
+
+def approve(request):
+    approvals.append(request.data.name)
+    return {"approve": True}
+
+tool = HostedMCPTool(tool_config={"type": "mcp", "server_label": "calc", "server_url": sys.argv[4],
+                                  "allowed_tools": ["add"]}, on_approval_request=approve)
+agent = Agent(name="calc", instructions="Use the add tool, then answer.", model=sys.argv[2], tools=[tool],
+              model_settings=ModelSettings(tool_choice="required", max_tokens=24, temperature=0,
+                                           extra_args={"max_tool_calls": 1}))
+
+def check(items):
+    kinds = [type(item).__name__ for item in items]
+    assert "MCPListToolsItem" in kinds, kinds
+    calls = [item.raw_item for item in items if isinstance(item, ToolCallItem) and item.raw_item.type == "mcp_call"]
+    assert calls and calls[0].name == "add" and calls[0].output, kinds
+    return calls[0].output
+
+async def main():
+    result = await Runner.run(agent, "What is 2 plus 3?", max_turns=4)
+    assert isinstance(result.final_output, str)
+    whole = check(result.new_items)
+    streamed = Runner.run_streamed(agent, "What is 2 plus 3?", max_turns=4)
+    kinds = [event.type async for event in streamed.stream_events()]
+    assert "raw_response_event" in kinds and isinstance(streamed.final_output, str)
+    check(streamed.new_items)
+    assert approvals == ["add", "add"], approvals
+    print("agents ok", whole)
+
+asyncio.run(main())
+"""
+
+
+def test_agents_sdk_hosted_mcp_tool(gateway, mcp_servers, tmp_path):
+    """HostedMCPTool with its defaults (require_approval: always, OpenAI's), approved by its callback: the SDK
+    sends the approval back with the history as input items, and the loop resumes."""
+    out = run_agents_sdk(_AGENT_SCRIPT, [gateway.v1, MODEL, KEY_A, mcp_servers["tools"].url], tmp_path, timeout=900)
+    assert "agents ok" in out
