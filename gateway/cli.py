@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--mcp-allow-origin", action="append", default=[], metavar="ORIGIN",
                        help="a request's mcp server_url may reach this exact origin, e.g. "
                             "https://mcp.example.com (repeatable; none by default)")
+    serve.add_argument("--mcp-loop-timeout", type=float, default=None, metavar="SECONDS",
+                       help="bound on one response's MCP loop, its model turns included (default 120)")
     serve.add_argument("--model-alias", action="append", default=[], metavar="PATTERN=MODEL",
                        help="answer requests for models matching the glob PATTERN with MODEL, e.g. "
                             "'claude-*=smollm2-135m-instruct' (repeatable; the first match wins)")
@@ -68,11 +70,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def _mcp_config(args: argparse.Namespace):
     """The MCP settings, or SystemExit naming what in the flags or the file is wrong."""
-    from agents.mcp import McpConfig, McpRegistry, OriginPolicy
+    from agents.mcp import Limits, McpConfig, McpRegistry, OriginPolicy
 
     try:
         registry = McpRegistry.load(args.mcp_servers) if args.mcp_servers else McpRegistry()
-        return McpConfig(registry=registry, origins=OriginPolicy.of(args.mcp_allow_origin))
+        if args.mcp_loop_timeout is not None and args.mcp_loop_timeout <= 0:
+            raise ValueError("--mcp-loop-timeout must be positive")
+        limits = Limits() if args.mcp_loop_timeout is None else Limits(loop_timeout_s=args.mcp_loop_timeout)
+        return McpConfig(registry=registry, origins=OriginPolicy.of(args.mcp_allow_origin), limits=limits)
     except (OSError, ValueError) as exc:
         raise SystemExit(f"conch serve: MCP settings: {exc}") from None
 
@@ -90,7 +95,7 @@ def _ray_arguments(serve: argparse.ArgumentParser) -> None:
 
 
 def _serve_ray(args: argparse.Namespace) -> None:
-    for flag in ("model_control_mode", "metrics_port", "mcp_servers", "mcp_allow_origin"):
+    for flag in ("model_control_mode", "metrics_port", "mcp_servers", "mcp_allow_origin", "mcp_loop_timeout"):
         if getattr(args, flag) not in (None, "none", []):
             raise SystemExit(f"conch serve --ray: --{flag.replace('_', '-')} is not supported on Ray")
     if args.model_alias or args.keep_billing_header:
