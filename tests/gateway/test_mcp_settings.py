@@ -20,14 +20,16 @@ def test_flags_become_the_settings(tmp_path, monkeypatch):
                                                          "headers_from_env": {"Authorization": "CALC_AUTH"}}},
                                     "allow_origins": ["https://b.example.com"]}))
     args = cli._parser().parse_args(["serve", "--mcp-servers", str(path), "--mcp-allow-origin",
-                                     "https://A.example.com/", "--mcp-allow-origin", "http://127.0.0.1:9000"])
+                                     "https://A.example.com/", "--mcp-allow-origin", "http://127.0.0.1:9000",
+                                     "--mcp-loop-timeout", "30"])
     config = cli._mcp_config(args)
-    assert set(config.registry.servers) == {"calc"}
+    assert set(config.registry.servers) == {"calc"} and config.limits.loop_timeout_s == 30
     assert config.policy.allowed == {"https://a.example.com", "http://127.0.0.1:9000", "https://b.example.com"}
 
 
 @pytest.mark.parametrize("flags, message", [
     (["--mcp-allow-origin", "not-a-url"], "is not an http(s) URL"),
+    (["--mcp-loop-timeout", "0"], "--mcp-loop-timeout must be positive"),
     (["--mcp-servers", "{missing}"], "No such file"),
     (["--mcp-servers", "{bad}"], "MCP server calc: unknown field(s) ['token']")])
 def test_bad_settings_stop_the_server_at_start(tmp_path, flags, message):

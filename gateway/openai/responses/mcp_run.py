@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import suppress
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 from agents.mcp import Limits
 from agents.mcp.events import Ending, LoopOutcome, ModelTurn, TurnInput
@@ -92,7 +92,7 @@ class McpRun:
             return "auto"                              # the named MCP tool's server could not be listed
         return choice
 
-    async def events(self) -> AsyncIterator[Any]:
+    async def events(self) -> AsyncGenerator[Any, None]:
         """The output events as they happen, then the LoopOutcome; an exception of a turn raises here."""
         task = asyncio.create_task(self.loop.run(self._emit, self.p.mcp.approvals if self.p.mcp else ()))
         task.add_done_callback(lambda _: self.queue.put_nowait(_DONE))
@@ -147,7 +147,7 @@ def _listing(event: Any) -> bool:
         event.get("item", {"type": "mcp_list_tools"})["type"] == "mcp_list_tools"
 
 
-async def _rest(run: McpRun, head: list[Any], source: AsyncIterator[Any]) -> AsyncIterator[dict[str, Any]]:
+async def _rest(run: McpRun, head: list[Any], source: AsyncGenerator[Any, None]) -> AsyncIterator[dict[str, Any]]:
     outcome, error, code = None, None, "server_error"
     try:
         for item in head:
@@ -167,7 +167,7 @@ async def _rest(run: McpRun, head: list[Any], source: AsyncIterator[Any]) -> Asy
         err = to_api_error(exc)
         code, error = err.code or code, failure(err.message)
     finally:
-        await source.aclose()                      # type: ignore[attr-defined]
+        await source.aclose()
     status, ended = run.terminal(outcome)
     for event in await ending(run.p, run.items, status, run.usage(), error or ended, code):
         yield event
