@@ -134,7 +134,7 @@ def test_background_poll_and_cancel(client):
     ({"input": [{"type": "no_such_item"}]}, 400, "input.0.type"),
     ({"input": [{"type": "function_call_output", "call_id": "call_x", "output": "1"}]}, 400, "input.0.call_id"),
     ({"input": "hi", "tools": [{"type": "web_search"}]}, 400, "tools.0.type"),
-    ({"input": "hi", "tools": [{"type": "mcp", "server_label": "x"}]}, 400, "tools.0.type"),
+    ({"input": "hi", "tools": [{"type": "mcp", "server_label": "x"}]}, 400, "tools.0.server_label"),   # unregistered
     ({"input": "hi", "previous_response_id": "resp_nope"}, 404, "previous_response_id"),
     ({"input": "hi", "frobnicate": 1}, 400, "frobnicate"),
     ({"input": "hi", "truncation": "auto"}, 400, "truncation"),
