@@ -13,6 +13,13 @@ from grammars import GenerationBounds
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
 from engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
 
+# The transformers backend's runners (engine/backends/transformers/): "auto" is Conch's flattened forward for
+# the Llama family and the HF forward for any other architecture; "hf" is the HF forward always.
+RUNNERS = ("auto", "hf")
+# Its slot KV store's memory policy (kv_store.py's StorePolicy): "auto" is "reserved" where the native decode
+# kernel serves the model (bfloat16), else "zeroed"; "reserved" is refused at load where that kernel does not.
+KV_STORES = ("auto", "reserved", "zeroed")
+
 # Backends that serve Triton's LLM tensor contract (text_input -> text_output) rather than declared tensors.
 LLM_BACKENDS = frozenset({"transformers", "vllm", "tensorrt_llm", "openai"})
 
@@ -33,6 +40,8 @@ class ModelConfig:
     prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off, and freed KV slots
                                         # keep no tokens for a next turn: kv_store.py)
     kv_cache_mb: int = 2048             # the running sequences' KV budget (transformers, Llama family)
+    runner: str = "auto"                # one of RUNNERS (the transformers backend)
+    kv_store: str = "auto"              # one of KV_STORES (the transformers backend, Llama family)
     max_step_tokens: int = 2048         # tokens one engine step computes: decode rows + prefill chunks
                                         # (vLLM-CPU's API-server default: a 64-chat burst's TTFT p50 1.6-1.7 s
                                         # against 1.8-1.9 s at 1024)
@@ -55,6 +64,10 @@ class ModelConfig:
     triton: Any = field(default=None, hash=False, compare=False, repr=False)  # the parsed config.pbtxt
 
     def __post_init__(self) -> None:
+        for key, allowed in (("runner", RUNNERS), ("kv_store", KV_STORES)):
+            if getattr(self, key) not in allowed:
+                raise InvalidRequest(f"model '{self.name}': {key} must be one of {', '.join(allowed)}, "
+                                     f"not {getattr(self, key)!r}", param="config")
         if not isinstance(self.max_parallel_tool_calls, int) or self.max_parallel_tool_calls < 1:
             raise InvalidRequest(f"model '{self.name}': max_parallel_tool_calls must be an integer >= 1",
                                  param="config")

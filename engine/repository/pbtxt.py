@@ -23,7 +23,7 @@ from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
 CONCH_FIELDS = {"weights": str, "tokenizer": str, "chat_template": str, "tool_call_parser": str,
                 "max_parallel_tool_calls": int,
                 "dtype": str, "context_length": int, "max_queue_size": int, "num_threads": int,
-                "prefill_stall": float}
+                "prefill_stall": float, "runner": str, "kv_store": str}
 
 
 def parse_pbtxt(text: str, name: str) -> pb.ModelConfig:

