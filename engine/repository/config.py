@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, Callable, overload
 
 import yaml
 
@@ -19,6 +19,17 @@ RUNNERS = ("auto", "hf")
 # Its slot KV store's memory policy (kv_store.py's StorePolicy): "auto" is "reserved" where the native decode
 # kernel serves the model (bfloat16), else "zeroed"; "reserved" is refused at load where that kernel does not.
 KV_STORES = ("auto", "reserved", "zeroed")
+
+# Checks of the keys a layer above owns (agents: `tool_call_parser`, its tool-format registry), each returning
+# what is wrong or None; added when that layer is imported, so that the engine, which imports nothing above
+# it, still refuses such a config when it loads rather than on each request.
+_CHECKS: list[Callable[[ModelConfig], str | None]] = []
+
+
+def add_config_check(check: Callable[[ModelConfig], str | None]) -> None:
+    if check not in _CHECKS:
+        _CHECKS.append(check)
+
 
 # Backends that serve Triton's LLM tensor contract (text_input -> text_output) rather than declared tensors.
 LLM_BACKENDS = frozenset({"transformers", "vllm", "tensorrt_llm", "openai"})
@@ -75,6 +86,10 @@ class ModelConfig:
         if isinstance(stall, bool) or not isinstance(stall, (int, float)) or not (stall == 0 or stall >= 1):
             raise InvalidRequest(f"model '{self.name}': prefill_stall must be 0 (no bound) or a number >= 1",
                                  param="config")
+        for check in _CHECKS:
+            problem = check(self)
+            if problem is not None:
+                raise InvalidRequest(f"model '{self.name}': {problem}", param="config")
 
     @property
     def is_llm(self) -> bool:

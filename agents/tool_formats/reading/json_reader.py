@@ -16,7 +16,7 @@ import enum
 import re
 
 from agents.tools.canonical import encode_string_body
-from agents.tools.reader import Reader
+from agents.tool_formats.reading.reader import Reader
 
 MAX_DEPTH = 128
 _WS_RUN = re.compile(r"[ \t\n\r]*")

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from agents.tools.canonical import dumps
-from agents.tools.reader import Reader
+from agents.tool_formats.reading.reader import Reader
 
 _BODY_RUN = re.compile(r"""[^'"()\[\]{}#\\]+""")
 _STRING_RUN = re.compile(r"""[^'"\\]+""")

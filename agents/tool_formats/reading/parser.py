@@ -19,8 +19,8 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from agents.tools.assemble import assemble
-from agents.tools.parsers.call_sink import CallSink
-from agents.tools.parsers.content import WHITESPACE, find_marker, held_from, skip_whitespace
+from agents.tool_formats.reading.call_sink import CallSink
+from agents.tool_formats.reading.content import WHITESPACE, find_marker, held_from, skip_whitespace
 from agents.tools.types import ContentDelta, ParsedOutput, StreamEvent, ToolCallDelta
 
 State = Callable[[], bool]
