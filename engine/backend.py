@@ -112,7 +112,7 @@ _BACKENDS: dict[str, str] = {
     "python": "engine.backends.python.backend:PythonBackend",
     "openai": "engine.backends.openai.backend:OpenAIBackend",
     "embedding": "engine.backends.embedding.backend:EmbeddingBackend",
-    "ensemble": "engine.ensemble.backend:EnsembleBackend",
+    "ensemble": "engine.backends.ensemble.backend:EnsembleBackend",
     "tokenizer": "engine.backends.text.backend:TokenizerBackend",
     "detokenizer": "engine.backends.text.backend:DetokenizerBackend",
     "vllm": "engine.backends.vllm.backend:VLLMBackend",

@@ -4,13 +4,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import weakref
 from contextlib import aclosing, contextmanager
 from dataclasses import replace
 from typing import AsyncGenerator, Iterator, Protocol, runtime_checkable
 
 from engine.admission import Admission, Observer, Trace
 from engine.backend import BackendFactory, LLMBackend, load_backend_class
-from engine.cache import ResponseCache
+from engine.response_cache import ResponseCache
 from engine.errors import ModelNotFound, ModelNotReady
 from engine.loaded_model import LoadedModel
 from engine.pipeline import detokenize, tokenize
@@ -42,6 +43,8 @@ class Engine:
         self._models: dict[str, dict[str, LoadedModel]] = {}   # name -> version -> the model serving it
         self._loading: dict[str, asyncio.Lock] = {}
         self._keys = itertools.count()               # engine keys: see generate
+        # id -> a request prepare returned, while it lives: generate does not prepare that one again
+        self._prepared: weakref.WeakValueDictionary[int, GenerationRequest] = weakref.WeakValueDictionary()
 
     async def start(self, names: list[str] | None = None) -> None:
         for name in names if names is not None else self.repository.names():
@@ -110,15 +113,20 @@ class Engine:
     async def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
         """Sampling checked (engine/params/sampling.py), then the pipeline's tokenize step
         (engine/pipeline/tokenize.py), in a worker thread unless the prompt is short; raises InvalidRequest
-        naming the field."""
+        naming the field. generate takes the very request it returns as it is (a copy with any change is
+        prepared again)."""
         model = self.get(request.model, request.version)
         model.generator                       # noqa: B018 -- a tensor-only model refuses before tokenizing
         params = checked_sampling(request.params, model.vocab_size)
         if params is not request.params:
             request = replace(request, params=params)
         if tokenizes_inline(request):
-            return tokenize(model, request, prompt_param)
-        return await asyncio.to_thread(tokenize, model, request, prompt_param)
+            return self._mark_prepared(tokenize(model, request, prompt_param))
+        return self._mark_prepared(await asyncio.to_thread(tokenize, model, request, prompt_param))
+
+    def _mark_prepared(self, request: GenerationRequest) -> GenerationRequest:
+        self._prepared[id(request)] = request
+        return request
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         """Deltas of every choice of the request, interleaved; each choice ends with a finished delta.
@@ -128,7 +136,9 @@ class Engine:
         label, which clients choose and may repeat ("id": "1" on every request); the deltas yielded here carry
         it back, so the caller sees only its own id."""
         label = request.id
-        request = replace(await self.prepare(request), id=f"{next(self._keys):x}.{label[:64]}")
+        if self._prepared.get(id(request)) is not request:    # a face prepares first, its 400s naming its fields
+            request = await self.prepare(request)
+        request = replace(request, id=f"{next(self._keys):x}.{label[:64]}")
         model = self.get(request.model, request.version)
         trace = Trace(request, model.config.version)
         with tracked(model, trace, self.observers):

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from gateway.app import build_app
 
-    from engine.cache import open_cache
+    from engine.response_cache import open_cache
     from gateway.auth import Gate, KeyRing
     from gateway.limits import open_limiter
 

@@ -16,7 +16,7 @@ from engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_c
 # The transformers backend's runners (engine/backends/transformers/): "auto" is Conch's flattened forward for
 # the Llama family and the HF forward for any other architecture; "hf" is the HF forward always.
 RUNNERS = ("auto", "hf")
-# Its slot KV store's memory policy (kv_store.py's StorePolicy): "auto" is "reserved" where the native decode
+# Its slot KV store's memory policy (slot_store.py's StorePolicy): "auto" is "reserved" where the native decode
 # kernel serves the model (bfloat16), else "zeroed"; "reserved" is refused at load where that kernel does not.
 KV_STORES = ("auto", "reserved", "zeroed")
 
@@ -49,7 +49,7 @@ class ModelConfig:
     dtype: str = "bfloat16"
     max_queue_size: int = 256
     prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off, and freed KV slots
-                                        # keep no tokens for a next turn: kv_store.py)
+                                        # keep no tokens for a next turn: slot_store.py)
     kv_cache_mb: int = 2048             # the running sequences' KV budget (transformers, Llama family)
     runner: str = "auto"                # one of RUNNERS (the transformers backend)
     kv_store: str = "auto"              # one of KV_STORES (the transformers backend, Llama family)

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidRequest, ModelNotFound
-from engine.models.minilm import EMBEDDING_MODEL_ID, minilm_available
-from engine.models.smollm2 import DEFAULT_MODEL_ID
+from engine.weights.minilm import EMBEDDING_MODEL_ID, minilm_available
+from engine.weights.smollm2 import DEFAULT_MODEL_ID
 from engine.repository.batching import DynamicBatching
 from engine.repository.config import ModelConfig, confine_override
 from engine.repository.pbtxt import from_json, parse_pbtxt, to_conch

@@ -3,7 +3,7 @@ by Redis's own clock (replicas' clocks may disagree). Redis down or slow: allow 
 """
 from __future__ import annotations
 
-from engine.cache.redis_store import RedisLink
+from engine.response_cache.redis_store import RedisLink
 from gateway.limits.bucket import Decision
 
 # KEYS[1] = bucket; ARGV = capacity, rate (per second), cost, need. Returns {allowed, retry_after}.

@@ -16,7 +16,7 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.cache import open_cache
+from engine.response_cache import open_cache
 from engine.engine import Engine
 from engine.repository import ModelConfig, ModelRepository
 from gateway.ray.model import replica_id

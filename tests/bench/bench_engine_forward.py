@@ -9,10 +9,10 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from engine.backends.transformers.kv_store import SlotKVStore
+from engine.backends.transformers.slot_store import SlotKVStore
 from engine.backends.transformers.llama import LlamaForward
 from engine.backends.transformers.step import Span, Step
-from engine.models import ensure_smollm2
+from engine.weights import ensure_smollm2
 
 CONTEXT, ROUNDS = 200, 4
 

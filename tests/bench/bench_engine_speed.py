@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 import openai
 
-from engine.models import ensure_smollm2
+from engine.weights import ensure_smollm2
 from tests.conftest import free_port, start_server, write_repository
 
 TOPICS = ["the sea", "a robot", "autumn", "a city at night", "coffee", "mountains", "a lost key", "the moon"]

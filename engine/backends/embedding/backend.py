@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, AsyncGenerator, Sequence
 import numpy as np
 
 from engine.backend import BackendStats, Capabilities
-from engine.batcher import DynamicBatcher
+from engine.backends.dynamic_batcher import DynamicBatcher
 from engine.errors import InvalidRequest, ModelNotReady
 from engine.repository.config import ModelConfig
 from engine.tensors.contract import EMBEDDING_INPUTS, EMBEDDING_OUTPUTS

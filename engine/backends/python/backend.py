@@ -16,7 +16,7 @@ from typing import Any, AsyncGenerator
 from google.protobuf import json_format
 
 from engine.backend import BackendStats, Capabilities
-from engine.batcher import DynamicBatcher
+from engine.backends.dynamic_batcher import DynamicBatcher
 from engine.backends.python import utils as pb_utils
 from engine.errors import BackendUnavailable, InvalidRequest
 from engine.repository.config import ModelConfig

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.backends.transformers.kernels import Kernels
-from engine.backends.transformers.kv_store import SlotKVStore
+from engine.backends.transformers.slot_store import SlotKVStore
 from engine.backends.transformers.step import Step
 
 

@@ -25,7 +25,7 @@ from engine.backend import BackendStats, Capabilities
 from engine.backends.transformers import llama, loader
 from engine.backends.transformers.flat_runner import FlatRunner
 from engine.backends.transformers.hf_runner import HFRunner
-from engine.backends.transformers.kv_store import StorePolicy
+from engine.backends.transformers.slot_store import StorePolicy
 from engine.backends.transformers.prefix_cache import PrefixCache
 from engine.backends.transformers.prompt_logprobs import prompt_deltas, prompt_logprobs
 from engine.backends.transformers.runner import Runner

@@ -1,7 +1,7 @@
 """Runs a step of the Llama family through Conch's own flattened forward (llama.py) over a SlotKVStore.
 
 A sequence gets a slot when the scheduler admits it (`admit`: refused when the KV budget is full): a free
-slot that still holds its prompt's head if one does (the last turn of its conversation; kv_store.py), else
+slot that still holds its prompt's head if one does (the last turn of its conversation; slot_store.py), else
 the KV of a cached prompt head is copied into its slot once (prefix caching). It frees the slot when it
 leaves (`release`), which keeps its tokens' KV there for the next turn. Each step lays the batch's spans
 (decode rows, prefill chunks) out as one flat token list.
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from engine.backends.transformers.batch import Batch
-from engine.backends.transformers.kv_store import SlotKVStore, StorePolicy
+from engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
 from engine.backends.transformers.llama import LlamaForward
 from engine.backends.transformers.prefix_cache import PrefixCache
 from engine.backends.transformers.sequence import Sequence

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from engine.backends.transformers.attention import Attention
 from engine.backends.transformers.kernels import Kernels
-from engine.backends.transformers.kv_store import SlotKVStore
+from engine.backends.transformers.slot_store import SlotKVStore
 from engine.backends.transformers.step import Step
 from engine.backends.transformers.weights import Dense, Layer, can_pack, fused_layer
 

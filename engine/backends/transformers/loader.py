@@ -6,26 +6,10 @@ import os
 import torch
 
 from engine.errors import BackendUnavailable
-from engine.models import ensure_smollm2, ensure_tiny_model
-from engine.models.minilm import minilm_path
 from engine.repository.config import ModelConfig
+from engine.weights.folder import weights_folder
 
-_BUILTIN = {"smollm2": ensure_smollm2, "tiny": ensure_tiny_model, "minilm": minilm_path}
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
-
-
-def weights_folder(config: ModelConfig) -> str:
-    ref = config.resolve(config.weights)
-    if ref is None and config.path is not None:
-        ref = str(os.path.join(config.path, config.version))
-    if ref is None:
-        raise BackendUnavailable(f"model '{config.name}' names no weights")
-    if ref.startswith("builtin:"):
-        builder = _BUILTIN.get(ref.removeprefix("builtin:"))
-        if builder is None:
-            raise BackendUnavailable(f"model '{config.name}': unknown built-in weights '{ref}'")
-        return str(builder())
-    return ref
 
 
 def load(config: ModelConfig):

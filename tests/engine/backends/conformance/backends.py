@@ -1,6 +1,6 @@
 """The conformance suite's one table: every LLM backend it runs over, and the ModelConfig each gets.
 
-All serve SmolLM2's converted safetensors folder (engine/models/smollm2.py). A backend whose package is not
+All serve SmolLM2's converted safetensors folder (engine/weights/smollm2.py). A backend whose package is not
 installed in this venv is skipped, never faked: vllm runs in its own venv (.venv-vllm, `make test-vllm`),
 tensorrt_llm only on a machine with an NVIDIA GPU (scripts/gpu-check.sh).
 """
@@ -12,7 +12,7 @@ from typing import Callable
 
 import pytest
 
-from engine.models.smollm2 import ensure_smollm2
+from engine.weights.smollm2 import ensure_smollm2
 from engine.repository import ModelConfig
 
 MODEL = "conformance"

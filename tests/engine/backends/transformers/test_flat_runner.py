@@ -1,5 +1,5 @@
 """The flattened Llama runner: its forward equals the HF model's, chunked prefill and batching change no
-greedy output (the slot KV store's own rules: test_kv_store.py)."""
+greedy output (the slot KV store's own rules: test_slot_store.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -11,10 +11,10 @@ from transformers import AutoModelForCausalLM
 from engine.backends.transformers.backend import TransformersBackend
 from engine.backends.transformers.flat_runner import FlatRunner
 from engine.backends.transformers.hf_runner import HFRunner
-from engine.backends.transformers.kv_store import SlotKVStore
+from engine.backends.transformers.slot_store import SlotKVStore
 from engine.backends.transformers.llama import LlamaForward
 from engine.backends.transformers.step import Span, Step
-from engine.models import ensure_tiny_model
+from engine.weights import ensure_tiny_model
 from engine.repository import ModelConfig
 from engine.types import GenerationRequest, SamplingParams
 
@@ -140,3 +140,29 @@ def test_a_bf16_model_with_64_wide_heads_prefills_through_the_native_kernel():
     with torch.inference_mode():
         want = llama(input_ids=torch.tensor([ids])).logits[0, [63, 149]].float()
     torch.testing.assert_close(whole, want, atol=0.03, rtol=0.01)   # one token changed 60 back moves them 0.13
+
+
+def test_runner_and_kv_store_are_typed_settings_refused_at_load_when_unknown():
+    from engine.errors import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match="runner must be one of auto, hf, not 'flat'"):
+        ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "runner": "flat"})
+    with pytest.raises(InvalidRequest, match="kv_store must be one of auto, reserved, zeroed"):
+        ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "kv_store": "paged"})
+
+
+async def test_a_reserved_store_that_sdpa_would_read_is_refused_and_zeroed_is_taken_as_asked():
+    """float32 has no native decode kernel: SDPA reads masked columns, so a reserved (unwritten) store is
+    refused when the model loads; an explicit zeroed store is what it runs."""
+    from engine.errors import BackendUnavailable
+
+    refused = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", kv_store="reserved"))
+    with pytest.raises(BackendUnavailable, match="reserved"):
+        await refused.start()
+    await refused.stop()
+    zeroed = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", kv_store="zeroed"))
+    await zeroed.start()
+    try:
+        assert isinstance(zeroed.runner, FlatRunner) and zeroed.runner.kv.zeroed
+    finally:
+        await zeroed.stop()

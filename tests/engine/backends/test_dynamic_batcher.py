@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from engine.admission import QueueTimeout
-from engine.batcher import DynamicBatcher
+from engine.backends.dynamic_batcher import DynamicBatcher
 from engine.errors import InvalidRequest, Overloaded
 from engine.repository.batching import DynamicBatching, QueuePolicy
 

@@ -10,9 +10,9 @@ import asyncio
 import logging
 from collections import Counter
 
-from engine.cache import codec
-from engine.cache.key import cache_key
-from engine.cache.store import MemoryStore, Store
+from engine.response_cache import codec
+from engine.response_cache.key import cache_key
+from engine.response_cache.store import MemoryStore, Store
 from engine.repository.config import ModelConfig
 from engine.types import GenerationDelta, GenerationRequest, RequestStatus
 
@@ -74,7 +74,7 @@ def open_cache(spec: str | None, ttl: float | None = 3600.0) -> ResponseCache | 
         size = spec.partition(":")[2]
         return ResponseCache(MemoryStore(int(size)) if size else MemoryStore())
     if spec.startswith(("redis://", "rediss://", "unix://")):
-        from engine.cache.redis_store import RedisStore
+        from engine.response_cache.redis_store import RedisStore
 
         return ResponseCache(RedisStore(spec, ttl=ttl))
     raise ValueError(f"--response-cache: expected 'memory' or 'redis://HOST:PORT/DB', got '{spec}'")

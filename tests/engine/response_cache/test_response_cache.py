@@ -5,8 +5,8 @@ from dataclasses import fields, replace
 
 import pytest
 
-from engine.cache import MemoryStore, ResponseCache
-from engine.cache.key import cache_key
+from engine.response_cache import MemoryStore, ResponseCache
+from engine.response_cache.key import cache_key
 from engine.repository import ModelConfig
 from engine.types import GenerationRequest, SamplingParams
 from tests.serving_helpers import fake_engine

@@ -8,8 +8,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from engine.models.cache_dir import cache_dir
-from engine.models.smollm2 import ensure_smollm2
+from engine.weights.cache_dir import cache_dir
+from engine.weights.smollm2 import ensure_smollm2
 
 TINY_MODEL_ID = "tiny-random-llama"
 _DONE = ".conch-complete"

@@ -1,7 +1,7 @@
-"""The `ensemble` backend: runs its steps in DAG order, streaming through them (engine/ensemble/run.py).
+"""The `ensemble` backend: runs its steps in DAG order, streaming through them (engine/backends/ensemble/run.py).
 
 Named tensors in and out (/v2 infer, generate, gRPC); an ensemble with one LLM step also serves text prompts
-as an LLM does (/v1), through engine/ensemble/generation.py."""
+as an LLM does (/v1), through engine/backends/ensemble/generation.py."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -9,9 +9,9 @@ from typing import AsyncGenerator
 
 from engine.backend import BackendStats, Capabilities
 from engine.engine import Engine
-from engine.ensemble.generation import TextPipeline, text_plan
-from engine.ensemble.graph import plan
-from engine.ensemble.run import run_steps
+from engine.backends.ensemble.generation import TextPipeline, text_plan
+from engine.backends.ensemble.graph import plan
+from engine.backends.ensemble.run import run_steps
 from engine.errors import BackendUnavailable, InvalidRequest, ModelNotFound, ModelNotReady
 from engine.loaded_model import LoadedModel
 from engine.repository.config import ModelConfig

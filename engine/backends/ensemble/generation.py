@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import AsyncGenerator, AsyncIterator, Callable
 
 from engine.engine import Engine
-from engine.ensemble.run import run_steps
+from engine.backends.ensemble.run import run_steps
 from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
 from engine.repository.specs import EnsembleStep

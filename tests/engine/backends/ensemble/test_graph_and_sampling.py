@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.ensemble.graph import plan
+from engine.backends.ensemble.graph import plan
 from engine.errors import InvalidRequest, ModelNotFound
 from engine.repository.config import ModelConfig
 from engine.repository.specs import EnsembleStep, TensorSpec
