@@ -25,6 +25,7 @@ from agents.tool_formats.reading.call_object import CallObjectReader
 from agents.tool_formats.reading.content import match_literal, skip_whitespace
 from agents.tool_formats.reading.json_reader import JsonReader
 from agents.tool_formats.reading.parser import ToolParser
+from agents.tool_formats.reading.reader import run_end
 
 TOOL_CALLS = "[TOOL_CALLS]"
 ARGS = "[ARGS]"
@@ -53,7 +54,7 @@ class MistralParser(ToolParser):
             self._pos, self._state = pos + 1, self._array_item
         elif ch == "{":
             self._begin_object(pos, in_array=False)
-        elif _NAME_RUN.match(ch).end():
+        elif run_end(_NAME_RUN, ch, 0):
             self._pos, self._name, self._state = pos, "", self._read_name
         else:
             return self._fail(pos)
@@ -92,13 +93,13 @@ class MistralParser(ToolParser):
     # -- [TOOL_CALLS]name[CALL_ID]id[ARGS]{...} --------------------------------------------------------
 
     def _read_name(self) -> bool:
-        end = _NAME_RUN.match(self._buf, self._pos).end()
+        end = run_end(_NAME_RUN, self._buf, self._pos)
         self._name += self._buf[self._pos:end]
         self._pos = end
         return self._before_args(allow_call_id=True)
 
     def _read_call_id(self) -> bool:
-        self._pos = _ID_RUN.match(self._buf, self._pos).end()
+        self._pos = run_end(_ID_RUN, self._buf, self._pos)
         return self._before_args(allow_call_id=False)
 
     def _before_args(self, allow_call_id: bool) -> bool:

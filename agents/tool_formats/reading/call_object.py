@@ -17,7 +17,7 @@ import re
 
 from agents.tool_formats.reading.json_reader import JsonReader, canonical_object
 from agents.tool_formats.reading.call_sink import CallSink
-from agents.tool_formats.reading.reader import Reader
+from agents.tool_formats.reading.reader import Reader, run_end
 
 ARGUMENT_KEYS = frozenset({"arguments", "parameters"})
 _WS_RUN = re.compile(r"[ \t\n\r]*")
@@ -57,7 +57,7 @@ class CallObjectReader(Reader, modes=_Mode):
             return self._read_key(text, pos)
         if self._mode is _Mode.VALUE:
             return self._read_value(text, pos)
-        pos = _WS_RUN.match(text, pos).end()
+        pos = run_end(_WS_RUN, text, pos)
         if pos == len(text):
             return pos
         return self._punctuation(text[pos], pos)

@@ -16,7 +16,7 @@ import enum
 import re
 
 from agents.tools.canonical import encode_string_body
-from agents.tool_formats.reading.reader import Reader
+from agents.tool_formats.reading.reader import Reader, run_end
 
 MAX_DEPTH = 128
 _WS_RUN = re.compile(r"[ \t\n\r]*")
@@ -46,6 +46,8 @@ class _Mode(enum.Enum):
 class JsonReader(Reader, modes=_Mode):
     """Reads one JSON value. `kind` is the first character of the value once it has started."""
 
+    _mode: _Mode
+
     def __init__(self) -> None:
         self._mode = _Mode.VALUE
         self._stack: list[str] = []   # the open containers' closers, innermost last; len <= MAX_DEPTH
@@ -72,7 +74,7 @@ class JsonReader(Reader, modes=_Mode):
     # -- structure -------------------------------------------------------------------------------------
 
     def _value(self, text: str, pos: int) -> int:
-        pos = _WS_RUN.match(text, pos).end()
+        pos = run_end(_WS_RUN, text, pos)
         if pos == len(text):
             return pos
         ch = text[pos]
@@ -107,7 +109,7 @@ class JsonReader(Reader, modes=_Mode):
         self._mode = _Mode.AFTER if self._stack else _Mode.DONE
 
     def _first_item(self, text: str, pos: int) -> int:
-        pos = _WS_RUN.match(text, pos).end()
+        pos = run_end(_WS_RUN, text, pos)
         if pos == len(text):
             return pos  # still FIRST_ITEM: a ']' may come next
         if text[pos] == "]":
@@ -116,7 +118,7 @@ class JsonReader(Reader, modes=_Mode):
         return pos
 
     def _first_key(self, text: str, pos: int) -> int:
-        pos = _WS_RUN.match(text, pos).end()
+        pos = run_end(_WS_RUN, text, pos)
         if pos == len(text):
             return pos  # still FIRST_KEY: a '}' may come next
         if text[pos] == "}":
@@ -124,14 +126,14 @@ class JsonReader(Reader, modes=_Mode):
         return self._key(text, pos)
 
     def _key(self, text: str, pos: int) -> int:
-        pos = _WS_RUN.match(text, pos).end()
+        pos = run_end(_WS_RUN, text, pos)
         if pos == len(text):
             self._mode = _Mode.KEY
             return pos
         return self._start_string(pos, key=True) if text[pos] == '"' else self._fail(pos)
 
     def _colon(self, text: str, pos: int) -> int:
-        pos = _WS_RUN.match(text, pos).end()
+        pos = run_end(_WS_RUN, text, pos)
         if pos == len(text):
             return pos
         if text[pos] != ":":
@@ -141,7 +143,7 @@ class JsonReader(Reader, modes=_Mode):
         return pos + 1
 
     def _after(self, text: str, pos: int) -> int:
-        pos = _WS_RUN.match(text, pos).end()
+        pos = run_end(_WS_RUN, text, pos)
         if pos == len(text):
             return pos
         ch = text[pos]

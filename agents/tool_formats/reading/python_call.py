@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from agents.tools.canonical import dumps
-from agents.tool_formats.reading.reader import Reader
+from agents.tool_formats.reading.reader import Reader, run_end
 
 _BODY_RUN = re.compile(r"""[^'"()\[\]{}#\\]+""")
 _STRING_RUN = re.compile(r"""[^'"\\]+""")
@@ -83,7 +83,7 @@ class CallScanner(Reader, modes=_Mode):
             return pos + 1
         if ch in "#\\":  # comments and line continuations have no place in a literal call
             return self._fail(pos)
-        return _BODY_RUN.match(buf, pos).end()
+        return run_end(_BODY_RUN, buf, pos)
 
     def _string(self, buf: str, pos: int, final: bool) -> int:
         ch = buf[pos]
@@ -98,7 +98,7 @@ class CallScanner(Reader, modes=_Mode):
             if len(self._quote) == 3 and pos + 3 > len(buf) and not final:
                 return pos  # may be the start of the closing triple quote
             return pos + 1
-        return _STRING_RUN.match(buf, pos).end()
+        return run_end(_STRING_RUN, buf, pos)
 
 
 def literal_call(source: str) -> tuple[str, str] | None:

@@ -7,6 +7,7 @@ A reader names its enum once, `class JsonReader(Reader, modes=_Mode)`, and gets 
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any, ClassVar
 
 
@@ -31,3 +32,9 @@ class Reader:
         """Stop at `pos`, the first character that cannot belong to what is read; return it."""
         self._mode = self._FAILED
         return pos
+
+
+def run_end(run: re.Pattern[str], text: str, pos: int) -> int:
+    """Where `run` stops matching text from `pos` (`pos` itself if it matches nothing there)."""
+    match = run.match(text, pos)
+    return match.end() if match is not None else pos
