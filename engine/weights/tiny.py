@@ -4,20 +4,17 @@ Its outputs are noise, which is the point: constrained decoding must make even n
 """
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
-from engine.weights.cache_dir import cache_dir
+from engine.weights.cache_dir import DONE, cache_dir, publish
 from engine.weights.smollm2 import ensure_smollm2
 
 TINY_MODEL_ID = "tiny-random-llama"
-_DONE = ".conch-complete"
 
 
 def ensure_tiny_model(seed: int = 0) -> Path:
     target = cache_dir() / f"{TINY_MODEL_ID}-{seed}"
-    if (target / _DONE).exists():
+    if (target / DONE).exists():
         return target
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
@@ -34,14 +31,5 @@ def ensure_tiny_model(seed: int = 0) -> Path:
     # transformers decorates PreTrainedModel.to with functools.wraps(nn.Module.to), which mypy reads as the
     # unbound function (dtype taken for `self`): a typing artifact of the library, the call is right
     model = LlamaForCausalLM(config).to(torch.float32)  # type: ignore[arg-type]
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / _DONE).touch()
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    publish(model, tokenizer, target)
     return target
