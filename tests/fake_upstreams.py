@@ -126,7 +126,7 @@ def metric(server_url: str, name: str, api_key: str | None = None, **labels: str
 
 
 def serve_echo(port: int) -> None:
-    """The echo upstream in a process of its own (the bench): `python -m tests.upstream_helpers PORT`."""
+    """The echo upstream in a process of its own (the bench): `python -m tests.fake_upstreams PORT`."""
     import uvicorn
 
     uvicorn.run(_echo_app(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
