@@ -17,7 +17,7 @@ from engine.repository import ModelRepository
 from engine.types import GenerationDelta, GenerationRequest, SamplingParams
 from tests.conftest import write_repository
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "model_repository"
+EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "model_repository"
 BRACKETS = '''
 import numpy as np
 import triton_python_backend_utils as pb_utils
