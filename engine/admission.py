@@ -120,6 +120,13 @@ class ModelQueue:
     def pending(self) -> int:
         return len(self._waiters)
 
+    def capacity(self, n: int = 1) -> int | None:
+        """How many requests of `n` choices an idle model holds at once, running and queued (None: unbounded).
+        A request of more prompts than this can never be admitted whole, however long its client waits."""
+        if not self.max_queue:
+            return None
+        return self.slots // min(n, self.slots) + self.max_queue
+
     @asynccontextmanager
     async def slot(self, request: GenerationRequest, trace: Trace) -> AsyncIterator[None]:
         weight = min(request.params.n, self.slots)

@@ -29,7 +29,7 @@ router = APIRouter()
 async def json_body(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(await request.body() or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:   # JSONDecodeError, UnicodeDecodeError, a 4,300-digit int
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")

@@ -117,7 +117,7 @@ def _header_length(value: str | None, total: int) -> int | None:
 def _json(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:   # JSONDecodeError, UnicodeDecodeError, a 4,300-digit int
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
