@@ -62,7 +62,11 @@ class ModelControl:
     async def load(self, name: str, override: Any = None) -> None:
         """(Re)load every version the policy selects; raises the first version's failure."""
         self._require_explicit("load")
-        config = self.engine.repository.config(name, override=override)   # unknown model: ModelNotFound
+        try:
+            config = self.engine.repository.config(name, override=override)   # unknown model: ModelNotFound
+        except InvalidRequest as exc:                   # a config that does not read: the index says why
+            self._record_failure(name, exc)
+            raise
         for step in config.steps:                       # an ensemble brings up the models it runs
             if not self.engine.versions(step.model):
                 await self.load(step.model)

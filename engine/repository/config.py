@@ -9,6 +9,7 @@ import yaml
 
 from engine.errors import InvalidRequest
 from engine.repository.batching import DynamicBatching
+from engine.repository.config_rules import RULES, checked
 from grammars import GenerationBounds
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
 from engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
@@ -55,13 +56,13 @@ class ModelConfig:
     triton: Any = field(default=None, hash=False, compare=False, repr=False)  # the parsed config.pbtxt
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_parallel_tool_calls, int) or self.max_parallel_tool_calls < 1:
-            raise InvalidRequest(f"model '{self.name}': max_parallel_tool_calls must be an integer >= 1",
-                                 param="config")
-        stall = self.prefill_stall
-        if isinstance(stall, bool) or not isinstance(stall, (int, float)) or not (stall == 0 or stall >= 1):
-            raise InvalidRequest(f"model '{self.name}': prefill_stall must be 0 (no bound) or a number >= 1",
-                                 param="config")
+        given = {key: getattr(self, key) for key in RULES}
+        for key, value in checked(self.name, given).items():
+            if value is not given[key]:                        # "8" read as 8: the config holds its type
+                object.__setattr__(self, key, value)
+        if not (self.prefill_stall == 0 or self.prefill_stall >= 1):
+            raise InvalidRequest(f"model '{self.name}': config key 'prefill_stall' must be 0 (no bound) or a "
+                                 f"number >= 1", param="prefill_stall")
 
     @property
     def is_llm(self) -> bool:
@@ -132,7 +133,7 @@ def _split_upstream(name: str, data: dict[str, Any]) -> dict[str, Any]:
     data["upstream"] = upstream_config(name, {k: data.pop(k) for k in list(data) if k in UPSTREAM_KEYS})
     concurrency = data.pop("max_concurrency", None)
     if concurrency is not None or "max_batch_size" not in data:
-        data["max_batch_size"] = int(concurrency or 64)
+        data["max_batch_size"] = concurrency if concurrency is not None else 64     # its rule checks it
     return data
 
 

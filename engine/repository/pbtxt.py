@@ -19,11 +19,11 @@ from engine.repository.batching import DynamicBatching
 from engine.repository.config import ModelConfig
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
 
-# Conch's own settings, carried in Triton's `parameters` (name -> type)
-CONCH_FIELDS = {"weights": str, "tokenizer": str, "chat_template": str, "tool_call_parser": str,
-                "max_parallel_tool_calls": int,
-                "dtype": str, "context_length": int, "max_queue_size": int, "num_threads": int,
-                "prefill_stall": float}
+# Conch's own settings, carried in Triton's `parameters` as text; ModelConfig reads each as its type
+# (engine/repository/config_rules.py), so "x" for an integer refuses the load naming the key
+CONCH_FIELDS = frozenset({"weights", "tokenizer", "chat_template", "tool_call_parser", "max_parallel_tool_calls",
+                          "dtype", "context_length", "max_queue_size", "num_threads", "prefill_stall",
+                          "kv_cache_mb", "prefix_cache_mb", "max_step_tokens", "queue_timeout", "response_cache"})
 
 
 def parse_pbtxt(text: str, name: str) -> pb.ModelConfig:
@@ -54,7 +54,7 @@ def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str)
     if message.max_batch_size > 0:
         data["max_batch_size"] = message.max_batch_size
     params = {k: v.string_value for k, v in message.parameters.items()}
-    data.update({k: CONCH_FIELDS[k](params.pop(k)) for k in list(params) if k in CONCH_FIELDS})
+    data.update({k: params.pop(k) for k in list(params) if k in CONCH_FIELDS})
     if backend == "vllm" and path is not None:
         params["engine_args"] = _model_json(Path(path) / version / "model.json", name)
     policy = json_format.MessageToDict(message.version_policy, preserving_proto_field_name=True)

@@ -74,10 +74,10 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         async def work():
             try:
                 await self._authorize(_authorization(context), request.name)
-                self.state.model(request.name, request.version or None)
+                loaded = self.state.model(request.name, request.version or None)
             except EngineError:
                 return pb.ModelReadyResponse(ready=False)
-            return pb.ModelReadyResponse(ready=True)
+            return pb.ModelReadyResponse(ready=loaded.backend.health())
         return await _guard(context, work())
 
     async def ServerMetadata(self, request, context):

@@ -5,7 +5,7 @@ import os
 
 import torch
 
-from engine.errors import BackendUnavailable
+from engine.errors import BackendUnavailable, InvalidRequest
 from engine.models import ensure_smollm2, ensure_tiny_model
 from engine.models.minilm import minilm_path
 from engine.repository.config import ModelConfig
@@ -23,7 +23,8 @@ def weights_folder(config: ModelConfig) -> str:
     if ref.startswith("builtin:"):
         builder = _BUILTIN.get(ref.removeprefix("builtin:"))
         if builder is None:
-            raise BackendUnavailable(f"model '{config.name}': unknown built-in weights '{ref}'")
+            raise InvalidRequest(f"model '{config.name}': unknown built-in weights '{ref}'; built-in: "
+                                 f"{', '.join('builtin:' + n for n in sorted(_BUILTIN))}", param="weights")
         return str(builder())
     return ref
 
@@ -33,7 +34,8 @@ def load(config: ModelConfig):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if config.dtype not in _DTYPES:
-        raise BackendUnavailable(f"model '{config.name}': dtype must be one of {sorted(_DTYPES)}")
+        raise InvalidRequest(f"model '{config.name}': config key 'dtype' must be one of {sorted(_DTYPES)}",
+                             param="dtype")
     torch.set_num_threads(config.num_threads or os.cpu_count() or 1)
     folder = weights_folder(config)
     tokenizer = AutoTokenizer.from_pretrained(config.resolve(config.tokenizer) or folder)
