@@ -67,11 +67,30 @@ def test_open_object_is_closed_and_bounded_for_generation():
         ({"type": "array", "minItems": 4}, {"type": "array", "minItems": 4, "maxItems": 4}),
         ({"type": "object", "properties": {"a": {}}, "additionalProperties": True},
          {"type": "object", "properties": {"a": {}}, "additionalProperties": True}),
-        ({"type": "object"}, {"type": "object"}),  # json_object mode stays any object
+        ({"type": "object"}, {"type": "object", "maxProperties": 16}),  # json_object mode: any object, 16 keys
     ],
 )
 def test_bounds_never_undercut_the_schema(schema, expected):
     assert lower(JsonSchema.from_dict(schema), SMALL).as_dict() == expected
+
+
+def test_undeclared_keys_are_bounded_where_llguidance_counts_keys():
+    bounds = GenerationBounds(max_extra_keys=2)
+    extra = {"type": "object", "properties": {"a": {"enum": [1]}}, "required": ["a"],
+             "additionalProperties": {"enum": [0]}}
+    assert lower(JsonSchema.from_dict(extra), bounds).as_dict()["maxProperties"] == 3
+    optional = {**extra, "required": []}                     # llguidance refuses maxProperties here
+    assert "maxProperties" not in lower(JsonSchema.from_dict(optional), bounds).as_dict()
+    info = load_info()
+    grammar = GrammarCompiler(info, "llguidance", bounds=bounds).compile(JsonSchema.from_dict(extra))
+    matcher = grammar.matcher()
+    text = '{"a":1,"k":0,"k":0,"k":0}'                        # a model repeating an undeclared key
+    accepted = ""
+    for token in info.hf_tokenizer.encode(text, add_special_tokens=False):
+        if not matcher.accept(token):
+            break
+        accepted += info.hf_tokenizer.decode([token])
+    assert accepted.startswith('{"a":1,"k":0,"k":0') and not accepted.startswith('{"a":1,"k":0,"k":0,')
 
 
 def test_merged_objects_stay_open():
