@@ -36,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--api-keys-file", type=Path, default=None, help="YAML/JSON keys with models and limits")
     serve.add_argument("--rate-limits", default="memory", metavar="memory|redis://HOST:PORT/DB",
                        help="where the rate-limit buckets live (redis: shared by every replica)")
+    serve.add_argument("--rate-limits-fallback", choices=["local", "open", "closed"], default="local",
+                       help="while Redis is down: per-process buckets (default), allow all, or refuse all (503)")
+    serve.add_argument("--rate-limits-replicas", type=int, default=None, metavar="N",
+                       help="processes sharing the Redis limits (each falls back to 1/N of a limit; default 1, "
+                            "or --ingress-replicas with --ray)")
     serve.add_argument("--max-queue-size", type=int, default=None, metavar="N",
                        help="requests that may wait per model (overrides each config; 0 = unbounded)")
     serve.add_argument("--no-metrics", action="store_true", help="do not serve /metrics")
@@ -71,6 +76,7 @@ def _serve_ray(args: argparse.Namespace) -> None:
         repository=str(args.model_repository.resolve()) if args.model_repository else None,
         replicas=args.replicas, ingress_replicas=args.ingress_replicas, ingress_cpus=args.ray_ingress_cpus,
         model_cpus=args.ray_model_cpus, response_cache=args.response_cache, rate_limits=args.rate_limits,
+        rate_limits_fallback=args.rate_limits_fallback,
         api_keys=tuple(args.api_key), admin_keys=tuple(args.admin_key),
         api_keys_file=str(args.api_keys_file.resolve()) if args.api_keys_file else None,
         max_queue_size=args.max_queue_size, metrics=not args.no_metrics, grpc_port=args.grpc_port)
@@ -95,7 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     engine = Engine(ModelRepository(args.model_repository), cache=open_cache(args.response_cache),
                     max_queue_size=args.max_queue_size)
     keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
-    gate = Gate(keys, open_limiter(args.rate_limits)) if not keys.open else None
+    limiter = open_limiter(args.rate_limits, args.rate_limits_fallback, args.rate_limits_replicas or 1)
+    gate = Gate(keys, limiter) if not keys.open else None
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
     app = build_app(engine, Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
                                         metrics_host=args.metrics_host), gate=gate, metrics=not args.no_metrics,

@@ -170,9 +170,21 @@ class _Collector:
                            for (model, limit), n in sorted(gate.rejections.items())])
             yield _metric("conch_unauthorized_requests", "Requests refused for a wrong or missing key", "counter",
                           [({}, gate.unauthorized)])
+            yield from _limiter_fallback(gate)
         if cache is not None:
             yield _metric("conch_response_cache_errors", "Response cache store failures (served as misses)",
                           "counter", [({"store": cache.store.name}, cache.errors)])
+
+
+def _limiter_fallback(gate):
+    fallback = getattr(gate.limiter.buckets, "fallback", None) if gate.limiter is not None else None
+    if fallback is None:                                 # in-memory buckets: nothing to fall back from
+        return
+    labels = {"mode": fallback.mode}
+    yield _metric("conch_rate_limit_fallback", "1 while the shared rate-limit store (Redis) is unreachable and "
+                  "the fallback decides", "gauge", [(labels, int(fallback.active))])
+    yield _metric("conch_rate_limit_fallback_decisions", "Rate-limit checks decided by the fallback, not Redis",
+                  "counter", [(labels, fallback.decisions)])
 
 
 def _upstream_gauges(models):

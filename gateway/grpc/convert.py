@@ -13,7 +13,7 @@ from engine import errors
 from engine.tensors.interface import InferRequest, Tensors, datatype_of
 from gateway.auth import Forbidden, Unauthorized
 from gateway.kserve.codec import check_shape, dtype_for, from_raw, to_raw
-from gateway.limits import RateLimited
+from gateway.limits import LimiterUnavailable, RateLimited
 from grammars import GrammarError
 
 _CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
@@ -30,6 +30,7 @@ _CODES: dict[type[Exception], grpc.StatusCode] = {
     Unauthorized: grpc.StatusCode.UNAUTHENTICATED,
     Forbidden: grpc.StatusCode.PERMISSION_DENIED,
     RateLimited: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    LimiterUnavailable: grpc.StatusCode.UNAVAILABLE,
 }
 
 

@@ -83,7 +83,8 @@ class Ingress:
                         backends=RemoteBackends(self.handles, frozenset(s.multiplexed)))
         keys = KeyRing.load(list(s.api_keys), Path(s.api_keys_file) if s.api_keys_file else None,
                             list(s.admin_keys))
-        gate = Gate(keys, open_limiter(s.rate_limits)) if not keys.open else None
+        limiter = open_limiter(s.rate_limits, s.rate_limits_fallback, s.ingress_replicas)
+        gate = Gate(keys, limiter) if not keys.open else None
         app = build_app(engine, Settings(), load=sorted(self.handles), gate=gate, metrics=s.metrics,
                         grpc_port=s.grpc_port)
         app.add_middleware(ReplicaHeader, ingress=replica_id())
