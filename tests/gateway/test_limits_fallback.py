@@ -42,4 +42,5 @@ def test_a_limit_holds_while_redis_is_down(gateway):
         codes = [client.post(f"{server.v1}/completions", json=BODY).status_code for _ in range(8)]
     assert codes.count(200) <= 4 and codes.count(429) >= 4 and codes[:3] == [200] * 3   # 3 a minute, +1 refill
     samples = _fallback_samples(server)
-    assert samples["conch_rate_limit_fallback"] == 1 and samples["conch_rate_limit_fallback_decisions_total"] >= 8, samples
+    assert samples["conch_rate_limit_fallback"] == 1
+    assert samples["conch_rate_limit_fallback_decisions_total"] >= 8
