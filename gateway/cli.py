@@ -8,6 +8,7 @@ from pathlib import Path
 from engine.engine import Engine
 from engine.model_control import ModelControl
 from engine.repository import ModelRepository
+from gateway.header_timeout import DEFAULT_HEADER_TIMEOUT_S, header_timeout_protocol
 from gateway.state import KEEP_ALIVE_S, Settings
 
 
@@ -23,6 +24,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="how long an idle connection stays open (default 90, as Ray Serve's proxy): longer "
                             "than a client pool's expiry (httpx, the OpenAI SDK: 5 s), so the client drops an "
                             "idle connection before the server closes it under a request")
+    serve.add_argument("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S, metavar="SECONDS",
+                       help="close a connection that has not sent a request's headers within this time (slowloris)")
     serve.add_argument("--grpc-port", type=int, default=None, help="serve KServe v2 gRPC on this port (e.g. 8001)")
     serve.add_argument("--model-control-mode", choices=["none", "explicit", "poll"], default="none")
     serve.add_argument("--load-model", action="append", default=[], help="explicit mode: load at start ('*' = all)")
@@ -87,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if args.keep_alive_timeout < 0:
         raise SystemExit("conch serve: --keep-alive-timeout must be >= 0 seconds")
+    if not args.header_timeout > 0:
+        raise SystemExit("conch serve: --header-timeout must be > 0 seconds")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.ray:
         return _serve_ray(args)
@@ -108,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
                                         metrics_host=args.metrics_host), gate=gate, metrics=not args.no_metrics,
                     control=control, grpc_port=args.grpc_port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,
-                timeout_keep_alive=args.keep_alive_timeout)
+                timeout_keep_alive=args.keep_alive_timeout, http=header_timeout_protocol(args.header_timeout))
 
 
 if __name__ == "__main__":
