@@ -83,7 +83,12 @@ def _serve_ray(args: argparse.Namespace) -> None:
         api_keys=tuple(args.api_key), admin_keys=tuple(args.admin_key),
         api_keys_file=str(args.api_keys_file.resolve()) if args.api_keys_file else None,
         max_queue_size=args.max_queue_size, metrics=not args.no_metrics, grpc_port=args.grpc_port)
-    serve_ray(settings, args.host, args.port, args.address, args.ray_num_cpus, args.keep_alive_timeout)
+    from gateway.ray.capacity import FleetTooLarge
+
+    try:
+        serve_ray(settings, args.host, args.port, args.address, args.ray_num_cpus, args.keep_alive_timeout)
+    except FleetTooLarge as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> None:
