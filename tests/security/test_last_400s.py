@@ -186,3 +186,26 @@ def test_more_prompts_than_the_model_holds_is_400_not_503(oai):
         oai.completions.create(model="tiny", prompt=["Hi"] * 5, max_tokens=1)     # batch 2 + queue 2
     assert err.value.body["param"] == "prompt" and "at most 4" in err.value.body["message"]
     assert len(oai.completions.create(model="tiny", prompt=["Hi"] * 4, max_tokens=1).choices) == 4
+
+
+# -- what a first-time user sees ------------------------------------------------------------------------------
+def test_an_embedding_model_on_chat_and_completions_says_it_serves_embeddings(oai):
+    for call in (lambda: oai.chat.completions.create(model="minilm", messages=[{"role": "user", "content": "Hi"}]),
+                 lambda: oai.completions.create(model="minilm", prompt="Hi")):
+        with pytest.raises(openai.BadRequestError) as err:
+            call()
+        assert "serves embeddings only" in err.value.body["message"] and err.value.body["param"] == "model"
+
+
+def test_models_say_which_endpoints_serve_them(oai):
+    cards = {m.id: m.model_extra["endpoints"] for m in oai.models.list().data}
+    assert cards == {"tiny": ["chat.completions", "completions"], "minilm": ["embeddings"]}
+
+
+def test_an_image_part_is_named(oai):
+    content = [{"type": "text", "text": "What is this?"},
+               {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+    with pytest.raises(openai.BadRequestError) as err:
+        oai.chat.completions.create(model="tiny", messages=[{"role": "user", "content": content}], max_tokens=1)
+    assert "'image_url'" in err.value.body["message"] and "text only" in err.value.body["message"]
+    assert err.value.body["param"] == "messages.0.content"
