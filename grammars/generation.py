@@ -13,7 +13,8 @@ Every value this form allows is valid under the prepared schema (each change onl
   required (where llguidance can count keys), gets `maxProperties`: its properties plus `max_extra_keys`,
   so a model that repeats a key closes the object instead of looping to max_tokens;
 - an integer or number with no lower (upper) bound gets one `max_integer_digits` digits away;
-  a number with no multipleOf gets `multipleOf: 10**-max_fraction_digits`.
+  a number with no multipleOf gets `multipleOf: 10**-max_fraction_digits`;
+- a `$ref` on a cycle is unrolled `max_ref_depth` times (recursion.py), so nesting ends.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from .bounds import GenerationBounds
 from .one_of import forbid_one_of, inline_one_of
+from .recursion import bound_recursion
 from .schema_walk import Node, iter_nodes, map_nodes, ref_pointer
 
 _MERGING = ("allOf", "anyOf", "oneOf", "$ref")
@@ -47,7 +49,7 @@ def generation_schema(schema: Node, bounds: GenerationBounds) -> Node:
             node = {**node, "additionalProperties": False}
         return _bounded(node, bounds)
 
-    return forbid_one_of(map_nodes(schema, narrow))
+    return bound_recursion(forbid_one_of(map_nodes(schema, narrow)), bounds.max_ref_depth)
 
 
 def _closable(node: Node) -> bool:

@@ -51,7 +51,7 @@ class XGrammarLibrary(Library):
     @classmethod
     def bounds_for(cls, bounds: GenerationBounds) -> GenerationBounds:
         """A maxLength would be refused (see UNENFORCED), so strings stay unbounded under xgrammar."""
-        return replace(bounds, max_string_length=None, max_extra_keys=None)
+        return replace(bounds, max_string_length=None, max_extra_keys=None, max_ref_depth=None)
 
     @classmethod
     def check_lowered(cls, spec: LoweredSpec) -> None:

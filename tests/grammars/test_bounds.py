@@ -134,3 +134,27 @@ def test_model_config_sets_the_bounds():
     assert ModelConfig.from_mapping("m", {}).grammar_bounds == GenerationBounds()
     with pytest.raises(InvalidRequest):
         ModelConfig.from_mapping("m", {"grammar_bounds": {"max_digits": 3}})
+
+
+def _depth(value) -> int:
+    return 1 + max((_depth(child) for child in value["children"]), default=0)
+
+
+def test_recursive_refs_are_unrolled_so_a_tree_always_closes():
+    tree = {"type": "object", "properties": {"name": {"type": "string"},
+                                             "children": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["name", "children"]}
+    bounds = GenerationBounds(max_string_length=3, max_items=2, max_ref_depth=2)
+    grammar = GrammarCompiler(load_info(), "llguidance", bounds=bounds).compile(JsonSchema.from_dict(tree))
+    values = []
+    for seed in range(8):
+        walk = random_walk(grammar, load_info(), seed, max_steps=400)
+        assert walk.finished, f"did not close within 400 tokens: {walk.text[:200]!r}"
+        values.append(validate_output(tree, walk.text))
+    assert max(_depth(v) for v in values) <= 3                     # the root and two levels of $ref
+    matcher, info = grammar.matcher(), load_info()
+    too_deep = '{"name":"a","children":[{"name":"b","children":[{"name":"c","children":[{'
+    ids = info.hf_tokenizer.encode(too_deep, add_special_tokens=False)
+    assert not all(matcher.accept(token) for token in ids)        # a fourth level is refused
+    assert "conch-depth" not in json.dumps(lower(JsonSchema.from_dict(tree), GenerationBounds(max_ref_depth=None))
+                                           .as_dict())
