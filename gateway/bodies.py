@@ -5,8 +5,8 @@ bound on JSON nesting depth.
 limit instead of being buffered whole: 413, and the connection is closed rather than drained. A body whose
 JSON nests deeper than MAX_JSON_DEPTH, or that holds an integer past Python's 4,300-digit limit, is a 400
 before any parser sees it. Only a /v2 infer route takes binary tensor data: there a body with
-`Inference-Header-Content-Length` has only its JSON header checked; any other route refuses that header, so
-the JSON a route parses is always the JSON the guard saw. A lone UTF-16 surrogate escape
+`Inference-Header-Content-Length` has only its JSON header checked; any other route refuses a body sent with
+that header, so the JSON a route parses is always the JSON the guard saw. A lone UTF-16 surrogate escape
 (`"\\ud800"`) is a 400 too, as OpenAI answers: JSON allows it, but it is no character, and every tokenizer,
 UTF-8 encoder and store below would fail on it."""
 from __future__ import annotations
@@ -82,7 +82,8 @@ class BodyGuard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        err = _binary_header_misplaced(scope["path"], headers) or await self._malformed(_json_part(body, headers))
+        err = _binary_header_misplaced(scope["path"], headers, body) or await self._malformed(
+            _json_part(scope["path"], body, headers))
         if err is not None:
             await error_response(Request(scope), err)(scope, receive, send)
             return
@@ -110,17 +111,20 @@ class BodyGuard:
         await error_response(Request(scope), err)(scope, nothing, send)
 
 
-def _binary_header_misplaced(path: str, headers: dict[bytes, bytes]) -> APIError | None:
-    if BINARY_HEADER not in headers or _BINARY_ROUTE.fullmatch(path):
+def _binary_header_misplaced(path: str, headers: dict[bytes, bytes], body: bytes) -> APIError | None:
+    """A body sent with the header to a route that reads JSON only. A bodiless request passes (tritonclient
+    reuses one headers dict, so its GETs after an infer carry the header), and is never split by it."""
+    if BINARY_HEADER not in headers or not body or _BINARY_ROUTE.fullmatch(path):
         return None
     return APIError(400, "Inference-Header-Content-Length is accepted only by /v2 infer routes (binary tensor "
                          "data); this route reads a JSON body", code="invalid_header")
 
 
-def _json_part(body: bytes, headers: dict[bytes, bytes]) -> bytes:
+def _json_part(path: str, body: bytes, headers: dict[bytes, bytes]) -> bytes:
     """What a route parses as JSON: on an infer route with the header, the header's first bytes."""
     header_length = headers.get(BINARY_HEADER, b"")
-    return body[:int(header_length)] if header_length.isdigit() else body
+    binary = header_length.isdigit() and _BINARY_ROUTE.fullmatch(path) is not None
+    return body[:int(header_length)] if binary else body
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
