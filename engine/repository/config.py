@@ -11,7 +11,9 @@ from engine.errors import InvalidRequest
 from engine.repository.batching import DynamicBatching
 from grammars import GenerationBounds
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
+from engine.repository.triton_keys import check_instances
 from engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
+from engine.repository.warmup import WarmupSample, warmup_samples
 
 # Backends that serve Triton's LLM tensor contract (text_input -> text_output) rather than declared tensors.
 LLM_BACKENDS = frozenset({"transformers", "vllm", "tensorrt_llm", "openai"})
@@ -52,6 +54,8 @@ class ModelConfig:
     decoupled: bool = False
     upstream: UpstreamConfig | None = None  # the openai backend's deployments (engine/repository/upstream.py)
     dynamic_batching: DynamicBatching | None = None   # Triton's dynamic batcher (non-LLM models); None: off
+    instance_count: int = 1             # instances run at once (instance_group; python/embedding/text only)
+    model_warmup: tuple[WarmupSample, ...] = ()       # run at load, before the model is ready (warmup.py)
     triton: Any = field(default=None, hash=False, compare=False, repr=False)  # the parsed config.pbtxt
 
     def __post_init__(self) -> None:
@@ -62,6 +66,7 @@ class ModelConfig:
         if isinstance(stall, bool) or not isinstance(stall, (int, float)) or not (stall == 0 or stall >= 1):
             raise InvalidRequest(f"model '{self.name}': prefill_stall must be 0 (no bound) or a number >= 1",
                                  param="config")
+        check_instances(self.instance_count, self.backend, self.name)
 
     @property
     def is_llm(self) -> bool:
@@ -83,6 +88,8 @@ class ModelConfig:
             data["steps"] = tuple(EnsembleStep.from_mapping(s) for s in data["steps"] or ())
         if data.get("dynamic_batching") is not None and not isinstance(data["dynamic_batching"], DynamicBatching):
             data["dynamic_batching"] = DynamicBatching.from_mapping(data["dynamic_batching"])
+        if data.get("model_warmup") and not isinstance(data["model_warmup"], tuple):
+            data["model_warmup"] = warmup_samples(data["model_warmup"], name)
         if "grammar_bounds" in data and not isinstance(data["grammar_bounds"], GenerationBounds):
             try:
                 data["grammar_bounds"] = GenerationBounds.from_mapping(data["grammar_bounds"])

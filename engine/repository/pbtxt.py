@@ -19,6 +19,7 @@ from engine.repository.batching import DynamicBatching
 from engine.repository.config import LLM_BACKENDS, ModelConfig
 from engine.repository.contracts import check_llm_tensors
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
+from engine.repository.triton_keys import check_keys, instance_count, response_cache, warmups
 
 # Conch's own settings, carried in Triton's `parameters` (name -> type)
 CONCH_FIELDS = {"weights": str, "tokenizer": str, "chat_template": str, "tool_call_parser": str,
@@ -50,12 +51,15 @@ def from_json(data: dict[str, Any], name: str) -> pb.ModelConfig:
 
 
 def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str) -> ModelConfig:
+    check_keys(message, name)                        # every key written is honoured below, or refused by name
     backend = _backend(message)
     data: dict[str, Any] = {"backend": backend, "decoupled": message.model_transaction_policy.decoupled}
     if message.max_batch_size > 0:
         data["max_batch_size"] = message.max_batch_size
     params = {k: v.string_value for k, v in message.parameters.items()}
     data.update(_conch_backend(params, backend, name))
+    data.update(instance_count=instance_count(message, data["backend"], name),
+                response_cache=response_cache(message, data["backend"], name), model_warmup=warmups(message, name))
     data.update({k: CONCH_FIELDS[k](params.pop(k)) for k in list(params) if k in CONCH_FIELDS})
     if backend == "vllm" and path is not None:
         params["engine_args"] = _model_json(Path(path) / version / "model.json", name)

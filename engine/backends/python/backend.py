@@ -2,8 +2,9 @@
 Python backend runs it: `auto_complete_config(config)`, `initialize(args)`, `execute(requests)`,
 `finalize()`.
 
-`execute` (plain or `async def`) runs in a worker thread, one call at a time per model; inputs and outputs
-are numpy arrays. With `dynamic_batching`, the requests that queued meanwhile reach one `execute` together.
+`execute` (plain or `async def`) runs in a worker thread, one call at a time per instance; a model runs
+`instance_group` count instances (instances.py), so that many requests (or batches) run at once. Inputs and
+outputs are numpy arrays. With `dynamic_batching`, the requests that queued meanwhile reach one `execute` together.
 A decoupled model (`model_transaction_policy { decoupled: true }`) answers through each request's response
 sender, any number of times and from any thread, until a send carries TRITONSERVER_RESPONSE_COMPLETE_FINAL;
 its `execute` returns None. Other models return one response per request. An error response (or an
@@ -27,6 +28,7 @@ from engine.backends.python import bls
 from engine.backends.python import utils as pb_utils
 from engine.backends.python.autocomplete import auto_complete
 from engine.backends.python.environment import import_paths, importing
+from engine.backends.python.instances import InstancePool
 from engine.backends.python.messages import (TRITONSERVER_RESPONSE_COMPLETE_FINAL, InferenceRequest,
                                              InferenceResponse, InferenceResponseSender, TritonError)
 from engine.batcher import DynamicBatcher
@@ -48,8 +50,7 @@ class PythonBackend:
         self.config = self.completed_config = config
         self.inputs, self.outputs = config.inputs, config.outputs
         self.engine: Engine | None = None
-        self._model: Any = None
-        self._lock = asyncio.Lock()
+        self._pool: InstancePool | None = None
         self._batcher: DynamicBatcher | None = None
 
     def bind(self, engine: Engine) -> None:
@@ -63,16 +64,26 @@ class PythonBackend:
             module = _load_module(self.config)
             self.config = self.completed_config = auto_complete(module.TritonPythonModel, self.config)
             self.inputs, self.outputs = self.config.inputs, self.config.outputs
-            self._model = module.TritonPythonModel()
-            if hasattr(self._model, "initialize"):
-                try:
-                    await asyncio.to_thread(self._model.initialize, _args(self.config))
-                except Exception as exc:
-                    raise BackendUnavailable(f"model '{self.config.name}': initialize() failed: {exc}") from exc
+            self._pool = InstancePool([await self._initialized(module.TritonPythonModel(), i)
+                                       for i in range(max(1, self.config.instance_count))])
         if self.config.dynamic_batching is not None and not self.config.decoupled:
             self._batcher = DynamicBatcher(self.config.name, self._execute, max(1, self.config.max_batch_size),
-                                           self.config.dynamic_batching)
+                                           self.config.dynamic_batching, instances=len(self._pool))
             self._batcher.start()
+
+    async def _initialized(self, model: Any, index: int) -> Any:
+        if hasattr(model, "initialize"):
+            try:
+                await asyncio.to_thread(model.initialize, _args(self.config, index))
+            except Exception as exc:
+                raise BackendUnavailable(f"model '{self.config.name}': initialize() failed: {exc}") from exc
+        return model
+
+    @property
+    def pool(self) -> InstancePool:
+        if self._pool is None:
+            raise BackendUnavailable(f"model '{self.config.name}' is not started")
+        return self._pool
 
     async def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]:
         check_inputs(self.inputs, request.inputs, self.config.name)
@@ -87,8 +98,7 @@ class PythonBackend:
         if self._batcher is not None:      # Triton's dynamic batcher: execute() gets several requests
             response = await self._batcher.submit(pb_request, 1, _priority(request.parameters))
         else:
-            async with self._lock:
-                response = (await asyncio.to_thread(self._execute, [pb_request]))[0]
+            response = (await self.pool.run(lambda model: self._checked(model, [pb_request])))[0]
         yield self._outputs(response)
 
     async def _decoupled(self, pb_request: InferenceRequest) -> AsyncGenerator[Tensors, None]:
@@ -101,8 +111,7 @@ class PythonBackend:
 
         pb_request.attach_sender(InferenceResponseSender(sink, gone.is_set))
         try:
-            async with self._lock:
-                returned = await asyncio.to_thread(self._call_execute, [pb_request])
+            returned = await self.pool.run(lambda model: self._call_execute(model, [pb_request]))
             if returned is not None:
                 raise InferenceError(f"model '{self.config.name}' is decoupled: execute() must return None and "
                                      f"answer through request.get_response_sender()")
@@ -125,17 +134,22 @@ class PythonBackend:
         return {t.name(): t.as_numpy() for t in response.output_tensors()}
 
     def _execute(self, requests: list) -> list:
-        responses = self._call_execute(requests)
+        """A batch from the dynamic batcher, on a free instance (the batcher runs at most one per instance)."""
+        with self.pool.borrow() as model:
+            return self._checked(model, requests)
+
+    def _checked(self, model: Any, requests: list) -> list:
+        responses = self._call_execute(model, requests)
         if not responses or len(responses) != len(requests):
             raise InferenceError(f"model '{self.config.name}': execute() must return one response per request")
         return responses
 
-    def _call_execute(self, requests: list) -> Any:
+    def _call_execute(self, model: Any, requests: list) -> Any:
         """execute() in this worker thread; an `async def execute` runs on a loop of its own here."""
         try:
-            if inspect.iscoroutinefunction(self._model.execute):
-                return asyncio.run(self._model.execute(requests))
-            return self._model.execute(requests)
+            if inspect.iscoroutinefunction(model.execute):
+                return asyncio.run(model.execute(requests))
+            return model.execute(requests)
         except Exception as exc:
             raise InferenceError(f"model '{self.config.name}': execute() failed: {exc}") from exc
 
@@ -144,14 +158,15 @@ class PythonBackend:
         return BackendStats(waiting=self._batcher.pending if self._batcher is not None else 0)
 
     def health(self) -> bool:
-        return self._model is not None
+        return self._pool is not None
 
     async def stop(self) -> None:
         if self._batcher is not None:
             await self._batcher.stop()
-        if self._model is not None and hasattr(self._model, "finalize"):
-            await asyncio.to_thread(self._model.finalize)
-        self._model = None
+        for model in self._pool.instances if self._pool is not None else ():
+            if hasattr(model, "finalize"):
+                await asyncio.to_thread(model.finalize)
+        self._pool = None
 
 
 def _priority(parameters: dict) -> int:
@@ -180,9 +195,9 @@ def _load_module(config: ModelConfig):
     return module
 
 
-def _args(config: ModelConfig) -> dict[str, str]:
+def _args(config: ModelConfig, index: int = 0) -> dict[str, str]:
     model_config = json_format.MessageToDict(to_triton(config), preserving_proto_field_name=True)
     return {"model_config": json.dumps(model_config), "model_name": config.name,
             "model_version": config.version, "model_repository": str(Path(config.path or ".")),
-            "model_instance_kind": "CPU", "model_instance_name": f"{config.name}_0",
+            "model_instance_kind": "CPU", "model_instance_name": f"{config.name}_{index}",
             "model_instance_device_id": "0"}

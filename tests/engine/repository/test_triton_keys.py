@@ -1,0 +1,71 @@
+"""Every top-level config.pbtxt key is honoured or refused at load by name: instance_group, response_cache and
+model_warmup are read; sequence_batching, rate_limiter, optimization... are refused with the reason."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.errors import InvalidRequest
+from engine.repository.config import ModelConfig
+from engine.repository.pbtxt import parse_pbtxt, to_conch
+
+PYTHON = 'backend: "python"\nmax_batch_size: 4\n'
+LLM = 'backend: "transformers"\nparameters { key: "weights" value: { string_value: "builtin:tiny" } }\n'
+
+
+def conch(text: str) -> ModelConfig:
+    return to_conch(parse_pbtxt(text, "m"), "m", None, "1")
+
+
+@pytest.mark.parametrize("extra, named", [
+    ("sequence_batching { direct { } }", "sequence_batching"),
+    ("sequence_batching { oldest { max_candidate_sequences: 4 } }", "sequence_batching"),
+    ("optimization { input_pinned_memory { enable: true } }", "optimization"),
+    ("metric_tags { key: 'a' value: 'b' }", "metric_tags"),
+    ("batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: 'n' data_type: TYPE_FP32 } ]", "batch_input"),
+    ("instance_group [ { count: 1 rate_limiter { priority: 2 } } ]", "rate_limiter"),
+    ("instance_group [ { count: 1 secondary_devices [ { device_id: 0 } ] } ]", "secondary_devices"),
+    ("default_model_filename: 'model.savedmodel'", "default_model_filename"),
+])
+def test_unsupported_keys_are_refused_by_name(extra, named):
+    with pytest.raises(InvalidRequest) as caught:
+        conch(PYTHON + extra)
+    assert named in caught.value.message
+
+
+def test_instance_group_counts_add_up_for_python_and_are_refused_for_an_llm():
+    config = conch(PYTHON + "instance_group [ { count: 2, kind: KIND_CPU }, { kind: KIND_CPU } ]")
+    assert config.instance_count == 3
+    assert conch(LLM + "instance_group [ { count: 1, kind: KIND_CPU } ]").instance_count == 1
+    with pytest.raises(InvalidRequest, match="instance_group count 2 .*continuous batching"):
+        conch(LLM + "instance_group [ { count: 2 } ]")
+    with pytest.raises(InvalidRequest, match="instance_group count 2"):     # config.yaml's spelling too
+        ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "instance_count": 2})
+
+
+def test_response_cache_is_off_unless_enabled_and_only_for_llms():
+    assert conch(LLM).response_cache is False
+    assert conch(LLM + "response_cache { enable: true }").response_cache is True
+    assert ModelConfig("m").response_cache is True              # config.yaml keeps its default
+    with pytest.raises(InvalidRequest, match="response_cache is supported for LLM models only"):
+        conch(PYTHON + "response_cache { enable: true }")
+
+
+def test_model_warmup_samples(tmp_path):
+    config = conch(PYTHON + '''model_warmup [ {
+        name: "s" batch_size: 2 count: 3
+        inputs { key: "X" value: { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } }
+        inputs { key: "T" value: { data_type: TYPE_STRING dims: [ 1 ] input_data_file: "t.bin" } } } ]''')
+    (sample,) = config.model_warmup
+    assert (sample.name, sample.count) == ("s", 3)
+    (tmp_path / "warmup").mkdir()
+    (tmp_path / "warmup" / "t.bin").write_bytes(b"\x02\x00\x00\x00hi\x01\x00\x00\x00!")
+    tensors = sample.tensors(batched=True, folder=tmp_path)
+    assert tensors["X"].shape == (2, 4) and not tensors["X"].any()
+    assert tensors["T"].tolist() == [[b"hi"], [b"!"]]
+    with pytest.raises(InvalidRequest, match="exactly one of zero_data"):
+        conch(PYTHON + 'model_warmup [ { name: "s" inputs { key: "X" value: { data_type: TYPE_FP32 dims: [1] '
+                       '} } } ]')
+    random = conch(PYTHON + 'model_warmup [ { name: "r" inputs { key: "X" value: { data_type: TYPE_INT32 '
+                            'dims: [ 3 ] random_data: true } } } ]').model_warmup[0]
+    assert random.tensors(batched=False, folder=None)["X"].dtype == np.int32

@@ -1,0 +1,97 @@
+"""A repository of python models (and two tiny LLMs) whose config.pbtxt files use Triton's keys beyond
+tensors: instance_group counts, model_warmup, response_cache, an ensemble over a warmed-up step."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+# Each execute meets the other instance at a barrier: two requests in two instances at once both pass it
+# (OVERLAP 1); with one instance the second request cannot start, the barrier times out (OVERLAP 0).
+MEET = '''
+    import threading
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    BARRIER = threading.Barrier(2, timeout={timeout})
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            self.instance = args["model_instance_name"]
+
+        def execute(self, requests):
+            try:
+                BARRIER.wait()
+                overlap = 1
+            except threading.BrokenBarrierError:
+                BARRIER.reset()
+                overlap = 0
+            return [pb_utils.InferenceResponse([
+                pb_utils.Tensor("OVERLAP", np.array([overlap], dtype=np.int32)),
+                pb_utils.Tensor("INSTANCE", np.array([self.instance.encode()], dtype=np.object_))])
+                for _ in requests]
+'''
+MEET_PBTXT = '''backend: "python"
+max_batch_size: 0
+input [ {{ name: "X", data_type: TYPE_INT32, dims: [ 1 ] }} ]
+output [ {{ name: "OVERLAP", data_type: TYPE_INT32, dims: [ 1 ] }},
+         {{ name: "INSTANCE", data_type: TYPE_STRING, dims: [ 1 ] }} ]
+instance_group [ {{ count: {count}, kind: KIND_CPU }} ]
+'''
+# Counts its executions: the first client request sees the warmup's runs.
+WARM = '''
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            self.calls = 0
+
+        def execute(self, requests):
+            out = []
+            for request in requests:
+                x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+                calls = np.full(x.shape, self.calls, dtype=np.int32)
+                out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x + 1), pb_utils.Tensor("CALLS", calls)]))
+                self.calls += 1
+            return out
+'''
+WARM_PBTXT = '''backend: "python"
+max_batch_size: 4
+input [ { name: "X", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "Y", data_type: TYPE_INT32, dims: [ 1 ] }, { name: "CALLS", data_type: TYPE_INT32, dims: [ 1 ] } ]
+model_warmup [ { name: "zeros" batch_size: 2 count: 2
+                 inputs { key: "X" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } } ]
+'''
+PIPE_PBTXT = '''platform: "ensemble"
+max_batch_size: 4
+input [ { name: "IN", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "OUT", data_type: TYPE_INT32, dims: [ 1 ] }, { name: "SEEN", data_type: TYPE_INT32, dims: [ 1 ] } ]
+ensemble_scheduling { step [ { model_name: "warm" model_version: -1
+  input_map { key: "X" value: "IN" }
+  output_map { key: "Y" value: "OUT" } output_map { key: "CALLS" value: "SEEN" } } ] }
+'''
+LLM_PBTXT = '''backend: "transformers"
+max_batch_size: 4
+parameters {{ key: "weights" value: {{ string_value: "builtin:tiny" }} }}
+parameters {{ key: "dtype" value: {{ string_value: "float32" }} }}
+{extra}
+'''
+BROKEN_PBTXT = 'backend: "python"\nsequence_batching { direct { } }\n'
+
+
+def _model(root: Path, name: str, pbtxt: str, code: str | None = None) -> None:
+    (root / name / "1").mkdir(parents=True, exist_ok=True)
+    (root / name / "config.pbtxt").write_text(pbtxt)
+    if code is not None:
+        (root / name / "1" / "model.py").write_text(textwrap.dedent(code))
+
+
+def build_keys_repository(root: Path) -> Path:
+    _model(root, "meet2", MEET_PBTXT.format(count=2), MEET.format(timeout=120))
+    _model(root, "meet1", MEET_PBTXT.format(count=1), MEET.format(timeout=2))
+    _model(root, "warm", WARM_PBTXT, WARM)
+    _model(root, "pipe", PIPE_PBTXT)
+    _model(root, "cached", LLM_PBTXT.format(extra="response_cache { enable: true }"))
+    _model(root, "uncached", LLM_PBTXT.format(extra=""))
+    _model(root, "stateful", BROKEN_PBTXT, WARM)
+    return root

@@ -1,0 +1,76 @@
+"""Triton's config keys end to end: `--load-model` of an ensemble brings up its steps (explicit mode),
+instance_group runs two requests in two python instances at once, model_warmup runs at load,
+response_cache is per model, and a key Conch does not honour fails the load naming it."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from tests.gateway.kserve.keys_repo import build_keys_repository
+from tests.gateway.kserve.triton_repo import start_triton
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = build_keys_repository(tmp_path_factory.mktemp("repo"))
+    server = start_triton(root, "--model-control-mode", "explicit", "--response-cache", "memory",
+                          *[arg for m in ("pipe", "meet2", "meet1", "cached", "uncached", "stateful")
+                            for arg in ("--load-model", m)])
+    yield server
+    server.stop()
+
+
+def _meet(url: str, model: str) -> tuple[int, str]:
+    with httpclient.InferenceServerClient(url.removeprefix("http://")) as client:
+        x = httpclient.InferInput("X", [1], "INT32")
+        x.set_data_from_numpy(np.array([1], dtype=np.int32))
+        result = client.infer(model, [x])
+        return int(result.as_numpy("OVERLAP")[0]), result.as_numpy("INSTANCE")[0].decode()
+
+
+def test_load_model_ensemble_loads_its_steps_and_warmup_ran_first(server):
+    with grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as client:
+        assert client.is_model_ready("pipe") and client.is_model_ready("warm")
+        x = grpcclient.InferInput("IN", [1, 1], "INT32")
+        x.set_data_from_numpy(np.array([[41]], dtype=np.int32))
+        result = client.infer("pipe", [x])
+    assert result.as_numpy("OUT").tolist() == [[42]]
+    assert result.as_numpy("SEEN").tolist() == [[2]]       # the warmup sample ran twice before any request
+
+
+def test_two_instances_run_two_requests_at_once(server):
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: _meet(server.url, "meet2"), range(2)))
+    assert [overlap for overlap, _ in answers] == [1, 1]
+    assert {instance for _, instance in answers} == {"meet2_0", "meet2_1"}
+
+
+def test_one_instance_runs_requests_one_at_a_time(server):
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: _meet(server.url, "meet1"), range(2)))
+    assert [overlap for overlap, _ in answers] == [0, 0]
+
+
+def test_response_cache_only_where_the_config_enables_it(server):
+    body = {"text_input": "Hello", "parameters": {"max_tokens": 4, "temperature": 0}}
+    for model in ("cached", "uncached"):
+        first = httpx.post(f"{server.url}/v2/models/{model}/generate", json=body, timeout=60).json()
+        again = httpx.post(f"{server.url}/v2/models/{model}/generate", json=body, timeout=60).json()
+        assert first["text_output"] == again["text_output"]
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert 'nv_cache_num_hits_per_model{model="cached",version="1"} 1.0' in metrics
+    assert 'nv_cache_num_hits_per_model{model="uncached",version="1"} 0.0' in metrics
+    assert 'nv_cache_num_misses_per_model{model="uncached",version="1"} 0.0' in metrics
+
+
+def test_an_unsupported_key_fails_the_load_naming_it(server):
+    index = {m["name"]: m for m in httpx.post(f"{server.url}/v2/repository/index").json()}
+    assert index["stateful"]["state"] == "UNAVAILABLE"
+    assert "sequence_batching" in index["stateful"]["reason"]
+    r = httpx.post(f"{server.url}/v2/repository/models/stateful/load")
+    assert r.status_code == 400 and "sequence_batching" in r.json()["error"]
