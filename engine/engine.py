@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from contextlib import aclosing, contextmanager
 from dataclasses import replace
 from typing import AsyncGenerator, Iterator, Protocol, runtime_checkable
@@ -129,10 +130,11 @@ class Engine:
         backend's queues, abort, admission, the cache and the trace all use it). `request.id` is the caller's
         label, which clients choose and may repeat ("id": "1" on every request); the deltas yielded here carry
         it back, so the caller sees only its own id."""
-        label = request.id
+        label, began = request.id, time.monotonic()
         request = replace(await self.prepare(request), id=f"{next(self._keys):x}.{label[:64]}")
         model = self.get(request.model, request.version)
-        trace = Trace(request, model.config.version)
+        trace = Trace(request, model.config.version, start=began)
+        trace.compute_input = time.monotonic() - began           # the tokenize step
         with tracked(model, trace, self.observers):
             async with aclosing(self._answer(model, request, trace)) as deltas:
                 async for delta in deltas:

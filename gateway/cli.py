@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="where the rate-limit buckets live (redis: shared by every replica)")
     serve.add_argument("--max-queue-size", type=int, default=None, metavar="N",
                        help="requests that may wait per model (overrides each config; 0 = unbounded)")
+    serve.add_argument("--trace-file", type=Path, default=None,
+                       help="write Triton traces here (turn them on with /v2/trace/setting trace_level)")
     serve.add_argument("--no-metrics", action="store_true", help="do not serve /metrics")
     serve.add_argument("--metrics-port", type=int, default=None,
                        help="also serve /metrics on this port, without a key (e.g. 8002)")
@@ -97,8 +99,9 @@ def main(argv: list[str] | None = None) -> None:
     keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
     gate = Gate(keys, open_limiter(args.rate_limits)) if not keys.open else None
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
-    app = build_app(engine, Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
-                                        metrics_host=args.metrics_host), gate=gate, metrics=not args.no_metrics,
+    settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
+                        metrics_host=args.metrics_host, trace_file=args.trace_file)
+    app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics,
                     control=control, grpc_port=args.grpc_port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,
                 timeout_keep_alive=args.keep_alive_timeout)

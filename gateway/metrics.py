@@ -3,7 +3,9 @@
 Triton's (counters unless noted; labels model, version):
   nv_inference_request_success, nv_inference_request_failure{reason=REJECTED|CANCELED|BACKEND},
   nv_inference_count, nv_inference_exec_count, nv_inference_request_duration_us,
-  nv_inference_queue_duration_us, nv_inference_pending_request_count (gauge),
+  nv_inference_queue_duration_us, nv_inference_compute_input_duration_us,
+  nv_inference_compute_infer_duration_us, nv_inference_compute_output_duration_us,
+  nv_inference_pending_request_count (gauge),
   nv_cache_num_hits_per_model, nv_cache_num_misses_per_model.
 Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_latency_seconds,
   conch_e2e_request_latency_seconds, conch_prompt_tokens, conch_generation_tokens (histograms);
@@ -12,6 +14,8 @@ Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_late
   conch_prefix_cache_queries, conch_prefix_cache_hits (counters, tokens; from stats() too);
   conch_request_cancelled, conch_rate_limit_rejections{limit}, conch_response_cache_errors (counters);
   conch_upstream_healthy, conch_upstream_inflight (gauges, labels model, deployment: an openai backend's).
+Every model kind counts, from every face: LLM generations and tensor requests (python, ensemble, embedding,
+an ensemble's steps, BLS calls) each leave a trace (engine/tensors/traced.py).
 Counters carry Triton's exact names (no `_total` suffix), as Triton's own exposition does.
 
 They list every model and its traffic, so with API keys configured a scrape of the API port needs a key with
@@ -73,7 +77,11 @@ class Metrics:
         if t.cache_hit is not None:
             self.counts["hits" if t.cache_hit else "misses"][mv] += 1
         self.counts["queue_us"][mv] += t.queued * 1e6
-        self.counts["duration_us"][mv] += ((t.end or t.start) - t.start) * 1e6
+        self.counts["duration_us"][mv] += t.duration * 1e6
+        if t.succeeded:
+            self.counts["input_us"][mv] += t.compute_input * 1e6
+            self.counts["infer_us"][mv] += t.compute_infer * 1e6
+            self.counts["output_us"][mv] += t.compute_output * 1e6
         if t.rejected:
             return
         model = t.model
@@ -128,6 +136,9 @@ class _Collector:
                 ("count", "nv_inference_count", "Number of inferences performed"),
                 ("duration_us", "nv_inference_request_duration_us", "Cumulative inference request duration"),
                 ("queue_us", "nv_inference_queue_duration_us", "Cumulative time requests spend queued"),
+                ("input_us", "nv_inference_compute_input_duration_us", "Cumulative compute input duration"),
+                ("infer_us", "nv_inference_compute_infer_duration_us", "Cumulative compute inference duration"),
+                ("output_us", "nv_inference_compute_output_duration_us", "Cumulative compute output duration"),
                 ("hits", "nv_cache_num_hits_per_model", "Number of response cache hits per model"),
                 ("misses", "nv_cache_num_misses_per_model", "Number of response cache misses per model"),
                 ("cancelled", "conch_request_cancelled", "Requests aborted by the client (also counted as "

@@ -10,6 +10,7 @@ from engine.loaded_model import LoadedModel
 from engine.tensors.contract import batches
 from engine.tensors.interface import InferRequest
 from engine.tensors.llm import tensor_model
+from engine.tensors.traced import TracedTensorModel
 
 
 async def warm_up(engine: Engine, loaded: LoadedModel) -> int:
@@ -18,6 +19,8 @@ async def warm_up(engine: Engine, loaded: LoadedModel) -> int:
     if not config.model_warmup:
         return 0
     model = tensor_model(engine, config.name, config.version)
+    if isinstance(model, TracedTensorModel):      # warmup is not counted in the statistics (as in Triton)
+        model = model.backend
     for sample in config.model_warmup:
         tensors = await asyncio.to_thread(sample.tensors, batches(config), config.version_dir.parent
                                           if config.version_dir is not None else None)

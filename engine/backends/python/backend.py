@@ -18,6 +18,7 @@ import inspect
 import json
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, AsyncGenerator
 
@@ -51,6 +52,7 @@ class PythonBackend:
         self.inputs, self.outputs = config.inputs, config.outputs
         self.engine: Engine | None = None
         self._pool: InstancePool | None = None
+        self.executions = 0               # execute() calls (Triton's execution count)
         self._batcher: DynamicBatcher | None = None
 
     def bind(self, engine: Engine) -> None:
@@ -86,11 +88,14 @@ class PythonBackend:
         return self._pool
 
     async def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]:
+        began = time.perf_counter()
         check_inputs(self.inputs, request.inputs, self.config.name)
         tensors = [pb_utils.Tensor(name, array) for name, array in request.inputs.items()]
         pb_request = InferenceRequest(inputs=tensors, request_id=request.id, parameters=request.parameters,
                                       correlation_id=request.parameters.get("sequence_id", 0),
                                       model_name=self.config.name)
+        pb_request._timing, pb_request._enqueued = request.timing, time.perf_counter()
+        request.timing.compute_input = pb_request._enqueued - began
         if self.config.decoupled:
             async for outputs in self._decoupled(pb_request):
                 yield outputs
@@ -99,12 +104,21 @@ class PythonBackend:
             response = await self._batcher.submit(pb_request, 1, _priority(request.parameters))
         else:
             response = (await self.pool.run(lambda model: self._checked(model, [pb_request])))[0]
-        yield self._outputs(response)
+        yield self._read(response, request)
+
+    def _read(self, response: InferenceResponse, request: InferRequest) -> Tensors:
+        began = time.perf_counter()
+        try:
+            return self._outputs(response)
+        finally:
+            request.timing.compute_output += time.perf_counter() - began
 
     async def _decoupled(self, pb_request: InferenceRequest) -> AsyncGenerator[Tensors, None]:
         loop = asyncio.get_running_loop()
         answers: asyncio.Queue[tuple[InferenceResponse | None, int]] = asyncio.Queue()
         gone = threading.Event()
+
+        timing = pb_request._timing
 
         def sink(response: InferenceResponse | None, flags: int) -> None:      # any thread of the model
             loop.call_soon_threadsafe(answers.put_nowait, (response, flags))
@@ -118,7 +132,10 @@ class PythonBackend:
             while True:
                 response, flags = await answers.get()
                 if response is not None:
-                    yield self._outputs(response)
+                    began = time.perf_counter()
+                    outputs = self._outputs(response)
+                    timing.compute_output += time.perf_counter() - began
+                    yield outputs
                 if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
                     return
         finally:
@@ -146,12 +163,19 @@ class PythonBackend:
 
     def _call_execute(self, model: Any, requests: list) -> Any:
         """execute() in this worker thread; an `async def execute` runs on a loop of its own here."""
+        _started(requests)
+        self.executions += 1
         try:
             if inspect.iscoroutinefunction(model.execute):
                 return asyncio.run(model.execute(requests))
             return model.execute(requests)
         except Exception as exc:
             raise InferenceError(f"model '{self.config.name}': execute() failed: {exc}") from exc
+
+    @property
+    def steps(self) -> int:
+        """Executions: batches when batching (Triton's nv_inference_exec_count)."""
+        return self.executions
 
     def stats(self) -> BackendStats:
         """Requests queued in the dynamic batcher, when there is one (a tensor model holds no KV cache)."""
@@ -167,6 +191,14 @@ class PythonBackend:
             if hasattr(model, "finalize"):
                 await asyncio.to_thread(model.finalize)
         self._pool = None
+
+
+def _started(requests: list) -> None:
+    """Each request's wait (for an instance, or in the batcher) ends now; its batch is all of them."""
+    now = time.perf_counter()
+    for r in requests:
+        if getattr(r, "_timing", None) is not None:
+            r._timing.queue, r._timing.batch_size = now - r._enqueued, len(requests)
 
 
 def _priority(parameters: dict) -> int:

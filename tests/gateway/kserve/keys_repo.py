@@ -95,3 +95,35 @@ def build_keys_repository(root: Path) -> Path:
     _model(root, "uncached", LLM_PBTXT.format(extra=""))
     _model(root, "stateful", BROKEN_PBTXT, WARM)
     return root
+
+
+# Triton's `simple` model: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 (what tritonclient's shared
+# memory examples send).
+SIMPLE = '''
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            out = []
+            for request in requests:
+                a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+                b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
+                out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a + b),
+                                                       pb_utils.Tensor("OUTPUT1", a - b)]))
+            return out
+'''
+SIMPLE_PBTXT = '''backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0", data_type: TYPE_INT32, dims: [ 16 ] },
+        { name: "INPUT1", data_type: TYPE_INT32, dims: [ 16 ] } ]
+output [ { name: "OUTPUT0", data_type: TYPE_INT32, dims: [ 16 ] },
+         { name: "OUTPUT1", data_type: TYPE_INT32, dims: [ 16 ] } ]
+'''
+
+
+def build_observed_repository(root: Path) -> Path:
+    """python models and an ensemble, for statistics, metrics, trace, logging and shared memory."""
+    _model(root, "warm", WARM_PBTXT, WARM)
+    _model(root, "pipe", PIPE_PBTXT)
+    _model(root, "simple", SIMPLE_PBTXT, SIMPLE)
+    return root
