@@ -18,6 +18,7 @@ from engine.errors import InvalidRequest
 from engine.repository.batching import DynamicBatching
 from engine.repository.config import LLM_BACKENDS, ModelConfig
 from engine.repository.contracts import check_llm_tensors
+from engine.repository.sequence import sequence_batching
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
 from engine.repository.triton_keys import check_keys, instance_count, response_cache, warmups
 
@@ -59,7 +60,9 @@ def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str)
     params = {k: v.string_value for k, v in message.parameters.items()}
     data.update(_conch_backend(params, backend, name))
     data.update(instance_count=instance_count(message, data["backend"], name),
-                response_cache=response_cache(message, data["backend"], name), model_warmup=warmups(message, name))
+                response_cache=response_cache(message, data["backend"], name), model_warmup=warmups(message, name),
+                sequence_batching=sequence_batching(message.sequence_batching if message.HasField(
+                    "sequence_batching") else None, data["backend"], name))
     data.update({k: CONCH_FIELDS[k](params.pop(k)) for k in list(params) if k in CONCH_FIELDS})
     if backend == "vllm" and path is not None:
         params["engine_args"] = _model_json(Path(path) / version / "model.json", name)

@@ -20,12 +20,10 @@ from engine.repository.warmup import WarmupSample, warmup_samples
 HONOURED = frozenset({
     "name", "platform", "backend", "version_policy", "max_batch_size", "input", "output", "dynamic_batching",
     "ensemble_scheduling", "instance_group", "parameters", "model_warmup", "model_transaction_policy",
-    "response_cache",
+    "response_cache", "sequence_batching",
     "default_model_filename",    # names the file a backend loads; Conch's python backend reads model.py only
 })                               # (checked below)
 REFUSED = {
-    "sequence_batching": "sequence batching (stateful models with sequence_id/start/end controls) is not "
-                         "implemented; serve the model without it",
     "batch_input": "batch_input (ragged batch tensors) is not implemented",
     "batch_output": "batch_output (ragged batch tensors) is not implemented",
     "optimization": "optimization settings (CUDA graphs, TensorRT/OpenVINO accelerators, pinned memory) have "

@@ -14,7 +14,6 @@ from engine.tensors.interface import InferRequest, Tensors, datatype_of
 from gateway.auth import Forbidden, Unauthorized
 from gateway.kserve.codec import check_shape, dtype_for, from_raw, to_raw
 from gateway.kserve.shared_memory import ShmReference, SystemSharedMemory
-from gateway.kserve.tensors import refuse_sequence_controls
 from gateway.limits import RateLimited
 from grammars import GrammarError
 
@@ -69,9 +68,7 @@ def to_infer_request(message: pb.ModelInferRequest, shm: SystemSharedMemory | No
             tensors[tensor.name] = from_raw(next(raw), tensor.datatype, shape, tensor.name)
         else:
             tensors[tensor.name] = _from_contents(tensor, shape)
-    params = _params(message.parameters)
-    refuse_sequence_controls(params)
-    return InferRequest(message.id or uuid.uuid4().hex, tensors, params)
+    return InferRequest(message.id or uuid.uuid4().hex, tensors, _params(message.parameters))
 
 
 Wanted = dict[str, ShmReference | None]     # requested outputs (empty: all), each maybe into shared memory

@@ -52,7 +52,6 @@ def parse_infer(raw: bytes, header_length: str | None, shm: SystemSharedMemory |
         tensors[name], offset = array, offset + used
     if offset != len(data):
         raise InvalidRequest(f"{len(data) - offset} bytes of binary data follow the inputs unused")
-    refuse_sequence_controls(parameters)
     outputs = body.get("outputs")
     given_id = body.get("id")
     request = InferRequest(str(given_id) if given_id is not None else uuid.uuid4().hex, tensors,
@@ -87,15 +86,6 @@ def render_infer(parsed: ParsedInfer, outputs: Tensors, model_name: str, version
         body["id"] = parsed.given_id
     header = json.dumps(body, separators=(",", ":")).encode()
     return (header + b"".join(blobs), len(header)) if blobs else (header, None)
-
-
-def refuse_sequence_controls(parameters: dict[str, Any]) -> None:
-    """Triton's sequence extension needs sequence batching, which no Conch model has: a request that starts or
-    ends a sequence is refused by name (a bare `sequence_id` reaches a python model as its correlation id)."""
-    for key in ("sequence_start", "sequence_end"):
-        if parameters.get(key) in (True, "true", 1):
-            raise InvalidRequest(f"parameter '{key}': the sequence extension is not supported (no model has "
-                                 f"sequence_batching)", param=key)
 
 
 def _input(item: Any, data: bytes, offset: int, shm: SystemSharedMemory | None) -> tuple[str, Any, int]:

@@ -30,12 +30,14 @@ from engine.backends.python import utils as pb_utils
 from engine.backends.python.autocomplete import auto_complete
 from engine.backends.python.environment import import_paths, importing
 from engine.backends.python.instances import InstancePool
+from engine.backends.python.sequences import Sequences
 from engine.backends.python.messages import (TRITONSERVER_RESPONSE_COMPLETE_FINAL, InferenceRequest,
                                              InferenceResponse, InferenceResponseSender, TritonError)
 from engine.batcher import DynamicBatcher
 from engine.engine import Engine
 from engine.errors import BackendUnavailable, InvalidRequest
 from engine.repository.config import ModelConfig
+from engine.tensors.contract import batches
 from engine.tensors.interface import InferenceError, InferRequest, Tensors, check_inputs
 from engine.tensors.triton_config import to_triton
 
@@ -53,6 +55,7 @@ class PythonBackend:
         self.engine: Engine | None = None
         self._pool: InstancePool | None = None
         self.executions = 0               # execute() calls (Triton's execution count)
+        self._sequences: Sequences | None = None
         self._batcher: DynamicBatcher | None = None
 
     def bind(self, engine: Engine) -> None:
@@ -68,7 +71,10 @@ class PythonBackend:
             self.inputs, self.outputs = self.config.inputs, self.config.outputs
             self._pool = InstancePool([await self._initialized(module.TritonPythonModel(), i)
                                        for i in range(max(1, self.config.instance_count))])
-        if self.config.dynamic_batching is not None and not self.config.decoupled:
+        rules = self.config.sequence_batching
+        if rules is not None:
+            self._sequences = Sequences(rules, len(self._pool), batches(self.config), self.config.name)
+        elif self.config.dynamic_batching is not None and not self.config.decoupled:
             self._batcher = DynamicBatcher(self.config.name, self._execute, max(1, self.config.max_batch_size),
                                            self.config.dynamic_batching, instances=len(self._pool))
             self._batcher.start()
@@ -96,6 +102,9 @@ class PythonBackend:
                                       model_name=self.config.name)
         pb_request._timing, pb_request._enqueued = request.timing, time.perf_counter()
         request.timing.compute_input = pb_request._enqueued - began
+        if self._sequences is not None:
+            yield await self._in_sequence(self._sequences, request, pb_request)
+            return
         if self.config.decoupled:
             async for outputs in self._decoupled(pb_request):
                 yield outputs
@@ -105,6 +114,20 @@ class PythonBackend:
         else:
             response = (await self.pool.run(lambda model: self._checked(model, [pb_request])))[0]
         yield self._read(response, request)
+
+    async def _in_sequence(self, sequences: Sequences, request: InferRequest,
+                           pb_request: InferenceRequest) -> Tensors:
+        """One request of a sequence: in order after the sequence's earlier ones, on its instance, with its
+        control and state tensors; the state outputs are kept for the next request."""
+        corrid, start, end = sequences.correlation(request.parameters)
+        seq = sequences.sequence(corrid, start)
+        async with seq.lock:
+            step = sequences.step(seq, corrid, start, end)
+            pb_request._inputs += [pb_utils.Tensor(name, array) for name, array in step.extra.items()]
+            model = self.pool.instances[step.instance]
+            async with sequences.locks[step.instance]:
+                response = (await asyncio.to_thread(self._checked, model, [pb_request]))[0]
+            return sequences.finish(seq, step, self._read(response, request))
 
     def _read(self, response: InferenceResponse, request: InferRequest) -> Tensors:
         began = time.perf_counter()

@@ -1,5 +1,6 @@
 """Every top-level config.pbtxt key is honoured or refused at load by name: instance_group, response_cache and
-model_warmup are read; sequence_batching, rate_limiter, optimization... are refused with the reason."""
+model_warmup and a python model's sequence_batching are read; rate_limiter, optimization... are refused with
+the reason."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,7 @@ def conch(text: str) -> ModelConfig:
 
 
 @pytest.mark.parametrize("extra, named", [
-    ("sequence_batching { direct { } }", "sequence_batching"),
-    ("sequence_batching { oldest { max_candidate_sequences: 4 } }", "sequence_batching"),
+    ("sequence_batching { iterative_sequence: true }", "iterative_sequence"),
     ("optimization { input_pinned_memory { enable: true } }", "optimization"),
     ("metric_tags { key: 'a' value: 'b' }", "metric_tags"),
     ("batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: 'n' data_type: TYPE_FP32 } ]", "batch_input"),
@@ -69,3 +69,21 @@ def test_model_warmup_samples(tmp_path):
     random = conch(PYTHON + 'model_warmup [ { name: "r" inputs { key: "X" value: { data_type: TYPE_INT32 '
                             'dims: [ 3 ] random_data: true } } } ]').model_warmup[0]
     assert random.tensors(batched=False, folder=None)["X"].dtype == np.int32
+
+
+def test_sequence_batching_for_python_models_only():
+    config = conch(PYTHON + '''sequence_batching { max_sequence_idle_microseconds: 2000000 oldest { }
+        control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1 ] } ] },
+                        { name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING } ] } ]
+        state [ { input_name: "I" output_name: "O" data_type: TYPE_FP32 dims: [ 2 ] } ] }''')
+    rules = config.sequence_batching
+    assert (rules.strategy, rules.idle_seconds) == ("oldest", 2.0)
+    start, corrid = rules.controls
+    assert start.tensor({"CONTROL_SEQUENCE_START": True}, 7, batched=True).tolist() == [[1.0]]
+    assert corrid.tensor({}, "abc", batched=False).tolist() == [b"abc"]
+    assert rules.states[0].initial(batched=True).shape == (1, 2)
+    with pytest.raises(InvalidRequest, match="python models only"):
+        conch(LLM + "sequence_batching { direct { } }")
+    with pytest.raises(InvalidRequest, match="false and true values"):
+        conch(PYTHON + 'sequence_batching { control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_END } ] '
+                       '} ] }')

@@ -76,7 +76,38 @@ parameters {{ key: "weights" value: {{ string_value: "builtin:tiny" }} }}
 parameters {{ key: "dtype" value: {{ string_value: "float32" }} }}
 {extra}
 '''
-BROKEN_PBTXT = 'backend: "python"\nsequence_batching { direct { } }\n'
+BROKEN_PBTXT = 'backend: "python"\noptimization { input_pinned_memory { enable: true } }\n'
+# Sums its inputs per sequence in the implicit state ACC (Triton's sequence batcher with controls).
+ACCUMULATE = '''
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            out = []
+            for request in requests:
+                get = lambda name: pb_utils.get_input_tensor_by_name(request, name).as_numpy()
+                total = get("ACC_IN") + get("X")
+                out.append(pb_utils.InferenceResponse([
+                    pb_utils.Tensor("SUM", total), pb_utils.Tensor("ACC_OUT", total),
+                    pb_utils.Tensor("CORR", get("CORRID")), pb_utils.Tensor("STARTED", get("START"))]))
+            return out
+'''
+ACCUMULATE_PBTXT = '''backend: "python"
+max_batch_size: 0
+input [ { name: "X", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "SUM", data_type: TYPE_INT32, dims: [ 1 ] }, { name: "CORR", data_type: TYPE_UINT64, dims: [ 1 ] },
+         { name: "STARTED", data_type: TYPE_INT32, dims: [ 1 ] } ]
+instance_group [ { count: 2 } ]
+sequence_batching {
+  max_sequence_idle_microseconds: 600000000
+  direct { }
+  control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] },
+                  { name: "END" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] },
+                  { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] } ]
+  state [ { input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+}
+'''
 
 
 def _model(root: Path, name: str, pbtxt: str, code: str | None = None) -> None:
@@ -94,6 +125,7 @@ def build_keys_repository(root: Path) -> Path:
     _model(root, "cached", LLM_PBTXT.format(extra="response_cache { enable: true }"))
     _model(root, "uncached", LLM_PBTXT.format(extra=""))
     _model(root, "stateful", BROKEN_PBTXT, WARM)
+    _model(root, "accumulate", ACCUMULATE_PBTXT, ACCUMULATE)
     return root
 
 

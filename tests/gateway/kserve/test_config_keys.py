@@ -1,6 +1,7 @@
 """Triton's config keys end to end: `--load-model` of an ensemble brings up its steps (explicit mode),
 instance_group runs two requests in two python instances at once, model_warmup runs at load,
-response_cache is per model, and a key Conch does not honour fails the load naming it."""
+response_cache is per model, sequence batching runs a python model's sequences in order with their controls and
+implicit state, and a key Conch does not honour fails the load naming it."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +20,7 @@ from tests.gateway.kserve.triton_repo import start_triton
 def server(tmp_path_factory):
     root = build_keys_repository(tmp_path_factory.mktemp("repo"))
     server = start_triton(root, "--model-control-mode", "explicit", "--response-cache", "memory",
-                          *[arg for m in ("pipe", "meet2", "meet1", "cached", "uncached", "stateful")
+                          *[arg for m in ("pipe", "meet2", "meet1", "cached", "uncached", "stateful", "accumulate")
                             for arg in ("--load-model", m)])
     yield server
     server.stop()
@@ -71,6 +72,36 @@ def test_response_cache_only_where_the_config_enables_it(server):
 def test_an_unsupported_key_fails_the_load_naming_it(server):
     index = {m["name"]: m for m in httpx.post(f"{server.url}/v2/repository/index").json()}
     assert index["stateful"]["state"] == "UNAVAILABLE"
-    assert "sequence_batching" in index["stateful"]["reason"]
+    assert "optimization" in index["stateful"]["reason"]
     r = httpx.post(f"{server.url}/v2/repository/models/stateful/load")
+    assert r.status_code == 400 and "optimization" in r.json()["error"]
+
+
+def _add(client, x: int, **sequence):
+    tensor = grpcclient.InferInput("X", [1], "INT32")
+    tensor.set_data_from_numpy(np.array([x], dtype=np.int32))
+    result = client.infer("accumulate", [tensor], **sequence)
+    assert result.as_numpy("ACC_OUT") is None                   # the state stays in the server
+    return int(result.as_numpy("SUM")[0]), int(result.as_numpy("CORR")[0]), int(result.as_numpy("STARTED")[0])
+
+
+def test_sequence_batching_with_controls_and_implicit_state(server):
+    with grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as client:
+        assert _add(client, 1, sequence_id=11, sequence_start=True) == (1, 11, 1)
+        assert _add(client, 10, sequence_id=22, sequence_start=True) == (10, 22, 1)
+        assert _add(client, 2, sequence_id=11) == (3, 11, 0)
+        assert _add(client, 5, sequence_id=22, sequence_end=True) == (15, 22, 0)
+        assert _add(client, 3, sequence_id=11, sequence_end=True) == (6, 11, 0)
+        with pytest.raises(Exception, match="START flag"):
+            _add(client, 1, sequence_id=22)                         # sequence 22 has ended
+        with pytest.raises(Exception, match="sequence_id"):
+            _add(client, 1)
+    with ThreadPoolExecutor(4) as pool:                             # requests of one sequence keep their order
+        with grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as client:
+            assert _add(client, 0, sequence_id=33, sequence_start=True)[0] == 0
+            sums = sorted(pool.map(lambda x: _add(client, 1, sequence_id=33)[0], range(4)))
+    assert sums == [1, 2, 3, 4]
+    r = httpx.post(f"{server.url}/v2/models/meet1/infer", json={
+        "inputs": [{"name": "X", "datatype": "INT32", "shape": [1], "data": [1]}],
+        "parameters": {"sequence_id": 5, "sequence_start": True}})
     assert r.status_code == 400 and "sequence_batching" in r.json()["error"]
