@@ -45,6 +45,7 @@ class ModelControl:
         self._seen: dict[str, tuple] = {}           # model -> fingerprint of its folder (poll mode)
         self._loaded_from: dict[tuple[str, str], tuple] = {}   # (model, version) -> fingerprint it loaded from
         self._poller: asyncio.Task | None = None
+        self.warming: set[tuple[str, str]] = set()  # (model, version) loaded but not yet warmed up: not ready
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -207,11 +208,15 @@ class ModelControl:
 
     async def _warm(self, loaded) -> None:
         """Triton's model_warmup, before the version counts as loaded; a failed sample unloads it."""
+        key = (loaded.name, loaded.config.version)
+        self.warming.add(key)
         try:
             await warm_up(self.engine, loaded)
         except Exception:
             await self.engine.unload(loaded.name, loaded.config.version)
             raise
+        finally:
+            self.warming.discard(key)
 
     def _record_failure(self, name: str, exc: Exception, version: str = "") -> None:
         reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"

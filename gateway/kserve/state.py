@@ -42,7 +42,10 @@ class TritonState:
         if missing:        # Triton's answer (400) for a model with no available version
             raise InvalidRequest(f"Request for unknown model: '{name}' has no available versions: ensemble "
                                  f"step(s) {', '.join(missing)} not loaded", param="model")
-        return self.engine.get(name, version)
+        model = self.engine.get(name, version)
+        if (model.name, model.config.version) in self.control.warming:
+            raise ModelNotReady(f"model '{name}' version {model.config.version} is warming up")
+        return model
 
 
 def triton_state(request: Request) -> TritonState:

@@ -76,6 +76,30 @@ parameters {{ key: "weights" value: {{ string_value: "builtin:tiny" }} }}
 parameters {{ key: "dtype" value: {{ string_value: "float32" }} }}
 {extra}
 '''
+# Its warmup signals that it started, then waits for the test's go-ahead: the model is loaded but not ready.
+GATED = '''
+    import os
+    import time
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            self.folder = args["model_repository"]
+
+        def execute(self, requests):
+            open(os.path.join(self.folder, "started"), "w").close()
+            deadline = time.monotonic() + 120
+            while not os.path.exists(os.path.join(self.folder, "go")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.zeros([1], dtype=np.int32))])
+                    for _ in requests]
+'''
+GATED_PBTXT = '''backend: "python"
+input [ { name: "X", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "Y", data_type: TYPE_INT32, dims: [ 1 ] } ]
+model_warmup [ { name: "w" inputs { key: "X" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } } ]
+'''
 BROKEN_PBTXT = 'backend: "python"\noptimization { input_pinned_memory { enable: true } }\n'
 # Sums its inputs per sequence in the implicit state ACC (Triton's sequence batcher with controls).
 ACCUMULATE = '''
@@ -126,6 +150,7 @@ def build_keys_repository(root: Path) -> Path:
     _model(root, "uncached", LLM_PBTXT.format(extra=""))
     _model(root, "stateful", BROKEN_PBTXT, WARM)
     _model(root, "accumulate", ACCUMULATE_PBTXT, ACCUMULATE)
+    _model(root, "gated", GATED_PBTXT, GATED)
     return root
 
 

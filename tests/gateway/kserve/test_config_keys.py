@@ -22,6 +22,7 @@ def server(tmp_path_factory):
     server = start_triton(root, "--model-control-mode", "explicit", "--response-cache", "memory",
                           *[arg for m in ("pipe", "meet2", "meet1", "cached", "uncached", "stateful", "accumulate")
                             for arg in ("--load-model", m)])
+    server.root = root
     yield server
     server.stop()
 
@@ -105,3 +106,26 @@ def test_sequence_batching_with_controls_and_implicit_state(server):
         "inputs": [{"name": "X", "datatype": "INT32", "shape": [1], "data": [1]}],
         "parameters": {"sequence_id": 5, "sequence_start": True}})
     assert r.status_code == 400 and "sequence_batching" in r.json()["error"]
+
+
+def test_a_model_is_not_ready_until_its_warmup_ends(server):
+    import threading
+    import time
+
+    folder = server.root / "gated"
+    loaded: list[int] = []
+    loader = threading.Thread(target=lambda: loaded.append(
+        httpx.post(f"{server.url}/v2/repository/models/gated/load", timeout=180).status_code))
+    loader.start()
+    deadline = time.monotonic() + 120
+    while not (folder / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (folder / "started").exists()                      # loaded, its warmup waiting for us
+    assert httpx.get(f"{server.url}/v2/models/gated/ready").status_code != 200
+    r = httpx.post(f"{server.url}/v2/models/gated/infer",
+                   json={"inputs": [{"name": "X", "datatype": "INT32", "shape": [1], "data": [1]}]})
+    assert r.status_code == 503 and "warming up" in r.json()["error"]
+    (folder / "go").touch()
+    loader.join(120)
+    assert loaded == [200]
+    assert httpx.get(f"{server.url}/v2/models/gated/ready").status_code == 200
