@@ -78,11 +78,14 @@ def requested_outputs(message: pb.ModelInferRequest) -> Wanted:
     wanted: Wanted = {}
     for output in message.outputs:
         params = _params(output.parameters)
-        if "classification" in params:
-            raise errors.InvalidRequest(f"output '{output.name}': the classification extension (class_count) "
-                                        f"is not supported", param="classification")
         wanted[output.name] = ShmReference.from_parameters(params, output.name)
     return wanted
+
+
+def class_counts(message: pb.ModelInferRequest) -> dict[str, int]:
+    """The classification extension's counts (tritonclient's `class_count`), by output."""
+    counts = {o.name: _params(o.parameters).get("classification", 0) for o in message.outputs}
+    return {name: n for name, n in counts.items() if n}
 
 
 def _params(parameters) -> dict[str, Any]:

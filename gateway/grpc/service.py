@@ -23,7 +23,8 @@ from engine.errors import EngineError
 from engine.tensors.llm import tensor_model
 from gateway.auth import Gate
 from gateway.grpc.extensions import ExtensionRPCs
-from gateway.grpc.convert import (StreamResponses, requested_outputs, status_of, to_infer_request,
+from engine.tensors.classification import classified
+from gateway.grpc.convert import (StreamResponses, class_counts, requested_outputs, status_of, to_infer_request,
                                   to_infer_response)
 from gateway.kserve import metadata
 from gateway.kserve.infer import single_response
@@ -141,6 +142,7 @@ class InferenceService(ExtensionRPCs, service_pb2_grpc.GRPCInferenceServiceServi
             infer = to_infer_request(request, self.state.shm)
             outputs = await single_response(self.state, request.model_name, request.model_version or None, infer)
             model = self.state.model(request.model_name, request.model_version or None)
+            outputs = classified(model, outputs, class_counts(request))
             return to_infer_response(outputs, model.name, model.config.version, request.id,
                                      requested_outputs(request), shm=self.state.shm)
         return await _guard(context, work())
@@ -181,9 +183,10 @@ class InferenceService(ExtensionRPCs, service_pb2_grpc.GRPCInferenceServiceServi
             replies = StreamResponses(model.name, model.config.version, request.id, requested_outputs(request),
                                       self.state.shm)
             responses = tensor_model(self.state.engine, model.name, model.config.version).infer(infer)
+            counts = class_counts(request)
             try:
                 async for outputs in responses:
-                    put(replies.response(outputs))
+                    put(replies.response(classified(model, outputs, counts)))
             finally:
                 await responses.aclose()
             if infer.parameters.get("triton_enable_empty_final_response"):

@@ -7,6 +7,7 @@ from typing import AsyncIterator
 from fastapi import APIRouter, Request, Response
 
 from engine.errors import InvalidRequest
+from engine.tensors.classification import classified
 from engine.tensors.interface import InferRequest, Tensors
 from engine.tensors.llm import tensor_model
 from gateway.kserve.state import TritonState, triton_state
@@ -41,6 +42,7 @@ async def infer(request: Request, model: str, version: str | None = None) -> Res
     parsed = parse_infer(await request.body(), request.headers.get(HEADER), state.shm)
     outputs = await until_disconnect(request, single_response(state, model, version, parsed.request))
     loaded = state.model(model, version)
+    outputs = classified(loaded, outputs, {w.name: w.classes for w in parsed.outputs or () if w.classes})
     body, header_length = render_infer(parsed, outputs, loaded.name, loaded.config.version, state.shm)
     if header_length is None:
         return Response(body, media_type="application/json")

@@ -25,6 +25,7 @@ class WantedOutput:
     name: str
     binary: bool
     shm: ShmReference | None = None      # written into this shared memory region, not the body
+    classes: int = 0                     # > 0: the classification extension's top classes of the output
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,12 @@ def _wanted(item: Any) -> WantedOutput:
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         raise InvalidRequest("each requested output needs a 'name'", param="outputs")
     params = _mapping(item.get("parameters"), item["name"])
-    if "classification" in params:
-        raise InvalidRequest(f"output '{item['name']}': the classification extension (class_count) is not "
-                             f"supported", param="classification")
+    classes = params.get("classification", 0)
+    if isinstance(classes, bool) or not isinstance(classes, int) or classes < 0:
+        raise InvalidRequest(f"output '{item['name']}': classification must be a positive integer",
+                             param="classification")
     return WantedOutput(item["name"], bool(params.get("binary_data", False)),
-                        ShmReference.from_parameters(params, item["name"]))
+                        ShmReference.from_parameters(params, item["name"]), classes)
 
 
 def _header_length(value: str | None, total: int) -> int | None:

@@ -173,7 +173,7 @@ SIMPLE_PBTXT = '''backend: "python"
 max_batch_size: 8
 input [ { name: "INPUT0", data_type: TYPE_INT32, dims: [ 16 ] },
         { name: "INPUT1", data_type: TYPE_INT32, dims: [ 16 ] } ]
-output [ { name: "OUTPUT0", data_type: TYPE_INT32, dims: [ 16 ] },
+output [ { name: "OUTPUT0", data_type: TYPE_INT32, dims: [ 16 ], label_filename: "labels.txt" },
          { name: "OUTPUT1", data_type: TYPE_INT32, dims: [ 16 ] } ]
 '''
 
@@ -183,4 +183,5 @@ def build_observed_repository(root: Path) -> Path:
     _model(root, "warm", WARM_PBTXT, WARM)
     _model(root, "pipe", PIPE_PBTXT)
     _model(root, "simple", SIMPLE_PBTXT, SIMPLE)
+    (root / "simple" / "labels.txt").write_text("".join(f"label{i}\n" for i in range(16)))
     return root

@@ -188,7 +188,21 @@ def test_cuda_shared_memory_is_refused_by_name(server):
             client.get_cuda_shared_memory_status()
 
 
-def test_sequence_controls_and_classification_are_refused_by_name(server):
+def test_classification_extension_over_http_and_grpc(server):
+    a = np.array([[5, 1, 9, 3] + [0] * 12], dtype=np.int32)
+    for module, address in ((httpclient, server.url.removeprefix("http://")),
+                            (grpcclient, f"127.0.0.1:{server.grpc_port}")):
+        with module.InferenceServerClient(address) as client:
+            inputs = [module.InferInput("INPUT0", [1, 16], "INT32"), module.InferInput("INPUT1", [1, 16], "INT32")]
+            inputs[0].set_data_from_numpy(a)
+            inputs[1].set_data_from_numpy(np.zeros((1, 16), dtype=np.int32))
+            outputs = [module.InferRequestedOutput("OUTPUT0", class_count=2), module.InferRequestedOutput("OUTPUT1")]
+            result = client.infer("simple", inputs, outputs=outputs)
+            assert result.as_numpy("OUTPUT0").tolist() == [[b"9:2:label2", b"5:0:label0"]]
+            assert result.as_numpy("OUTPUT1").tolist() == a.tolist()
+
+
+def test_sequence_controls_are_refused_by_name(server):
     with grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as client:
         a = grpcclient.InferInput("INPUT0", [1, 16], "INT32")
         a.set_data_from_numpy(np.zeros((1, 16), dtype=np.int32))
@@ -196,6 +210,4 @@ def test_sequence_controls_and_classification_are_refused_by_name(server):
         b.set_data_from_numpy(np.zeros((1, 16), dtype=np.int32))
         with pytest.raises(Exception, match="sequence_start"):
             client.infer("simple", [a, b], sequence_id=7, sequence_start=True)
-        with pytest.raises(Exception, match="class_count"):
-            client.infer("simple", [a, b], outputs=[grpcclient.InferRequestedOutput("OUTPUT0", class_count=2)])
         assert client.infer("simple", [a, b], sequence_id=7).as_numpy("OUTPUT0").shape == (1, 16)
