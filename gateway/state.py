@@ -6,7 +6,10 @@ from pathlib import Path
 
 from fastapi import Request
 
+from agents.mcp import McpConfig
 from engine.engine import Engine
+from gateway.records import RecordStore
+from gateway.aliases import ModelAliases
 
 KEEP_ALIVE_S = 90   # idle keep-alive seconds (Ray Serve's proxy's): past httpx's and the OpenAI SDK's 5 s pool expiry
 
@@ -19,6 +22,9 @@ class Settings:
     metrics_port: int | None = None     # /metrics without a key on this port (None: only on the API port)
     metrics_host: str = "127.0.0.1"
     trace_file: Path | None = None      # where Triton's trace extension writes (--trace-file); None: no traces
+    mcp: McpConfig = field(default_factory=McpConfig)    # MCP servers, allowed origins, limits (--mcp-*)
+    aliases: ModelAliases = field(default_factory=ModelAliases)    # claude-* -> a served model (gateway/aliases.py)
+    keep_billing_header: bool = False   # /v1/messages: render Claude Code's volatile billing line (docs/anthropic.md)
     extra: dict = field(default_factory=dict)
 
 
@@ -26,6 +32,7 @@ class Settings:
 class ConchState:
     engine: Engine
     settings: Settings
+    records: RecordStore = field(default_factory=RecordStore)   # stored responses and conversations
 
 
 def conch_state(request: Request) -> ConchState:
