@@ -18,6 +18,7 @@ import itertools
 import logging
 import time
 from collections import Counter
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -54,6 +55,7 @@ class DynamicBatcher:
     policy: DynamicBatching | None = None       # None: Triton's defaults
     batch_requests: bool = True                 # False: each request runs alone (no dynamic batching)
     instances: int = 1                          # batches that may run at once
+    admit: Callable[[], AbstractAsyncContextManager] = nullcontext   # held around each batch (rate limiter)
     steps: int = 0
     batch_sizes: Counter = field(default_factory=Counter)
     clock: Callable[[], float] = time.monotonic
@@ -219,7 +221,8 @@ class DynamicBatcher:
         self.steps += 1
         self.batch_sizes[sum(p.rows for p in live)] += 1
         try:
-            results = await asyncio.to_thread(self.run, [p.payload for p in live])
+            async with self.admit():
+                results = await asyncio.to_thread(self.run, [p.payload for p in live])
         except BaseException as exc:               # the forward failed (or the batcher stops): the batch sees it
             failure = exc if isinstance(exc, Exception) else Overloaded(f"model '{self.name}' is stopping")
             for p in live:

@@ -17,6 +17,7 @@ from engine.loaded_model import LoadedModel
 from engine.pipeline import detokenize, tokenize
 from engine.pipeline.tokenize import tokenizes_inline
 from engine.repository import ModelConfig, ModelRepository
+from engine.resources import ResourceLimiter
 from engine.params import checked_sampling
 from engine.types import GenerationDelta, GenerationRequest
 
@@ -40,6 +41,7 @@ class Engine:
         self.cache = cache                           # None: no response cache
         self.admission = Admission(max_queue_size)   # a bounded priority queue per model
         self.observers: list[Observer] = []          # told about every request once it is over
+        self.resources = ResourceLimiter()           # Triton's rate limiter: resources instances execute with
         self._models: dict[str, dict[str, LoadedModel]] = {}   # name -> version -> the model serving it
         self._loading: dict[str, asyncio.Lock] = {}
         self._keys = itertools.count()               # engine keys: see generate

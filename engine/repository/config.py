@@ -12,7 +12,7 @@ from engine.repository.batching import DynamicBatching
 from grammars import GenerationBounds
 from engine.repository.sequence import SequenceBatching
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
-from engine.repository.triton_keys import check_instances
+from engine.repository.triton_keys import RateLimit, check_instances
 from engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
 from engine.repository.warmup import WarmupSample, warmup_samples
 
@@ -58,6 +58,7 @@ class ModelConfig:
     instance_count: int = 1             # instances run at once (instance_group; python/embedding/text only)
     model_warmup: tuple[WarmupSample, ...] = ()       # run at load, before the model is ready (warmup.py)
     sequence_batching: SequenceBatching | None = None  # python models; from config.pbtxt only (sequence.py)
+    rate_limiter: RateLimit | None = None   # python models' instance_group rate_limiter (engine/resources.py)
     triton: Any = field(default=None, hash=False, compare=False, repr=False)  # the parsed config.pbtxt
 
     def __post_init__(self) -> None:
@@ -90,9 +91,9 @@ class ModelConfig:
             data["steps"] = tuple(EnsembleStep.from_mapping(s) for s in data["steps"] or ())
         if data.get("dynamic_batching") is not None and not isinstance(data["dynamic_batching"], DynamicBatching):
             data["dynamic_batching"] = DynamicBatching.from_mapping(data["dynamic_batching"])
-        if data.get("sequence_batching") is not None:
-            raise InvalidRequest(f"model '{name}': sequence_batching is read from config.pbtxt only",
-                                 param="sequence_batching")
+        for key in ("sequence_batching", "rate_limiter"):
+            if data.get(key) is not None:
+                raise InvalidRequest(f"model '{name}': {key} is read from config.pbtxt only", param=key)
         if data.get("model_warmup") and not isinstance(data["model_warmup"], tuple):
             data["model_warmup"] = warmup_samples(data["model_warmup"], name)
         if "grammar_bounds" in data and not isinstance(data["grammar_bounds"], GenerationBounds):

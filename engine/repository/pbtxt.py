@@ -20,7 +20,7 @@ from engine.repository.config import LLM_BACKENDS, ModelConfig
 from engine.repository.contracts import check_llm_tensors
 from engine.repository.sequence import sequence_batching
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
-from engine.repository.triton_keys import check_keys, instance_count, response_cache, warmups
+from engine.repository.triton_keys import check_keys, instance_count, rate_limit, response_cache, warmups
 
 # Conch's own settings, carried in Triton's `parameters` (name -> type)
 CONCH_FIELDS = {"weights": str, "tokenizer": str, "chat_template": str, "tool_call_parser": str,
@@ -61,6 +61,7 @@ def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str)
     data.update(_conch_backend(params, backend, name))
     data.update(instance_count=instance_count(message, data["backend"], name),
                 response_cache=response_cache(message, data["backend"], name), model_warmup=warmups(message, name),
+                rate_limiter=rate_limit(message, data["backend"], name),
                 sequence_batching=sequence_batching(message.sequence_batching if message.HasField(
                     "sequence_batching") else None, data["backend"], name))
     data.update({k: CONCH_FIELDS[k](params.pop(k)) for k in list(params) if k in CONCH_FIELDS})

@@ -9,6 +9,7 @@ Honoured keys are read into Conch's `ModelConfig` by pbtxt.py; the readers of `i
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
@@ -38,7 +39,7 @@ REFUSED = {
 # Backends whose instances may run side by side: each python instance is its own TritonPythonModel; an
 # embedding model's instances share its weights (a forward holds no state); text steps are stateless.
 INSTANCE_BACKENDS = frozenset({"python", "embedding", "tokenizer", "detokenizer"})
-_INSTANCE_KEYS = {"name", "kind", "count", "gpus", "passive", "host_policy"}
+_INSTANCE_KEYS = {"name", "kind", "count", "gpus", "passive", "host_policy", "rate_limiter"}
 _LLM_BACKENDS = frozenset({"transformers", "vllm", "tensorrt_llm", "openai"})
 
 
@@ -69,8 +70,8 @@ def instance_count(message: pb.ModelConfig, backend: str, name: str) -> int:
         unknown = sorted(written - _INSTANCE_KEYS)
         if unknown:
             raise InvalidRequest(f"model '{name}': instance_group key '{unknown[0]}' is not supported "
-                                 f"(rate limiting across instances, secondary devices and profiles are not "
-                                 f"implemented)", param=f"instance_group.{unknown[0]}")
+                                 f"(secondary devices and profiles are not implemented)",
+                                 param=f"instance_group.{unknown[0]}")
         if group.count < 0:
             raise InvalidRequest(f"model '{name}': instance_group count must be >= 1", param="instance_group")
     return check_instances(sum(max(1, g.count) for g in groups), backend, name)
@@ -103,3 +104,37 @@ def warmups(message: pb.ModelConfig, name: str) -> tuple[WarmupSample, ...]:
     data: list[Any] = [json_format.MessageToDict(w, preserving_proto_field_name=True)
                        for w in message.model_warmup]
     return warmup_samples(data, name)
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """An instance's `rate_limiter`: the resources one execution holds (engine/resources.py) and its priority
+    among the executions waiting for them (lower first)."""
+
+    resources: tuple[tuple[str, int], ...]      # (name, count)
+    priority: int = 0
+
+
+def rate_limit(message: pb.ModelConfig, backend: str, name: str) -> RateLimit | None:
+    """The model's rate limit: every instance group declares the same one, or none does. Honoured for python
+    models (their instances' executions); another backend's is refused by name."""
+    limits = {_group_limit(g) for g in message.instance_group}
+    if not limits or limits == {None}:
+        return None
+    only = next(iter(limits))
+    if len(limits) != 1 or only is None:
+        raise InvalidRequest(f"model '{name}': every instance_group must declare the same rate_limiter",
+                             param="rate_limiter")
+    if backend != "python":
+        raise InvalidRequest(f"model '{name}': rate_limiter is supported for python models only, not the "
+                             f"{backend} backend", param="rate_limiter")
+    if any(count < 1 for _, count in only.resources):
+        raise InvalidRequest(f"model '{name}': rate_limiter resource counts must be >= 1", param="rate_limiter")
+    return only
+
+
+def _group_limit(group: pb.ModelInstanceGroup) -> RateLimit | None:
+    if not group.HasField("rate_limiter"):
+        return None
+    limiter = group.rate_limiter
+    return RateLimit(tuple(sorted((r.name, r.count) for r in limiter.resources)), limiter.priority)

@@ -19,6 +19,7 @@ import json
 import sys
 import threading
 import time
+from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import Any, AsyncGenerator
 
@@ -64,20 +65,29 @@ class PythonBackend:
     async def start(self) -> None:
         if self.engine is not None:
             bls.bind(self.engine)
+            if self.config.rate_limiter is not None:
+                self.engine.resources.register(self.config.rate_limiter)
         paths = import_paths(self.config)
         with importing(paths):
             module = _load_module(self.config)
             self.config = self.completed_config = auto_complete(module.TritonPythonModel, self.config)
             self.inputs, self.outputs = self.config.inputs, self.config.outputs
             self._pool = InstancePool([await self._initialized(module.TritonPythonModel(), i)
-                                       for i in range(max(1, self.config.instance_count))])
+                                       for i in range(max(1, self.config.instance_count))], self._admit)
         rules = self.config.sequence_batching
         if rules is not None:
             self._sequences = Sequences(rules, len(self._pool), batches(self.config), self.config.name)
         elif self.config.dynamic_batching is not None and not self.config.decoupled:
             self._batcher = DynamicBatcher(self.config.name, self._execute, max(1, self.config.max_batch_size),
-                                           self.config.dynamic_batching, instances=len(self._pool))
+                                           self.config.dynamic_batching, instances=len(self._pool),
+                                           admit=self._admit)
             self._batcher.start()
+
+    def _admit(self) -> AbstractAsyncContextManager:
+        """The rate limiter's resources for one execution (none without a rate_limiter or an engine)."""
+        if self.engine is None or self.config.rate_limiter is None:
+            return nullcontext()
+        return self.engine.resources.hold(self.config.rate_limiter)
 
     async def _initialized(self, model: Any, index: int) -> Any:
         if hasattr(model, "initialize"):
@@ -125,7 +135,7 @@ class PythonBackend:
             step = sequences.step(seq, corrid, start, end)
             pb_request._inputs += [pb_utils.Tensor(name, array) for name, array in step.extra.items()]
             model = self.pool.instances[step.instance]
-            async with sequences.locks[step.instance]:
+            async with sequences.locks[step.instance], self._admit():
                 response = (await asyncio.to_thread(self._checked, model, [pb_request]))[0]
             return sequences.finish(seq, step, self._read(response, request))
 

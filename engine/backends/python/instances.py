@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import queue
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from typing import Any, Callable, Iterator
+
+Admit = Callable[[], AbstractAsyncContextManager]    # held around each execution (the rate limiter's resources)
 
 
 class InstancePool:
-    def __init__(self, instances: list[Any]) -> None:
-        self.instances = instances
+    def __init__(self, instances: list[Any], admit: Admit | None = None) -> None:
+        self.instances, self.admit = instances, admit or nullcontext
         self._free: queue.SimpleQueue = queue.SimpleQueue()
         for instance in instances:
             self._free.put(instance)
@@ -33,8 +35,9 @@ class InstancePool:
             self._free.put(instance)
 
     async def run(self, work: Callable[[Any], Any]) -> Any:
-        """`work(instance)` in a worker thread on a free instance, waiting for one if all are busy."""
-        async with self._slots:
+        """`work(instance)` in a worker thread on a free instance, waiting for one if all are busy, then for
+        the resources its executions hold."""
+        async with self._slots, self.admit():
             return await asyncio.to_thread(self._borrowed, work)
 
     def _borrowed(self, work: Callable[[Any], Any]) -> Any:

@@ -1,6 +1,6 @@
 """Every top-level config.pbtxt key is honoured or refused at load by name: instance_group, response_cache and
-model_warmup and a python model's sequence_batching are read; rate_limiter, optimization... are refused with
-the reason."""
+model_warmup and a python model's sequence_batching and rate_limiter are read; optimization... are refused
+with the reason."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +23,7 @@ def conch(text: str) -> ModelConfig:
     ("optimization { input_pinned_memory { enable: true } }", "optimization"),
     ("metric_tags { key: 'a' value: 'b' }", "metric_tags"),
     ("batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: 'n' data_type: TYPE_FP32 } ]", "batch_input"),
-    ("instance_group [ { count: 1 rate_limiter { priority: 2 } } ]", "rate_limiter"),
+    ("instance_group [ { count: 1 rate_limiter { priority: 2 } }, { count: 1 } ]", "same rate_limiter"),
     ("instance_group [ { count: 1 secondary_devices [ { device_id: 0 } ] } ]", "secondary_devices"),
     ("default_model_filename: 'model.savedmodel'", "default_model_filename"),
 ])
@@ -87,3 +87,13 @@ def test_sequence_batching_for_python_models_only():
     with pytest.raises(InvalidRequest, match="false and true values"):
         conch(PYTHON + 'sequence_batching { control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_END } ] '
                        '} ] }')
+
+
+def test_rate_limiter_for_python_models_only():
+    config = conch(PYTHON + 'instance_group [ { count: 2 rate_limiter { resources [ { name: "R" count: 2 }, '
+                            '{ name: "G" global: true count: 1 } ] priority: 3 } } ]')
+    assert config.rate_limiter.resources == (("G", 1), ("R", 2)) and config.rate_limiter.priority == 3
+    with pytest.raises(InvalidRequest, match="rate_limiter is supported for python models only"):
+        conch(LLM + 'instance_group [ { rate_limiter { resources [ { name: "R" count: 1 } ] } } ]')
+    with pytest.raises(InvalidRequest, match="config.pbtxt only"):
+        ModelConfig.from_mapping("m", {"backend": "python", "rate_limiter": {"priority": 1}})

@@ -100,6 +100,48 @@ input [ { name: "X", data_type: TYPE_INT32, dims: [ 1 ] } ]
 output [ { name: "Y", data_type: TYPE_INT32, dims: [ 1 ] } ]
 model_warmup [ { name: "w" inputs { key: "X" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } } ]
 '''
+# Meets any other model in a shared folder: each execution announces itself and waits (up to 8 s) for another
+# model's announcement. Two models that run at once meet (MET 1); two that take turns never do (MET 0).
+MEETING = '''
+    import json
+    import os
+    import time
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    def wait_for(check):
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            found = check()
+            if found:
+                return found
+            time.sleep(0.02)
+        return None
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            self.folder = json.loads(args["model_config"])["parameters"]["meeting"]["string_value"]
+            self.me = args["model_name"]
+
+        def execute(self, requests):
+            path = lambda name: os.path.join(self.folder, name)
+            open(path(self.me + ".here"), "w").close()
+            other = wait_for(lambda: next((f[:-5] for f in os.listdir(self.folder)
+                                           if f.endswith(".here") and f[:-5] != self.me), None))
+            if other is not None:
+                open(path(self.me + ".saw"), "w").close()
+                wait_for(lambda: os.path.exists(path(other + ".saw")))
+            os.remove(path(self.me + ".here"))
+            met = np.array([int(other is not None)], dtype=np.int32)
+            return [pb_utils.InferenceResponse([pb_utils.Tensor("MET", met)]) for _ in requests]
+'''
+MEETING_PBTXT = '''backend: "python"
+input [ {{ name: "X", data_type: TYPE_INT32, dims: [ 1 ] }} ]
+output [ {{ name: "MET", data_type: TYPE_INT32, dims: [ 1 ] }} ]
+parameters {{ key: "meeting" value: {{ string_value: "{folder}" }} }}
+{limiter}
+'''
+LIMITED = 'instance_group [ { count: 1, rate_limiter { resources [ { name: "R", count: 1 } ] priority: 1 } } ]'
 BROKEN_PBTXT = 'backend: "python"\noptimization { input_pinned_memory { enable: true } }\n'
 # Sums its inputs per sequence in the implicit state ACC (Triton's sequence batcher with controls).
 ACCUMULATE = '''
@@ -151,6 +193,9 @@ def build_keys_repository(root: Path) -> Path:
     _model(root, "stateful", BROKEN_PBTXT, WARM)
     _model(root, "accumulate", ACCUMULATE_PBTXT, ACCUMULATE)
     _model(root, "gated", GATED_PBTXT, GATED)
+    (root.parent / "meeting").mkdir(exist_ok=True)
+    for name, limiter in (("limited_a", LIMITED), ("limited_b", LIMITED), ("free_c", "")):
+        _model(root, name, MEETING_PBTXT.format(folder=root.parent / "meeting", limiter=limiter), MEETING)
     return root
 
 

@@ -20,7 +20,8 @@ from tests.gateway.kserve.triton_repo import start_triton
 def server(tmp_path_factory):
     root = build_keys_repository(tmp_path_factory.mktemp("repo"))
     server = start_triton(root, "--model-control-mode", "explicit", "--response-cache", "memory",
-                          *[arg for m in ("pipe", "meet2", "meet1", "cached", "uncached", "stateful", "accumulate")
+                          *[arg for m in ("pipe", "meet2", "meet1", "cached", "uncached", "stateful", "accumulate",
+                                      "limited_a", "limited_b", "free_c")
                             for arg in ("--load-model", m)])
     server.root = root
     yield server
@@ -129,3 +130,24 @@ def test_a_model_is_not_ready_until_its_warmup_ends(server):
     loader.join(120)
     assert loaded == [200]
     assert httpx.get(f"{server.url}/v2/models/gated/ready").status_code == 200
+
+
+def _meeting(server, models: tuple[str, str]) -> list[int]:
+    import shutil
+
+    folder = server.root.parent / "meeting"
+    shutil.rmtree(folder)
+    folder.mkdir()
+
+    def call(model: str) -> int:
+        r = httpx.post(f"{server.url}/v2/models/{model}/infer", timeout=60,
+                       json={"inputs": [{"name": "X", "datatype": "INT32", "shape": [1], "data": [1]}]})
+        return r.json()["outputs"][0]["data"][0]
+
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(call, models))
+
+
+def test_rate_limiter_resources_keep_two_models_from_running_at_once(server):
+    assert _meeting(server, ("limited_a", "free_c")) == [1, 1]        # no shared resource: they run together
+    assert _meeting(server, ("limited_a", "limited_b")) == [0, 0]     # both need all of R: they take turns
