@@ -96,6 +96,14 @@ class CountsExecutions(Protocol):
 
 
 @runtime_checkable
+class CompletesConfig(Protocol):
+    """A backend whose model completes its own config at start (a python model's `auto_complete_config`):
+    the engine serves `completed_config` from then on."""
+
+    completed_config: ModelConfig
+
+
+@runtime_checkable
 class Deployments(Protocol):
     """A backend that spreads requests over upstream deployments (the openai backend), for /metrics."""
 

@@ -11,8 +11,11 @@ from engine.errors import InvalidRequest
 from engine.repository.batching import DynamicBatching
 from engine.repository.config_rules import RULES, checked
 from grammars import GenerationBounds
+from engine.repository.sequence import SequenceBatching
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
+from engine.repository.triton_keys import RateLimit, check_instances
 from engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
+from engine.repository.warmup import WarmupSample, warmup_samples
 
 # Backends that serve Triton's LLM tensor contract (text_input -> text_output) rather than declared tensors.
 LLM_BACKENDS = frozenset({"transformers", "vllm", "tensorrt_llm", "openai"})
@@ -53,6 +56,10 @@ class ModelConfig:
     decoupled: bool = False
     upstream: UpstreamConfig | None = None  # the openai backend's deployments (engine/repository/upstream.py)
     dynamic_batching: DynamicBatching | None = None   # Triton's dynamic batcher (non-LLM models); None: off
+    instance_count: int = 1             # instances run at once (instance_group; python/embedding/text only)
+    model_warmup: tuple[WarmupSample, ...] = ()       # run at load, before the model is ready (warmup.py)
+    sequence_batching: SequenceBatching | None = None  # python models; from config.pbtxt only (sequence.py)
+    rate_limiter: RateLimit | None = None   # python models' instance_group rate_limiter (engine/resources.py)
     triton: Any = field(default=None, hash=False, compare=False, repr=False)  # the parsed config.pbtxt
 
     def __post_init__(self) -> None:
@@ -63,6 +70,7 @@ class ModelConfig:
         if not (self.prefill_stall == 0 or self.prefill_stall >= 1):
             raise InvalidRequest(f"model '{self.name}': config key 'prefill_stall' must be 0 (no bound) or a "
                                  f"number >= 1", param="prefill_stall")
+        check_instances(self.instance_count, self.backend, self.name)
 
     @property
     def is_llm(self) -> bool:
@@ -84,6 +92,11 @@ class ModelConfig:
             data["steps"] = tuple(EnsembleStep.from_mapping(s) for s in data["steps"] or ())
         if data.get("dynamic_batching") is not None and not isinstance(data["dynamic_batching"], DynamicBatching):
             data["dynamic_batching"] = DynamicBatching.from_mapping(data["dynamic_batching"])
+        for key in ("sequence_batching", "rate_limiter"):
+            if data.get(key) is not None:
+                raise InvalidRequest(f"model '{name}': {key} is read from config.pbtxt only", param=key)
+        if data.get("model_warmup") and not isinstance(data["model_warmup"], tuple):
+            data["model_warmup"] = warmup_samples(data["model_warmup"], name)
         if "grammar_bounds" in data and not isinstance(data["grammar_bounds"], GenerationBounds):
             try:
                 data["grammar_bounds"] = GenerationBounds.from_mapping(data["grammar_bounds"])

@@ -46,7 +46,7 @@ class EmbeddingBackend:
         self._specials = _special_tokens(encoder.tokenizer)
         self.batcher = DynamicBatcher(self.config.name, self._run, max(1, self.config.max_batch_size),
                                       self.config.dynamic_batching, batch_requests=self.config.dynamic_batching
-                                      is not None)
+                                      is not None, instances=self.config.instance_count)
         self.batcher.start()
 
     @property
