@@ -9,6 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 GRPC_PORT ?= 8001
 PYTEST_ARGS ?=
+AGENTS_SDK_VENV := .venv-agents-sdk
 
 .PHONY: run test test-slow lint bench setup setup-dev clean vllm-venv test-vllm bench-vllm
 
@@ -23,8 +24,15 @@ $(VENV)/.setup: pyproject.toml | $(PY)
 	$(PIP) install -e .
 	touch $@
 
-$(VENV)/.setup-dev: $(VENV)/.setup
+$(VENV)/.setup-dev: $(VENV)/.setup $(AGENTS_SDK_VENV)/.setup
 	$(PIP) install -e '.[dev]'
+	touch $@
+
+# The OpenAI Agents SDK imports as `agents`, the name of Conch's own package: it lives in a venv of its own
+# (a client only), and its tests run it as a separate process (tests/agents_sdk.py).
+$(AGENTS_SDK_VENV)/.setup: tests/clients/agents-sdk.txt
+	$(PYTHON) -m venv $(AGENTS_SDK_VENV)
+	$(AGENTS_SDK_VENV)/bin/python -m pip --disable-pip-version-check install -r tests/clients/agents-sdk.txt
 	touch $@
 
 setup: $(VENV)/.setup
@@ -68,4 +76,4 @@ bench-vllm: vllm-venv
 	$(VLLM_PY) -m tests.bench bench_vllm
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(AGENTS_SDK_VENV) .pytest_cache

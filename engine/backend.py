@@ -5,7 +5,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AsyncGenerator, Callable, Protocol, runtime_checkable
 
-from engine.errors import BackendUnavailable
+from engine.errors import BackendUnavailable, InvalidRequest
 
 if TYPE_CHECKING:
     from engine.tensors.interface import InferRequest, Tensors
@@ -96,6 +96,14 @@ class CountsExecutions(Protocol):
 
 
 @runtime_checkable
+class CompletesConfig(Protocol):
+    """A backend whose model completes its own config at start (a python model's `auto_complete_config`):
+    the engine serves `completed_config` from then on."""
+
+    completed_config: ModelConfig
+
+
+@runtime_checkable
 class Deployments(Protocol):
     """A backend that spreads requests over upstream deployments (the openai backend), for /metrics."""
 
@@ -130,10 +138,9 @@ def backend_names() -> list[str]:
 
 def load_backend_class(name: str) -> BackendFactory:
     target = _BACKENDS.get(name)
-    if target is None:
-        raise BackendUnavailable(
-            f"backend '{name}' is not available; known backends: {', '.join(backend_names())}"
-        )
+    if target is None:                        # the config's mistake (400); a backend not installed is a 503
+        raise InvalidRequest(f"backend '{name}' does not exist; known backends: {', '.join(backend_names())}",
+                             param="backend")
     module_name, attr = target.split(":")
     try:
         module = importlib.import_module(module_name)

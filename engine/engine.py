@@ -4,19 +4,21 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 import weakref
 from contextlib import aclosing, contextmanager
 from dataclasses import replace
 from typing import AsyncGenerator, Iterator, Protocol, runtime_checkable
 
 from engine.admission import Admission, Observer, Trace
-from engine.backend import BackendFactory, LLMBackend, load_backend_class
+from engine.backend import BackendFactory, CompletesConfig, LLMBackend, load_backend_class
 from engine.response_cache import ResponseCache
 from engine.errors import ModelNotFound, ModelNotReady
 from engine.loaded_model import LoadedModel
 from engine.pipeline import detokenize, tokenize
 from engine.pipeline.tokenize import tokenizes_inline
 from engine.repository import ModelConfig, ModelRepository
+from engine.resources import ResourceLimiter
 from engine.params import checked_sampling
 from engine.types import GenerationDelta, GenerationRequest
 
@@ -40,6 +42,7 @@ class Engine:
         self.cache = cache                           # None: no response cache
         self.admission = Admission(max_queue_size)   # a bounded priority queue per model
         self.observers: list[Observer] = []          # told about every request once it is over
+        self.resources = ResourceLimiter()           # Triton's rate limiter: resources instances execute with
         self._models: dict[str, dict[str, LoadedModel]] = {}   # name -> version -> the model serving it
         self._loading: dict[str, asyncio.Lock] = {}
         self._keys = itertools.count()               # engine keys: see generate
@@ -63,6 +66,8 @@ class Engine:
             if isinstance(backend, EngineBound):  # ensembles resolve their steps through the engine
                 backend.bind(self)
             await backend.start()                 # a failure leaves the serving version in place
+            if isinstance(backend, CompletesConfig):
+                config = backend.completed_config
             versions = self._models.setdefault(name, {})
             old = versions.get(config.version)
             versions[config.version] = loaded = LoadedModel(config, backend)
@@ -135,12 +140,13 @@ class Engine:
         backend's queues, abort, admission, the cache and the trace all use it). `request.id` is the caller's
         label, which clients choose and may repeat ("id": "1" on every request); the deltas yielded here carry
         it back, so the caller sees only its own id."""
-        label = request.id
+        label, began = request.id, time.monotonic()
         if self._prepared.get(id(request)) is not request:    # a face prepares first, its 400s naming its fields
             request = await self.prepare(request)
         request = replace(request, id=f"{next(self._keys):x}.{label[:64]}")
         model = self.get(request.model, request.version)
-        trace = Trace(request, model.config.version)
+        trace = Trace(request, model.config.version, start=began)
+        trace.compute_input = time.monotonic() - began           # the tokenize step
         with tracked(model, trace, self.observers):
             async with aclosing(self._answer(model, request, trace)) as deltas:
                 async for delta in deltas:

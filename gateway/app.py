@@ -7,22 +7,27 @@ from fastapi import Depends, FastAPI
 
 from engine.engine import Engine
 from engine.model_control import ModelControl
-from gateway import health, kserve, openai, playground
+from gateway import anthropic, health, kserve, openai, playground
 from gateway.auth import Gate, KeyFirst, guard
 from gateway.bodies import BodyGuard
 from gateway.errors import CatchAll, install_error_handlers
 from gateway.grpc import start_grpc, stop_grpc
+from gateway.kserve.tracing import Tracer
 from gateway.metrics import Metrics, router as metrics_router
 from gateway.metrics_port import MetricsPort
+from gateway.records import RecordStore
 from gateway.state import ConchState, Settings
 
 
 def build_app(engine: Engine | None = None, settings: Settings | None = None,
               load: list[str] | None = None, gate: Gate | None = None, metrics: bool = True,
-              control: ModelControl | None = None, grpc_port: int | None = None) -> FastAPI:
+              control: ModelControl | None = None, grpc_port: int | None = None,
+              records: RecordStore | None = None) -> FastAPI:
     engine = engine or Engine()
     settings = settings or Settings()
-    triton = kserve.TritonState(engine, control or ModelControl(engine))
+    records = records or RecordStore()          # stored responses and conversations (memory by default)
+    triton = kserve.TritonState(engine, control or ModelControl(engine), tracer=Tracer(settings.trace_file))
+    engine.observers += [triton.statistics, triton.tracer]   # Triton's statistics and trace extensions
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -38,19 +43,19 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
         if grpc_server is not None:
             await stop_grpc(grpc_server)
         await (control.stop() if control is not None else engine.stop())
-        for closable in (engine.cache, gate and gate.limiter):
+        for closable in (engine.cache, gate and gate.limiter, records):
             if closable:
                 await closable.close()
 
     app = FastAPI(title="Conch", lifespan=lifespan)
-    app.state.conch = ConchState(engine=engine, settings=settings)
+    app.state.conch = ConchState(engine=engine, settings=settings, records=records)
     app.state.triton = triton
     install_error_handlers(app)
     app.state.gate = gate                  # API keys and rate limits; None = open
     if gate is not None and gate.limiter is not None:
         engine.observers.append(gate.limiter)
     if metrics:
-        app.state.metrics = Metrics(engine, gate)
+        app.state.metrics = Metrics(engine, gate, records)
         engine.observers.append(app.state.metrics)
         app.include_router(metrics_router)
     app.include_router(health.router)
@@ -59,6 +64,7 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
     app.include_router(kserve.open_router)
     app.include_router(kserve.router, dependencies=[Depends(guard)])
     app.include_router(openai.router, dependencies=[Depends(guard)])
+    app.include_router(anthropic.router, dependencies=[Depends(guard)])
     app.add_middleware(CatchAll)                                       # the last added runs first: the key,
     app.add_middleware(BodyGuard, limit=settings.max_body_bytes)     # then the body, then a route; an error
     app.add_middleware(KeyFirst, gate=gate)                            # nothing handled becomes a clean 500

@@ -13,8 +13,10 @@ Keys come from `--api-key KEY` (any model, no limits) and `--api-keys-file FILE`
 every role is everyone's (what `make run` serves).
 
 Every face calls `Gate.check(authorization, model)`: HTTP passes the `Authorization` header (/v1 and /v2
-alike, through the `guard` dependency), gRPC the `authorization` metadata value. It raises Unauthorized
-(401), ModelNotFound (404: a model the key may not use is not revealed) or RateLimited (429).
+alike, through the `guard` dependency), or `x-api-key` (the anthropic SDK's header) read as a bearer token
+when no Authorization header came; gRPC passes the `authorization` metadata value. The guard checks the model
+a body names after its alias is resolved (gateway/aliases.py), so a key's `models` lists served names. It
+raises Unauthorized (401), ModelNotFound (404: a model the key may not use is not revealed) or RateLimited (429).
 Model control and /metrics also call `Gate.require(authorization, role)`: Forbidden (403) for a key without
 the role; with keys configured and no key holding it, that face is refused to everyone. Over HTTP,
 `KeyFirst` authenticates from the headers before anything reads the body.
@@ -34,6 +36,7 @@ from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.errors import ModelNotFound
+from gateway.aliases import resolve_model
 from gateway.errors import error_response, register_error, to_api_error
 
 log = logging.getLogger(__name__)
@@ -158,7 +161,8 @@ class Gate:
             self.unauthorized += 1
             raise Unauthorized("Incorrect API key provided. You can find your API key in your server's key file."
                                if token else "You didn't provide an API key. You need to provide your API key "
-                               "in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
+                               "in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY) "
+                               "or in an x-api-key header.")
         return key
 
     def require(self, authorization: str | None, role: str) -> ApiKey | None:
@@ -189,11 +193,21 @@ class Gate:
         return key
 
 
+def credentials(headers) -> str | None:
+    """The request's `Authorization` value; without one, its `x-api-key` as a bearer token. `headers`: any
+    mapping of lower-case names to values (Starlette's headers, or a scope's decoded)."""
+    authorization = headers.get("authorization")
+    if authorization is not None:
+        return authorization
+    api_key = headers.get("x-api-key")
+    return f"Bearer {api_key}" if api_key else None
+
+
 def require_role(request: Request, role: str) -> None:
     """For a route that needs a role (model control, /metrics): 401 / 403 unless the request's key holds it."""
     gate: Gate | None = getattr(request.app.state, "gate", None)
     if gate is not None:
-        gate.require(request.headers.get("authorization"), role)
+        gate.require(credentials(request.headers), role)
 
 
 async def guard(request: Request) -> None:
@@ -204,7 +218,8 @@ async def guard(request: Request) -> None:
     model = request.path_params.get("model_name") or request.path_params.get("model")
     if model is None and request.method == "POST":
         model = await _body_model(request)
-    await gate.check(request.headers.get("authorization"), model)
+        model = resolve_model(request, model) if model is not None else None
+    await gate.check(credentials(request.headers), model)
 
 
 async def _body_model(request: Request) -> str | None:
@@ -222,6 +237,11 @@ def needs_key(path: str) -> bool:
     return path.startswith("/v1/") or (path.startswith("/v2/") and not path.startswith("/v2/health/"))
 
 
+def _has_body(scope: Scope) -> bool:
+    headers = dict(scope.get("headers", ()))
+    return b"transfer-encoding" in headers or headers.get(b"content-length", b"0") not in (b"0", b"")
+
+
 class KeyFirst:
     """401 from the headers alone, before anything reads the body: an unknown caller never makes the server
     buffer or parse what it sent. The guard then checks the key's models and limits as before."""
@@ -231,10 +251,14 @@ class KeyFirst:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.gate is not None and needs_key(scope["path"]):
-            authorization = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), None)
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", ())
+                       if k in (b"authorization", b"x-api-key")}
             try:
-                self.gate.authenticate(authorization.decode("latin-1") if authorization is not None else None)
+                self.gate.authenticate(credentials(headers))
             except Unauthorized as exc:
-                await error_response(Request(scope), to_api_error(exc))(scope, receive, send)
+                err = to_api_error(exc)
+                if _has_body(scope):              # close, so the server never drains what it will not read
+                    err.headers = {**err.headers, "Connection": "close"}
+                await error_response(Request(scope), err)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -8,6 +8,8 @@ from pathlib import Path
 from engine.engine import Engine
 from engine.model_control import ModelControl
 from engine.repository import ModelRepository
+from gateway.header_timeout import DEFAULT_HEADER_TIMEOUT_S, header_timeout_protocol
+from gateway.records.store import DEFAULT_MEMORY_MB, DEFAULT_TTL_S, open_records
 from gateway.state import KEEP_ALIVE_S, Settings
 
 
@@ -23,12 +25,21 @@ def _parser() -> argparse.ArgumentParser:
                        help="how long an idle connection stays open (default 90, as Ray Serve's proxy): longer "
                             "than a client pool's expiry (httpx, the OpenAI SDK: 5 s), so the client drops an "
                             "idle connection before the server closes it under a request")
+    serve.add_argument("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S, metavar="SECONDS",
+                       help="close a connection that has not sent a request's headers within this time (slowloris)")
     serve.add_argument("--grpc-port", type=int, default=None, help="serve KServe v2 gRPC on this port (e.g. 8001)")
     serve.add_argument("--model-control-mode", choices=["none", "explicit", "poll"], default="none")
     serve.add_argument("--load-model", action="append", default=[], help="explicit mode: load at start ('*' = all)")
     serve.add_argument("--repository-poll-secs", type=float, default=15.0)
     serve.add_argument("--response-cache", default=None, metavar="memory|redis://HOST:PORT/DB",
                        help="cache deterministic responses (none by default)")
+    serve.add_argument("--response-store", default="memory", metavar="memory|redis://HOST:PORT/DB",
+                       help="where stored responses and conversations live (redis: shared by every replica; "
+                            "default memory)")
+    serve.add_argument("--response-store-ttl", type=float, default=DEFAULT_TTL_S, metavar="SECONDS",
+                       help="how long a stored response or conversation is kept, from its last write (default 30 days)")
+    serve.add_argument("--response-store-mb", type=float, default=DEFAULT_MEMORY_MB, metavar="N",
+                       help="the store's memory tier bound in MiB; the oldest records go first (default 256)")
     serve.add_argument("--api-key", action="append", default=[], metavar="KEY",
                        help="accept this key for every model, without limits (repeatable)")
     serve.add_argument("--admin-key", action="append", default=[], metavar="KEY",
@@ -36,14 +47,44 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--api-keys-file", type=Path, default=None, help="YAML/JSON keys with models and limits")
     serve.add_argument("--rate-limits", default="memory", metavar="memory|redis://HOST:PORT/DB",
                        help="where the rate-limit buckets live (redis: shared by every replica)")
+    serve.add_argument("--rate-limits-fallback", choices=["local", "open", "closed"], default="local",
+                       help="while Redis is down: per-process buckets (default), allow all, or refuse all (503)")
+    serve.add_argument("--rate-limits-replicas", type=int, default=None, metavar="N",
+                       help="processes sharing the Redis limits (each falls back to 1/N of a limit; default 1, "
+                            "or --ingress-replicas with --ray)")
     serve.add_argument("--max-queue-size", type=int, default=None, metavar="N",
                        help="requests that may wait per model (overrides each config; 0 = unbounded)")
+    serve.add_argument("--trace-file", type=Path, default=None,
+                       help="write Triton traces here (turn them on with /v2/trace/setting trace_level)")
     serve.add_argument("--no-metrics", action="store_true", help="do not serve /metrics")
     serve.add_argument("--metrics-port", type=int, default=None,
                        help="also serve /metrics on this port, without a key (e.g. 8002)")
     serve.add_argument("--metrics-host", default="127.0.0.1", help="the metrics port's address (default loopback)")
+    serve.add_argument("--mcp-servers", type=Path, default=None, metavar="FILE",
+                       help="YAML/JSON: registered MCP servers, allowed origins, which keys may use them "
+                            "(docs/mcp.md)")
+    serve.add_argument("--mcp-allow-origin", action="append", default=[], metavar="ORIGIN",
+                       help="a request's mcp server_url may reach this exact origin, e.g. "
+                            "https://mcp.example.com (repeatable; none by default)")
+    serve.add_argument("--model-alias", action="append", default=[], metavar="PATTERN=MODEL",
+                       help="answer requests for models matching the glob PATTERN with MODEL, e.g. "
+                            "'claude-*=smollm2-135m-instruct' (repeatable; the first match wins)")
+    serve.add_argument("--keep-billing-header", action="store_true",
+                       help="/v1/messages: keep a system block starting with x-anthropic-billing-header in the "
+                            "prompt (by default it is dropped: it changes every request and defeats KV reuse)")
     _ray_arguments(serve)
     return parser
+
+
+def _mcp_config(args: argparse.Namespace):
+    """The MCP settings, or SystemExit naming what in the flags or the file is wrong."""
+    from agents.mcp import McpConfig, McpRegistry, OriginPolicy
+
+    try:
+        registry = McpRegistry.load(args.mcp_servers) if args.mcp_servers else McpRegistry()
+        return McpConfig(registry=registry, origins=OriginPolicy.of(args.mcp_allow_origin))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"conch serve: MCP settings: {exc}") from None
 
 
 def _ray_arguments(serve: argparse.ArgumentParser) -> None:
@@ -59,9 +100,11 @@ def _ray_arguments(serve: argparse.ArgumentParser) -> None:
 
 
 def _serve_ray(args: argparse.Namespace) -> None:
-    for flag in ("model_control_mode", "metrics_port"):
-        if getattr(args, flag) not in (None, "none"):
+    for flag in ("model_control_mode", "metrics_port", "mcp_servers", "mcp_allow_origin"):
+        if getattr(args, flag) not in (None, "none", []):
             raise SystemExit(f"conch serve --ray: --{flag.replace('_', '-')} is not supported on Ray")
+    if args.model_alias or args.keep_billing_header:
+        raise SystemExit("conch serve --ray: --model-alias and --keep-billing-header are not supported on Ray yet")
     if args.replicas is not None and args.replicas < 1 or args.ingress_replicas < 1:
         raise SystemExit("conch serve --ray: --replicas and --ingress-replicas must be >= 1")
     from gateway.ray.run import serve_ray
@@ -71,21 +114,37 @@ def _serve_ray(args: argparse.Namespace) -> None:
         repository=str(args.model_repository.resolve()) if args.model_repository else None,
         replicas=args.replicas, ingress_replicas=args.ingress_replicas, ingress_cpus=args.ray_ingress_cpus,
         model_cpus=args.ray_model_cpus, response_cache=args.response_cache, rate_limits=args.rate_limits,
+        rate_limits_fallback=args.rate_limits_fallback,
+        response_store=args.response_store, response_store_ttl=args.response_store_ttl,
+        response_store_mb=args.response_store_mb,
         api_keys=tuple(args.api_key), admin_keys=tuple(args.admin_key),
         api_keys_file=str(args.api_keys_file.resolve()) if args.api_keys_file else None,
         max_queue_size=args.max_queue_size, metrics=not args.no_metrics, grpc_port=args.grpc_port)
-    serve_ray(settings, args.host, args.port, args.address, args.ray_num_cpus, args.keep_alive_timeout)
+    from gateway.ray.capacity import FleetTooLarge
+
+    try:
+        serve_ray(settings, args.host, args.port, args.address, args.ray_num_cpus, args.keep_alive_timeout)
+    except FleetTooLarge as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if args.keep_alive_timeout < 0:
         raise SystemExit("conch serve: --keep-alive-timeout must be >= 0 seconds")
+    if not args.header_timeout > 0:
+        raise SystemExit("conch serve: --header-timeout must be > 0 seconds")
+    try:                        # checked here for both paths; on Ray each ingress replica opens its own
+        records = open_records(args.response_store, args.response_store_ttl, args.response_store_mb)
+    except ValueError as exc:
+        raise SystemExit(f"conch serve: {exc}") from None
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.ray:
         return _serve_ray(args)
+    mcp = _mcp_config(args)
     import uvicorn
 
+    from gateway.aliases import ModelAliases
     from gateway.app import build_app
 
     from engine.response_cache import open_cache
@@ -95,13 +154,20 @@ def main(argv: list[str] | None = None) -> None:
     engine = Engine(ModelRepository(args.model_repository), cache=open_cache(args.response_cache),
                     max_queue_size=args.max_queue_size)
     keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
-    gate = Gate(keys, open_limiter(args.rate_limits)) if not keys.open else None
+    limiter = open_limiter(args.rate_limits, args.rate_limits_fallback, args.rate_limits_replicas or 1)
+    gate = Gate(keys, limiter) if not keys.open else None
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
-    app = build_app(engine, Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
-                                        metrics_host=args.metrics_host), gate=gate, metrics=not args.no_metrics,
-                    control=control, grpc_port=args.grpc_port)
+    try:
+        aliases = ModelAliases.parse(args.model_alias)
+    except ValueError as exc:
+        raise SystemExit(f"conch serve: --model-alias: {exc}") from None
+    settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
+                        metrics_host=args.metrics_host, mcp=mcp, aliases=aliases,
+                        keep_billing_header=args.keep_billing_header, trace_file=args.trace_file)
+    app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics, control=control,
+                    grpc_port=args.grpc_port, records=records)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,
-                timeout_keep_alive=args.keep_alive_timeout)
+                timeout_keep_alive=args.keep_alive_timeout, http=header_timeout_protocol(args.header_timeout))
 
 
 if __name__ == "__main__":

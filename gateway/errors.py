@@ -1,6 +1,8 @@
 """Every failure becomes the right status with the face's error body.
 
-/v1 answers {"error": {"message", "type", "param", "code"}}; everything else answers {"error": "..."}.
+The body is the face's, chosen by the request path's longest registered prefix (`register_face`): /v1
+answers OpenAI's {"error": {"message", "type", "param", "code"}}, a face registered under a longer prefix
+(/v1/messages: Anthropic's) its own; a path no face claims answers {"error": "..."} (/v2, KServe's).
 One table maps exception classes to statuses; nothing below the gateway knows HTTP.
 """
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -103,9 +106,41 @@ def openai_body(err: APIError) -> dict:
     return {"error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}}
 
 
+def kserve_body(err: APIError) -> dict:
+    return {"error": err.message}
+
+
+@dataclass(frozen=True)
+class ErrorFace:
+    """How one face writes an error: its body, and headers it adds to every error (a request id...)."""
+
+    body: Callable[[APIError], dict]
+    headers: Callable[[], dict] | None = None
+
+
+# path prefix -> face; the longest prefix that is the path or one of its parent folders wins
+_FACES: dict[str, ErrorFace] = {"/v1": ErrorFace(openai_body)}
+_DEFAULT_FACE = ErrorFace(kserve_body)
+
+
+def register_face(prefix: str, face: ErrorFace) -> None:
+    """Errors on `prefix` and the paths below it are written by `face` (a face module registers at import)."""
+    _FACES[prefix.rstrip("/")] = face
+
+
+def face_of(path: str) -> ErrorFace:
+    while path:
+        face = _FACES.get(path)
+        if face is not None:
+            return face
+        path = path.rpartition("/")[0]
+    return _DEFAULT_FACE
+
+
 def error_response(request: Request, err: APIError) -> JSONResponse:
-    body = openai_body(err) if request.url.path.startswith("/v1") else {"error": err.message}
-    return JSONResponse(body, status_code=err.status, headers=err.headers)
+    face = face_of(request.url.path.rstrip("/"))
+    headers = {**(face.headers() if face.headers is not None else {}), **err.headers}
+    return JSONResponse(face.body(err), status_code=err.status, headers=headers)
 
 
 def _validation_error(exc: RequestValidationError) -> APIError:

@@ -3,7 +3,9 @@
 Triton's (counters unless noted; labels model, version):
   nv_inference_request_success, nv_inference_request_failure{reason=REJECTED|CANCELED|BACKEND},
   nv_inference_count, nv_inference_exec_count, nv_inference_request_duration_us,
-  nv_inference_queue_duration_us, nv_inference_pending_request_count (gauge),
+  nv_inference_queue_duration_us, nv_inference_compute_input_duration_us,
+  nv_inference_compute_infer_duration_us, nv_inference_compute_output_duration_us,
+  nv_inference_pending_request_count (gauge),
   nv_cache_num_hits_per_model, nv_cache_num_misses_per_model.
 Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_latency_seconds,
   conch_e2e_request_latency_seconds, conch_prompt_tokens, conch_generation_tokens (histograms);
@@ -11,7 +13,15 @@ Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_late
   backend's stats(): engine/backend.py BackendStats; the KV gauge is absent for a backend that cannot tell);
   conch_prefix_cache_queries, conch_prefix_cache_hits (counters, tokens; from stats() too);
   conch_request_cancelled, conch_rate_limit_rejections{limit}, conch_response_cache_errors (counters);
-  conch_upstream_healthy, conch_upstream_inflight (gauges, labels model, deployment: an openai backend's).
+  conch_upstream_healthy, conch_upstream_inflight (gauges, labels model, deployment: an openai backend's);
+  conch_mcp_calls (counter) and conch_mcp_call_duration_seconds (histogram), labels server (a registered
+  label or an allow-listed origin), tool, outcome (ok, refused, unreachable, timeout, tool_error, protocol,
+  cancelled): the MCP tool calls the gateway ran (agents/mcp/client.py reports them to `on_mcp_call`).
+  conch_record_store_memory_bytes (gauge), conch_record_store_evictions (counter) (label tier: memory|redis),
+  and with a Redis tier conch_record_store_redis_up (gauge), conch_record_store_redis_errors,
+  conch_record_store_degraded_writes (counters): the store of responses and conversations (gateway/records).
+Every model kind counts, from every face: LLM generations and tensor requests (python, ensemble, embedding,
+an ensemble's steps, BLS calls) each leave a trace (engine/tensors/traced.py).
 Counters carry Triton's exact names (no `_total` suffix), as Triton's own exposition does.
 
 They list every model and its traffic, so with API keys configured a scrape of the API port needs a key with
@@ -45,8 +55,8 @@ _FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND")
 class Metrics:
     """An engine observer (request outcomes and latencies) plus a collector read at scrape time."""
 
-    def __init__(self, engine: Engine, gate=None) -> None:
-        self.engine, self.gate = engine, gate
+    def __init__(self, engine: Engine, gate=None, records=None) -> None:
+        self.engine, self.gate, self.records = engine, gate, records
         self.registry = CollectorRegistry(auto_describe=False)
 
         def hist(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
@@ -57,6 +67,8 @@ class Metrics:
         self.e2e = hist("conch_e2e_request_latency_seconds", "End-to-end request latency", _E2E)
         self.prompt = hist("conch_prompt_tokens", "Prompt tokens per request", _TOKENS)
         self.generated = hist("conch_generation_tokens", "Generated tokens per request", _TOKENS)
+        self.mcp_latency = Histogram("conch_mcp_call_duration_seconds", "MCP tool call latency",
+                                     ["server", "tool", "outcome"], buckets=_E2E, registry=self.registry)
         self.counts: dict[str, Counter] = defaultdict(Counter)     # metric -> (model, version[, reason]) -> n
         self.collector = _Collector(self)
 
@@ -73,7 +85,11 @@ class Metrics:
         if t.cache_hit is not None:
             self.counts["hits" if t.cache_hit else "misses"][mv] += 1
         self.counts["queue_us"][mv] += t.queued * 1e6
-        self.counts["duration_us"][mv] += ((t.end or t.start) - t.start) * 1e6
+        self.counts["duration_us"][mv] += t.duration * 1e6
+        if t.succeeded:
+            self.counts["input_us"][mv] += t.compute_input * 1e6
+            self.counts["infer_us"][mv] += t.compute_infer * 1e6
+            self.counts["output_us"][mv] += t.compute_output * 1e6
         if t.rejected:
             return
         model = t.model
@@ -87,6 +103,11 @@ class Metrics:
             self.e2e.labels(model).observe((t.end or t.start) - t.start)
             self.prompt.labels(model).observe(t.prompt_tokens)
             self.generated.labels(model).observe(t.completion_tokens)
+
+    def on_mcp_call(self, server: str, tool: str, outcome: str, seconds: float) -> None:
+        """agents.mcp's CallObserver: one tools/call ended (labels are bounded: see agents/mcp/metrics.py)."""
+        self.counts["mcp_calls"][(server, tool, outcome)] += 1
+        self.mcp_latency.labels(server, tool, outcome).observe(seconds)
 
     def exposition(self) -> bytes:
         """Our own families rendered by hand (prometheus-client would rename counters to `*_total`)."""
@@ -128,6 +149,9 @@ class _Collector:
                 ("count", "nv_inference_count", "Number of inferences performed"),
                 ("duration_us", "nv_inference_request_duration_us", "Cumulative inference request duration"),
                 ("queue_us", "nv_inference_queue_duration_us", "Cumulative time requests spend queued"),
+                ("input_us", "nv_inference_compute_input_duration_us", "Cumulative compute input duration"),
+                ("infer_us", "nv_inference_compute_infer_duration_us", "Cumulative compute inference duration"),
+                ("output_us", "nv_inference_compute_output_duration_us", "Cumulative compute output duration"),
                 ("hits", "nv_cache_num_hits_per_model", "Number of response cache hits per model"),
                 ("misses", "nv_cache_num_misses_per_model", "Number of response cache misses per model"),
                 ("cancelled", "conch_request_cancelled", "Requests aborted by the client (also counted as "
@@ -144,6 +168,8 @@ class _Collector:
         yield from self._llm_gauges(models)
         yield from _upstream_gauges(models)
         yield from self._gateway_counters()
+        if self.m.records is not None:
+            yield from _record_metrics(self.m.records)
 
     def _llm_gauges(self, models):
         engine = self.m.engine
@@ -170,9 +196,41 @@ class _Collector:
                            for (model, limit), n in sorted(gate.rejections.items())])
             yield _metric("conch_unauthorized_requests", "Requests refused for a wrong or missing key", "counter",
                           [({}, gate.unauthorized)])
+            yield from _limiter_fallback(gate)
+        yield _metric("conch_mcp_calls", "MCP tool calls the gateway ran, by server, tool and outcome", "counter",
+                      [({"server": srv, "tool": tool, "outcome": outcome}, n)
+                       for (srv, tool, outcome), n in sorted(self.m.counts["mcp_calls"].items())])
         if cache is not None:
             yield _metric("conch_response_cache_errors", "Response cache store failures (served as misses)",
                           "counter", [({"store": cache.store.name}, cache.errors)])
+
+
+def _limiter_fallback(gate):
+    fallback = getattr(gate.limiter.buckets, "fallback", None) if gate.limiter is not None else None
+    if fallback is None:                                 # in-memory buckets: nothing to fall back from
+        return
+    labels = {"mode": fallback.mode}
+    yield _metric("conch_rate_limit_fallback", "1 while the shared rate-limit store (Redis) is unreachable and "
+                  "the fallback decides", "gauge", [(labels, int(fallback.active))])
+    yield _metric("conch_rate_limit_fallback_decisions", "Rate-limit checks decided by the fallback, not Redis",
+                  "counter", [(labels, fallback.decisions)])
+
+
+def _record_metrics(records):
+    """The record store (stored responses and conversations): its memory tier, and its Redis tier's health."""
+    labels = {"tier": records.tier}
+    yield _metric("conch_record_store_memory_bytes", "Bytes of records held in this process's memory tier",
+                  "gauge", [(labels, records.memory.size)])
+    yield _metric("conch_record_store_evictions", "Records evicted from the memory tier to stay under its bound",
+                  "counter", [(labels, records.memory.evictions)])
+    if records.redis_up is None:
+        return
+    yield _metric("conch_record_store_redis_up", "1 while the record store's Redis answers, 0 while it is "
+                                                 "degraded to memory", "gauge", [({}, 1 if records.redis_up else 0)])
+    yield _metric("conch_record_store_redis_errors", "Record store Redis commands that failed or timed out",
+                  "counter", [({}, records.redis_errors)])
+    yield _metric("conch_record_store_degraded_writes", "Records Redis refused, kept in memory only until it "
+                                                        "answers", "counter", [({}, records.degraded_writes)])
 
 
 def _upstream_gauges(models):

@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fastapi import Request
 
+from agents.mcp import McpConfig
 from engine.engine import Engine
+from gateway.records import RecordStore
+from gateway.aliases import ModelAliases
 
 KEEP_ALIVE_S = 90   # idle keep-alive seconds (Ray Serve's proxy's): past httpx's and the OpenAI SDK's 5 s pool expiry
 
@@ -17,6 +21,10 @@ class Settings:
     max_body_bytes: int = 16 * 1024 * 1024
     metrics_port: int | None = None     # /metrics without a key on this port (None: only on the API port)
     metrics_host: str = "127.0.0.1"
+    trace_file: Path | None = None      # where Triton's trace extension writes (--trace-file); None: no traces
+    mcp: McpConfig = field(default_factory=McpConfig)    # MCP servers, allowed origins, limits (--mcp-*)
+    aliases: ModelAliases = field(default_factory=ModelAliases)    # claude-* -> a served model (gateway/aliases.py)
+    keep_billing_header: bool = False   # /v1/messages: render Claude Code's volatile billing line (docs/anthropic.md)
     extra: dict = field(default_factory=dict)
 
 
@@ -24,6 +32,7 @@ class Settings:
 class ConchState:
     engine: Engine
     settings: Settings
+    records: RecordStore = field(default_factory=RecordStore)   # stored responses and conversations
 
 
 def conch_state(request: Request) -> ConchState:

@@ -20,6 +20,11 @@ def sse_event(payload: Any) -> str:
     return f"data: {data}\n\n"
 
 
+def sse_named(event: str, payload: Any) -> str:
+    """An event with a name (`event: NAME`), as Anthropic's streams send every event."""
+    return f"event: {event}\n" + sse_event(payload)
+
+
 def error_event(error: str | Exception) -> str:
     """The OpenAI error event for a failure after a /v1 stream has started: an engine's error message (an
     internal error) or an exception, mapped as a response's would be. The stream closes after it."""

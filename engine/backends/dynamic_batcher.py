@@ -4,7 +4,8 @@ Each submitted request carries `rows` (its share of the batch dimension, already
 batch can fail for one request's input). A batch takes requests in (priority level, delayed, arrival) order
 while their rows fit `max_batch_size`. It runs at once when it is full or its rows are a preferred size;
 otherwise it waits for more requests until its oldest request has waited `max_queue_delay_microseconds`
-(0: never waits). One batch runs at a time, in a worker thread, as `run(items) -> per-item results`.
+(0: never waits). Up to `instances` batches run at once (Triton's instance_group count; one by default), each
+in a worker thread, as `run(items) -> per-item results`.
 
 Queue policy, per priority level: a full queue (`max_queue_size`) refuses at once (Overloaded); a request
 still queued past its timeout is refused (REJECT, QueueTimeout) or runs after every request still in time
@@ -17,6 +18,7 @@ import itertools
 import logging
 import time
 from collections import Counter
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -52,6 +54,8 @@ class DynamicBatcher:
     max_batch_size: int
     policy: DynamicBatching | None = None       # None: Triton's defaults
     batch_requests: bool = True                 # False: each request runs alone (no dynamic batching)
+    instances: int = 1                          # batches that may run at once
+    admit: Callable[[], AbstractAsyncContextManager] = nullcontext   # held around each batch (rate limiter)
     steps: int = 0
     batch_sizes: Counter = field(default_factory=Counter)
     clock: Callable[[], float] = time.monotonic
@@ -62,6 +66,7 @@ class DynamicBatcher:
         self._arrival = itertools.count()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._running: set[asyncio.Task] = set()    # batches in flight (at most `instances`)
 
     @property
     def pending(self) -> int:
@@ -74,6 +79,9 @@ class DynamicBatcher:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        for task in list(self._running):
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
         for p in self._queue:
             if not p.future.done():
                 p.future.set_exception(Overloaded(f"model '{self.name}' is stopping"))
@@ -135,6 +143,9 @@ class DynamicBatcher:
 
     async def _serve(self) -> None:
         while True:
+            if len(self._running) >= max(1, self.instances):      # every instance busy: wait for one
+                await asyncio.wait(self._running, return_when=asyncio.FIRST_COMPLETED)
+                continue
             batch, wait = self._form()
             if not batch:
                 self._wake.clear()
@@ -143,7 +154,12 @@ class DynamicBatcher:
                 except asyncio.TimeoutError:
                     pass
                 continue
-            await self._execute(batch)
+            if self.instances <= 1:
+                await self._execute(batch)
+                continue
+            task = asyncio.get_running_loop().create_task(self._execute(batch))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
 
     def _form(self) -> tuple[list[_Pending], float | None]:
         """The batch to run now, or ([], seconds to wait before looking again; None = until a request comes)."""
@@ -205,7 +221,8 @@ class DynamicBatcher:
         self.steps += 1
         self.batch_sizes[sum(p.rows for p in live)] += 1
         try:
-            results = await asyncio.to_thread(self.run, [p.payload for p in live])
+            async with self.admit():
+                results = await asyncio.to_thread(self.run, [p.payload for p in live])
         except BaseException as exc:               # the forward failed (or the batcher stops): the batch sees it
             failure = exc if isinstance(exc, Exception) else Overloaded(f"model '{self.name}' is stopping")
             for p in live:

@@ -16,14 +16,17 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from engine.errors import InvalidRequest
 from engine.repository.batching import DynamicBatching
-from engine.repository.config import ModelConfig
+from engine.repository.config import LLM_BACKENDS, ModelConfig
+from engine.repository.contracts import check_llm_tensors
+from engine.repository.sequence import sequence_batching
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
+from engine.repository.triton_keys import check_keys, instance_count, rate_limit, response_cache, warmups
 
-# Conch's own settings, carried in Triton's `parameters` (name -> type)
-CONCH_FIELDS = {"weights": str, "tokenizer": str, "chat_template": str, "tool_call_parser": str,
-                "max_parallel_tool_calls": int,
-                "dtype": str, "context_length": int, "max_queue_size": int, "num_threads": int,
-                "prefill_stall": float, "runner": str, "kv_store": str}
+# Conch's own settings, carried in Triton's `parameters` as text; ModelConfig reads each as its type
+# (engine/repository/config_rules.py), so "x" for an integer refuses the load naming the key
+CONCH_FIELDS = frozenset({"weights", "tokenizer", "chat_template", "tool_call_parser", "max_parallel_tool_calls",
+                          "dtype", "context_length", "max_queue_size", "num_threads", "prefill_stall",
+                          "kv_cache_mb", "prefix_cache_mb", "max_step_tokens", "queue_timeout", "runner", "kv_store"})
 
 
 def parse_pbtxt(text: str, name: str) -> pb.ModelConfig:
@@ -49,23 +52,45 @@ def from_json(data: dict[str, Any], name: str) -> pb.ModelConfig:
 
 
 def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str) -> ModelConfig:
+    check_keys(message, name)                        # every key written is honoured below, or refused by name
     backend = _backend(message)
     data: dict[str, Any] = {"backend": backend, "decoupled": message.model_transaction_policy.decoupled}
     if message.max_batch_size > 0:
         data["max_batch_size"] = message.max_batch_size
     params = {k: v.string_value for k, v in message.parameters.items()}
-    data.update({k: CONCH_FIELDS[k](params.pop(k)) for k in list(params) if k in CONCH_FIELDS})
+    data.update(_conch_backend(params, backend, name))
+    data.update(instance_count=instance_count(message, data["backend"], name),
+                response_cache=response_cache(message, data["backend"], name), model_warmup=warmups(message, name),
+                rate_limiter=rate_limit(message, data["backend"], name),
+                sequence_batching=sequence_batching(message.sequence_batching if message.HasField(
+                    "sequence_batching") else None, data["backend"], name))
+    data.update({k: params.pop(k) for k in list(params) if k in CONCH_FIELDS})
     if backend == "vllm" and path is not None:
         params["engine_args"] = _model_json(Path(path) / version / "model.json", name)
     policy = json_format.MessageToDict(message.version_policy, preserving_proto_field_name=True)
     if message.HasField("dynamic_batching"):
         data["dynamic_batching"] = DynamicBatching.from_mapping(
             json_format.MessageToDict(message.dynamic_batching, preserving_proto_field_name=True))
-    return ModelConfig(
+    config = ModelConfig(
         name=name, path=path, version=version, parameters=params, triton=message,
         inputs=tuple(_spec(t) for t in message.input), outputs=tuple(_spec(t) for t in message.output),
         steps=tuple(_step(s) for s in message.ensemble_scheduling.step),
         version_policy=VersionPolicy.from_mapping(policy), **data)
+    check_llm_tensors(config)
+    return config
+
+
+def _conch_backend(params: dict[str, str], backend: str, name: str) -> dict[str, Any]:
+    """`conch_backend`: the LLM backend that serves a model in place of the one its config names (Conch's own
+    engine standing in for TensorRT-LLM on a CPU); its weights default to the `tokenizer_dir` folder."""
+    chosen = params.pop("conch_backend", None)
+    if chosen is None:
+        return {}
+    if chosen not in LLM_BACKENDS or backend not in LLM_BACKENDS:
+        raise InvalidRequest(f"model '{name}': conch_backend {chosen!r} must name an LLM backend "
+                             f"({sorted(LLM_BACKENDS)}) and stand in for one", param="config")
+    weights = params.get("weights") or params.get("tokenizer_dir")
+    return {"backend": chosen, **({"weights": weights} if weights else {})}
 
 
 _TRITON_NAMES = {"tensorrtllm": "tensorrt_llm"}   # Triton's backend names that Conch spells otherwise

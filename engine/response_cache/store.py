@@ -31,6 +31,7 @@ class MemoryStore:
         self.max_bytes, self.ttl = max_bytes, ttl
         self.size = 0
         self.errors = 0
+        self.evictions = 0                   # entries dropped to stay under max_bytes
         self._items: OrderedDict[str, tuple[bytes, float | None]] = OrderedDict()
 
     def __len__(self) -> int:
@@ -58,6 +59,14 @@ class MemoryStore:
         self.size += cost
         while self.size > self.max_bytes:
             self._drop(next(iter(self._items)))
+            self.evictions += 1
+
+    async def delete(self, key: str) -> bool:
+        """Whether the key was held (expired or not)."""
+        if key not in self._items:
+            return False
+        self._drop(key)
+        return True
 
     def _drop(self, key: str) -> None:
         value, _ = self._items.pop(key)

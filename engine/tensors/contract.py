@@ -47,3 +47,9 @@ def tensor_interface(config: ModelConfig) -> tuple[tuple[TensorSpec, ...], tuple
         return _BUILTIN[config.backend]
     return config.inputs, config.outputs
 
+
+
+def batches(config: ModelConfig) -> bool:
+    """Whether the model's tensors carry a leading batch dimension (Triton's `max_batch_size > 0`); a Conch
+    config.yaml declares whole shapes."""
+    return config.triton is not None and config.triton.max_batch_size > 0

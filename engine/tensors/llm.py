@@ -20,6 +20,9 @@ from engine.tensors.interface import (InferenceError, InferRequest, Tensors, byt
                                       first_bool, first_string)
 from engine.tensors.sampling import parse_json_object, sampling_params
 from engine.tensors.structured import split_grammar
+from engine.tensors.traced import TracedTensorModel
+from engine.tensors.trtllm import TRTLLMTensorModel, serves_trtllm
+from engine.tensors.word_lists import apply_words, split_words
 from engine.types import GenerationDelta, GenerationRequest
 
 _FLAGS = ("exclude_input_in_output", "return_finish_reason", "return_num_input_tokens", "return_num_output_tokens")
@@ -46,8 +49,12 @@ class LLMTensorModel:
             raise InvalidRequest("exclude_input_in_output false is not supported when streaming: streamed "
                                  "responses carry only the new text", param="exclude_input_in_output")
         constraint, values = await asyncio.to_thread(split_grammar, values)   # a large schema's checks: off the loop
+        words, values = split_words(values)
+        sampling = sampling_params(values)
+        if words:
+            sampling = apply_words(sampling, words, self.engine.get(self.config.name, self.config.version).tokenizer)
         gen = GenerationRequest(id=request.id, model=self.config.name, version=self.config.version, prompt=text,
-                                params=sampling_params(values), stream=stream,
+                                params=sampling, stream=stream,
                                 grammar=constraint.spec if constraint is not None else None)
         return await self.engine.prepare(gen, prompt_param="text_input"), flags
 
@@ -74,11 +81,13 @@ class LLMTensorModel:
 
 
 def tensor_model(engine: Engine, name: str, version: str | None = None) -> TensorModel:
-    """The loaded model (that version, or the newest) as named tensors: its own `infer`, or the LLM contract
-    over `Engine.generate`."""
+    """The loaded model (that version, or the newest) as named tensors: its own `infer` (traced here), or the
+    LLM contract over `Engine.generate` (which traces)."""
     model = engine.get(name, version)
     if isinstance(model.backend, TensorModel):          # runtime-checkable: it has its own `infer`
-        return model.backend
+        return TracedTensorModel(engine, model, model.backend)
+    if serves_trtllm(model.config):                     # Triton's tensorrt_llm config: token ids in and out
+        return TRTLLMTensorModel(engine, model.config)
     return LLMTensorModel(engine, model.config)
 
 

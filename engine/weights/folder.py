@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from engine.errors import BackendUnavailable
+from engine.errors import BackendUnavailable, InvalidRequest
 from engine.repository.config import ModelConfig
 from engine.weights.minilm import minilm_path
 from engine.weights.smollm2 import ensure_smollm2
@@ -23,6 +23,7 @@ def weights_folder(config: ModelConfig) -> str:
     if ref.startswith("builtin:"):
         builder = _BUILTIN.get(ref.removeprefix("builtin:"))
         if builder is None:
-            raise BackendUnavailable(f"model '{config.name}': unknown built-in weights '{ref}'")
+            raise InvalidRequest(f"model '{config.name}': unknown built-in weights '{ref}'; built-in: "
+                                 f"{', '.join('builtin:' + n for n in sorted(_BUILTIN))}", param="weights")
         return str(builder())
     return ref

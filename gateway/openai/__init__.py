@@ -1,9 +1,9 @@
-"""The OpenAI face: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models (their routes read every
-body as JSON, gateway/openai/json_route.py)."""
+"""The OpenAI face: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /v1/conversations,
+/v1/responses (their routes read every body as JSON, gateway/openai/json_route.py)."""
 from fastapi import APIRouter
 
-from gateway.openai import chat, completions, embeddings, models
+from gateway.openai import chat, completions, conversations, embeddings, models, responses
 
 router = APIRouter()
-for _module in (chat, completions, embeddings, models):
+for _module in (chat, completions, conversations, embeddings, models, responses):
     router.include_router(_module.router)

@@ -2,11 +2,13 @@
 the engine request and reads its output back."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import AsyncIterator
 
 from fastapi import APIRouter, Request
 
 from engine import GenerationDelta, GenerationRequest
+from gateway.aliases import resolve_model
 from gateway.conversation import Conversation, OutputReader, ToolPlan, build_generation
 from gateway.errors import APIError
 from gateway.openai.chat_output import call_dict, delta_dict
@@ -47,7 +49,7 @@ def _check_tool_messages(body: ChatCompletionRequest) -> None:
 
 
 async def build_request(body: ChatCompletionRequest, request: Request) -> tuple[GenerationRequest, ToolPlan]:
-    conv = conversation(body, wants_cache(request, body.cache))
+    conv = replace(conversation(body, wants_cache(request, body.cache)), model=resolve_model(request, body.model))
     return await build_generation(conv, conch_state(request).engine, new_id("chatcmpl"))
 
 

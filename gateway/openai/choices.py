@@ -24,6 +24,7 @@ class Choice:
     completion_tokens: int = 0
     cached_tokens: int = 0                       # prompt tokens reused (prefix cache, kept slot)
     error: str | None = None
+    stop_reason: str | int | None = None         # the stop string or token id that ended the choice
 
     def add(self, delta: GenerationDelta) -> None:
         self.text.append(delta.text)
@@ -33,6 +34,7 @@ class Choice:
         if delta.finished:
             self.status = delta.status
             self.error = delta.error
+            self.stop_reason = delta.stop_reason
             if delta.usage is not None:
                 self.prompt_tokens = delta.usage.prompt_tokens
                 self.completion_tokens = delta.usage.completion_tokens

@@ -1,6 +1,7 @@
 """The ingress deployment: the same FastAPI app as `conch serve`, over an Engine whose backends are the
-model deployments (gateway/ray/remote.py). Keys, rate limits and the response cache live here, in Redis when
-the settings say so, so that every ingress replica shares them.
+model deployments (gateway/ray/remote.py). Keys, rate limits, the response cache and the record store (stored
+responses and conversations) live here, in Redis when the settings say so, so that every ingress replica
+shares them.
 
 Every HTTP response carries `x-conch-replica` (the model replicas that generated it, comma-separated, in
 order; the ingress replica when no model replica was involved: a cache hit, /health, an error before
@@ -75,6 +76,7 @@ class Ingress:
         from gateway.app import build_app
         from gateway.auth import Gate, KeyRing
         from gateway.limits import open_limiter
+        from gateway.records import open_records
         from gateway.state import Settings
 
         s = self.settings
@@ -83,8 +85,10 @@ class Ingress:
                         backends=RemoteBackends(self.handles, frozenset(s.multiplexed)))
         keys = KeyRing.load(list(s.api_keys), Path(s.api_keys_file) if s.api_keys_file else None,
                             list(s.admin_keys))
-        gate = Gate(keys, open_limiter(s.rate_limits)) if not keys.open else None
+        limiter = open_limiter(s.rate_limits, s.rate_limits_fallback, s.ingress_replicas)
+        gate = Gate(keys, limiter) if not keys.open else None
+        records = open_records(s.response_store, s.response_store_ttl, s.response_store_mb)
         app = build_app(engine, Settings(), load=sorted(self.handles), gate=gate, metrics=s.metrics,
-                        grpc_port=s.grpc_port)
+                        grpc_port=s.grpc_port, records=records)
         app.add_middleware(ReplicaHeader, ingress=replica_id())
         return app

@@ -172,7 +172,7 @@ def _conch(runner: str) -> tuple[list[str], Path]:
     root = Path(tempfile.mkdtemp(prefix="bench16-"))
     write_repository(root, {"m": {"weights": "builtin:smollm2", "dtype": "bfloat16", "num_threads": 2,
                                   "max_batch_size": 64, "response_cache": False,
-                                  "parameters": {"runner": runner}}})
+                                  "runner": runner}})
     return ["--model-repository", str(root)], root
 
 

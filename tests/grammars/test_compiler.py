@@ -35,8 +35,8 @@ def test_compile_seconds_is_the_wall_time_of_the_library_s_build(compiler, monke
 
 def test_compile_refuses_what_validate_refuses(compiler):
     with pytest.raises(GrammarError) as caught:
-        compiler.compile(JsonSchema('{"type":"object","patternProperties":{"a":{}}}'))
-    assert caught.value.keyword == "patternProperties"
+        compiler.compile(JsonSchema('{"type":"object","propertyNames":{"maxLength":3}}'))
+    assert caught.value.keyword == "propertyNames"
 
 
 def test_compile_refuses_what_the_library_refuses(compiler, monkeypatch):
@@ -69,3 +69,21 @@ async def test_compile_async_runs_off_the_loop(compiler):
 
 def test_equivalent_specs_share_one_entry(compiler):
     assert compiler.compile(JsonObject()) is compiler.compile(JsonSchema('{"type": "object"}'))
+
+
+def test_llguidance_enforces_pattern_properties():
+    import json
+
+    import jsonschema
+
+    from .conftest import load_compiler, load_info
+    from .drive import random_walk
+
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}},
+              "patternProperties": {"^x_[a-z]{1,4}$": {"type": "boolean"}}, "additionalProperties": False}
+    grammar, info = load_compiler("llguidance").compile(JsonSchema.from_dict(schema)), load_info()
+    walks = [random_walk(grammar, info, seed, 200) for seed in range(12)]
+    values = [json.loads(w.text) for w in walks if w.finished]
+    assert len(values) >= 6 and any(k.startswith("x_") for v in values for k in v)
+    for value in values:
+        jsonschema.validate(value, schema)

@@ -18,7 +18,6 @@ from .schemas import SCHEMAS
 validate_module = importlib.import_module("grammars.validate")   # the package's `validate` is the function
 
 UNSUPPORTED = {
-    "patternProperties": {"patternProperties": {"^x": {"type": "string"}}},
     "not": {"not": {"type": "string"}},
     "if": {"if": {"type": "string"}, "then": {"maxLength": 3}},
     "uniqueItems": {"type": "array", "uniqueItems": True},
@@ -143,8 +142,8 @@ def test_bad_regex_choice_and_grammar_are_refused(spec):
 
 def test_inline_schema_keyword_is_named():
     with pytest.raises(GrammarError) as caught:
-        validate(Grammar('start: "<tool_call>" %json{"type": "object", "patternProperties": {}} "</tool_call>"'))
-    assert caught.value.keyword == "patternProperties"
+        validate(Grammar('start: "<tool_call>" %json{"type": "object", "propertyNames": {}} "</tool_call>"'))
+    assert caught.value.keyword == "propertyNames"
 
 
 @pytest.mark.parametrize(
@@ -158,11 +157,19 @@ def test_good_specs_pass(spec):
 
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_validate_names_library_limits(library):
-    refusals = {"outlines": [Grammar('start: "a"'), JsonSchema('{"type":"integer","minimum":0}')],
-                "xgrammar": [JsonSchema('{"allOf":[{"type":"string"},{"maxLength":3}]}')]}
+    pattern_properties = JsonSchema('{"type":"object","patternProperties":{"^x_":{"type":"integer"}}}')
+    refusals = {"outlines": [Grammar('start: "a"'), JsonSchema('{"type":"integer","minimum":0}'), pattern_properties],
+                "xgrammar": [JsonSchema('{"allOf":[{"type":"string"},{"maxLength":3}]}'), pattern_properties]}
     for spec in refusals.get(library, []):
         with pytest.raises(GrammarError):
             validate(spec, library)
+
+
+def test_pattern_properties_are_served_by_llguidance_with_their_regexes_checked():
+    validate(JsonSchema('{"type":"object","patternProperties":{"^x_":{"type":"integer"}},"additionalProperties":false}'))
+    with pytest.raises(GrammarError) as caught:
+        validate(JsonSchema('{"type":"object","patternProperties":{"(?<=a)b":{}}}'))
+    assert caught.value.keyword == "patternProperties"
 
 
 def test_unknown_library_is_a_config_error():

@@ -1,73 +1,23 @@
-"""The part of Triton's `triton_python_backend_utils` (pb_utils) that a model.py uses, over numpy.
-
-A model.py written for Triton's Python backend imports this module by Triton's name and runs unchanged:
-`get_input_tensor_by_name(request, "X").as_numpy()`, `Tensor("Y", array)`, `InferenceResponse([...])`.
-"""
+"""Triton's `triton_python_backend_utils` (pb_utils) over numpy: what a model.py imports by Triton's name and
+uses unchanged. The types live in their own files (tensor.py, messages.py, logger.py); this module is the
+facade, plus the config lookups Triton's module offers."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import numpy as np
-
+from engine.backends.python.logger import Logger, LogLevel
+from engine.backends.python.messages import (TRITONSERVER_REQUEST_FLAG_SEQUENCE_END,
+                                             TRITONSERVER_REQUEST_FLAG_SEQUENCE_START,
+                                             TRITONSERVER_RESPONSE_COMPLETE_FINAL, InferenceRequest,
+                                             InferenceResponse, InferenceResponseSender, TritonError)
+from engine.backends.python.tensor import Tensor, TritonModelException
 from engine.tensors.interface import NUMPY_DTYPES
 
-
-class TritonError(Exception):
-    def __init__(self, message: str, code: int | None = None) -> None:
-        super().__init__(message)
-        self._message = message
-
-    def message(self) -> str:
-        return self._message
-
-
-class TritonModelException(Exception):
-    pass
-
-
-class Tensor:
-    def __init__(self, name: str, array: Any) -> None:
-        self._name = name
-        array = np.asarray(array)
-        if array.dtype.kind in "SU":                    # Triton models often build BYTES with np.str_ / np.bytes_
-            array = np.array([v.encode() if isinstance(v, str) else bytes(v) for v in array.reshape(-1)],
-                             dtype=np.object_).reshape(array.shape)
-        self._array = array
-
-    def name(self) -> str:
-        return self._name
-
-    def as_numpy(self) -> np.ndarray:
-        return self._array
-
-
-class InferenceRequest:
-    def __init__(self, inputs: list[Tensor], request_id: str = "", parameters: dict | None = None) -> None:
-        self._inputs, self._id, self._parameters = inputs, request_id, parameters or {}
-
-    def inputs(self) -> list[Tensor]:
-        return self._inputs
-
-    def request_id(self) -> str:
-        return self._id
-
-    def parameters(self) -> str:
-        return json.dumps(self._parameters)
-
-
-class InferenceResponse:
-    def __init__(self, output_tensors: list[Tensor] | None = None, error: TritonError | None = None) -> None:
-        self._outputs, self._error = output_tensors or [], error
-
-    def output_tensors(self) -> list[Tensor]:
-        return self._outputs
-
-    def has_error(self) -> bool:
-        return self._error is not None
-
-    def error(self) -> TritonError | None:
-        return self._error
+__all__ = ["Logger", "LogLevel", "InferenceRequest", "InferenceResponse", "InferenceResponseSender", "Tensor",
+           "TritonError", "TritonModelException", "TRITONSERVER_RESPONSE_COMPLETE_FINAL",
+           "TRITONSERVER_REQUEST_FLAG_SEQUENCE_START", "TRITONSERVER_REQUEST_FLAG_SEQUENCE_END",
+           "get_input_tensor_by_name", "get_output_tensor_by_name", "get_input_config_by_name",
+           "get_output_config_by_name", "triton_string_to_numpy", "using_decoupled_model_transaction_policy"]
 
 
 def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:
@@ -86,6 +36,10 @@ def get_output_config_by_name(model_config: dict, name: str) -> dict | None:
     return next((t for t in model_config.get("output", []) if t.get("name") == name), None)
 
 
-def triton_string_to_numpy(data_type: str):
+def triton_string_to_numpy(data_type: str) -> Any:
     name = data_type.removeprefix("TYPE_")
     return NUMPY_DTYPES["BYTES" if name == "STRING" else name]
+
+
+def using_decoupled_model_transaction_policy(model_config: dict) -> bool:
+    return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import torch
 
 from engine.backend import BackendStats, Capabilities
+from engine.errors import BackendUnavailable
 from engine.backends.transformers import llama, loader
 from engine.backends.transformers.flat_runner import FlatRunner
 from engine.backends.transformers.hf_runner import HFRunner
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from grammars import GrammarCompiler
 
 log = logging.getLogger(__name__)
+MAX_FAILED_STEPS = 3          # steps that fail in a row before the engine thread gives up (fails all, stops)
 
 
 class TransformersBackend:
@@ -58,6 +60,10 @@ class TransformersBackend:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._grammars: GrammarCompiler | None = None     # built on the first constrained request
+        self.broken: str | None = None    # why the engine thread stopped serving (the model is then not ready)
+        self._idle = False                # the last step scheduled nothing
+        self._exit_lock = threading.Lock()   # _send against the engine thread's exit
+        self._exited = False
         self.steps = 0
         self.step_seconds = 0.0        # wall time inside step(), and the part spent in the model's forward
         self.forward_seconds = 0.0
@@ -113,7 +119,7 @@ class TransformersBackend:
             await asyncio.to_thread(self._thread.join, 10)
 
     def health(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self.broken is None and self._thread is not None and self._thread.is_alive()
 
     def stats(self) -> BackendStats:
         """Read from the event loop while the engine thread runs: plain reads of lists and counters.
@@ -183,23 +189,51 @@ class TransformersBackend:
         return await done
 
     def _send(self, command: tuple) -> None:
-        self._inbox.put(command)
+        with self._exit_lock:
+            if self._exited:
+                if command[0] == "abort":                     # nothing left to abort
+                    return
+                raise BackendUnavailable(f"model '{self.config.name}' is not ready: "
+                                         f"{self.broken or 'its engine has stopped'}")
+            self._inbox.put(command)
         self._wake.set()
 
     def _run(self) -> None:
-        while not self._stopping:
+        failures = 0                                             # steps failed in a row
+        while not self._stopping and self.broken is None:
             self._drain_inbox()
             if not self.scheduler.has_work:
-                self._wake.wait(0.5)
-                self._wake.clear()
+                self._idle_wait()
                 continue
             try:
-                deltas = self.step()
+                deltas, failures = self.step(), 0
             except Exception as exc:                          # a failed step fails its batch, not the server
-                log.exception("engine step failed")
-                deltas = self._fail_running(str(exc))
+                failures += 1
+                log.exception("engine step failed (%d in a row)", failures)
+                if failures >= MAX_FAILED_STEPS:              # the engine, not one batch: stop, never spin
+                    self.broken = f"the engine failed {failures} steps in a row: {exc}"
+                deltas = self._fail_running(str(exc), everyone=self.broken is not None or not self.scheduler.running)
             if deltas and self._loop is not None:                # start() set the loop before the thread
                 self._loop.call_soon_threadsafe(self._deliver, deltas)
+            elif self._idle:                                     # nothing could be scheduled: wait for news
+                self._idle_wait()
+        if self.broken is not None:
+            log.error("model %s stopped serving: %s", self.config.name, self.broken)
+        self._fail_held(self.broken or f"model '{self.config.name}' was unloaded")
+
+    def _idle_wait(self) -> None:
+        self._wake.wait(0.5)
+        self._wake.clear()
+
+    def _fail_held(self, message: str) -> None:
+        """After the loop has stopped: fail every sequence still held or in the inbox; `_send` refuses from
+        now on, so no request waits on a thread that is gone."""
+        with self._exit_lock:
+            self._exited = True
+            self._drain_inbox()
+        deltas = self._fail_running(message, everyone=True)
+        if deltas and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._deliver, deltas)
 
     def _drain_inbox(self) -> None:
         while True:
@@ -225,6 +259,7 @@ class TransformersBackend:
 
     def step(self) -> list[GenerationDelta]:
         batch = self.scheduler.schedule()            # who leaves, who joins, who decodes this step
+        self._idle = batch.empty
         if batch.empty:
             return self.scheduler.drain_dropped()
         start = time.perf_counter()
@@ -238,12 +273,14 @@ class TransformersBackend:
         self.scheduler.observe(batch, elapsed)
         return deltas
 
-    def _fail_running(self, message: str) -> list[GenerationDelta]:
+    def _fail_running(self, message: str, everyone: bool = False) -> list[GenerationDelta]:
         """The forward pass itself failed (a failure one row causes ends only that row, in the sampler and
-        Scheduler.update): the running batch ends with the error and the runner releases its KV."""
-        for seq in self.scheduler.running:
+        Scheduler.update): the running batch ends with the error and the runner releases its KV. `everyone`: the
+        waiting sequences too (the step failed before any ran, or the engine is stopping)."""
+        failed = self.scheduler.running + (self.scheduler.take_waiting() if everyone else [])
+        for seq in failed:
             seq.fail(message)
-        deltas = [d for d in map(Sequence.drain, self.scheduler.running) if d is not None]
+        deltas = [d for d in map(Sequence.drain, failed) if d is not None]
         self.scheduler.leave_all()
         return deltas
 

@@ -5,7 +5,7 @@ import os
 
 import torch
 
-from engine.errors import BackendUnavailable
+from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
 from engine.weights.folder import weights_folder
 
@@ -17,7 +17,8 @@ def load(config: ModelConfig):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if config.dtype not in _DTYPES:
-        raise BackendUnavailable(f"model '{config.name}': dtype must be one of {sorted(_DTYPES)}")
+        raise InvalidRequest(f"model '{config.name}': config key 'dtype' must be one of {sorted(_DTYPES)}",
+                             param="dtype")
     torch.set_num_threads(config.num_threads or os.cpu_count() or 1)
     folder = weights_folder(config)
     tokenizer = AutoTokenizer.from_pretrained(config.resolve(config.tokenizer) or folder)

@@ -79,6 +79,12 @@ class Scheduler:
         self._waiting = kept
         heapq.heapify(self._waiting)
 
+    def take_waiting(self) -> list[Sequence]:
+        """Every waiting sequence, removed (the engine can no longer run them)."""
+        taken = [seq for _, _, seq in self._waiting]
+        self._waiting = []
+        return taken
+
     def leave_all(self) -> None:
         """Every running sequence leaves (the step failed); their KV is released."""
         for seq in self.running:

@@ -187,11 +187,11 @@ def test_ensemble_stream(grpc_client):
 def test_unsupported_rpcs_are_unimplemented(server):
     with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-        for call, request in ((stub.SystemSharedMemoryStatus, service_pb2.SystemSharedMemoryStatusRequest()),
-                              (stub.TraceSetting, service_pb2.TraceSettingRequest())):
+        for call, request in ((stub.CudaSharedMemoryStatus, service_pb2.CudaSharedMemoryStatusRequest()),
+                              (stub.CudaSharedMemoryRegister, service_pb2.CudaSharedMemoryRegisterRequest())):
             with pytest.raises(grpc.RpcError) as err:
                 call(request)
-            assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED and "Conch" in err.value.details()
+            assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED and "CUDA shared memory" in err.value.details()
         with pytest.raises(grpc.RpcError) as err:
             stub.ModelMetadata(service_pb2.ModelMetadataRequest(name="nope"))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND

@@ -145,9 +145,9 @@ def test_a_bf16_model_with_64_wide_heads_prefills_through_the_native_kernel():
 def test_runner_and_kv_store_are_typed_settings_refused_at_load_when_unknown():
     from engine.errors import InvalidRequest
 
-    with pytest.raises(InvalidRequest, match="runner must be one of auto, hf, not 'flat'"):
+    with pytest.raises(InvalidRequest, match="config key 'runner' must be one of auto, hf, not 'flat'"):
         ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "runner": "flat"})
-    with pytest.raises(InvalidRequest, match="kv_store must be one of auto, reserved, zeroed"):
+    with pytest.raises(InvalidRequest, match="config key 'kv_store' must be one of auto, reserved, zeroed"):
         ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "kv_store": "paged"})
 
 

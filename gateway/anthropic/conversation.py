@@ -1,0 +1,166 @@
+"""A Messages body -> the shared `Conversation` (OpenAI chat's shapes), its wire rules checked first:
+
+    system          string or text blocks -> one system message (blocks joined by a blank line); a block that
+                    starts with Claude Code's `x-anthropic-billing-header` is dropped unless the server keeps it
+                    (it changes every request, so rendering it would defeat every kept slot and prefix cache)
+    user blocks     text -> a user message; tool_result -> a tool message (is_error: its text behind "Error: "),
+                    in their order; each tool_result names an earlier assistant tool_use (else a 400)
+    assistant       text -> content, tool_use -> tool_calls (input as JSON text); thinking and redacted_thinking
+                    are dropped (the models do not reason); a final assistant turn is a prefill the model continues
+    image/document  a 400 naming the block (no served model takes them)
+    tools           name / description / input_schema -> function tools
+    tool_choice     auto / any / tool / none -> auto / required / named / none; disable_parallel_tool_use ->
+                    parallel_tool_calls false
+    output_config   format {json_schema} -> the output constraint (chat's response_format json_schema)
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine import InvalidRequest, SamplingParams, build_sampling
+from gateway.anthropic import schemas as wire
+from gateway.conversation import Conversation, WirePaths
+from gateway.errors import APIError
+
+BILLING_HEADER = "x-anthropic-billing-header"
+FORMAT_PARAM = "output_config.format"
+PATHS = WirePaths(tool_schema="tools.{index}.input_schema", tools="tools", tool_choice="tool_choice",
+                  messages="messages", output_format=FORMAT_PARAM)
+_WIRE_NAMES = {"stop": "stop_sequences"}     # the sampling table's wire names -> this face's
+
+
+def conversation(body: wire.CountTokensRequest, model: str, *, keep_billing_header: bool = False,
+                 use_cache: bool = True) -> Conversation:
+    """`model` is the served model `body.model` resolves to (its alias)."""
+    _refuse_unserved(body, model)
+    messages = _system(body.system, keep_billing_header) + _messages(body.messages)
+    prefill = body.messages[-1].role == "assistant"
+    tool_choice, parallel = _tool_choice(body.tool_choice)
+    schema = body.output_config.format.schema_ if body.output_config and body.output_config.format else None
+    return Conversation(
+        model=model, messages=tuple(messages), sampling=sampling(body),
+        tools=tuple(_tool(t) for t in body.tools or ()), tool_choice=tool_choice, parallel_tool_calls=parallel,
+        constraints=((FORMAT_PARAM, "json_schema", schema),) if schema is not None else (),
+        response_format={"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
+        if schema is not None else None,
+        stream=bool(getattr(body, "stream", False)), use_cache=use_cache,
+        add_generation_prompt=not prefill, continue_final_message=prefill, paths=PATHS)
+
+
+def _refuse_unserved(body: wire.CountTokensRequest, model: str) -> None:
+    """What the body asks that no model Conch serves does: reasoning, a code-execution container."""
+    if body.thinking is not None and body.thinking.type != "disabled":
+        raise APIError(400, f"thinking '{body.thinking.type}' is not available: model '{model}' does not reason; "
+                            "leave thinking out or set {\"type\": \"disabled\"}", param="thinking")
+    if getattr(body, "container", None) is not None:
+        raise APIError(400, "container: Conch runs no code-execution containers", param="container")
+
+
+def sampling(body: wire.CountTokensRequest) -> SamplingParams:
+    """count_tokens' body has no sampling fields: its prompt is the same, its params the defaults."""
+    values = {name: getattr(body, name, None) for name in ("max_tokens", "temperature", "top_p", "top_k")}
+    values["stop"] = getattr(body, "stop_sequences", None)
+    try:
+        return build_sampling(values, base=SamplingParams(max_tokens=None))
+    except InvalidRequest as exc:
+        param = _WIRE_NAMES.get(exc.param or "", exc.param)
+        raise APIError(400, exc.message.replace("'stop'", "'stop_sequences'"), param=param) from exc
+
+
+def _system(system: str | list[wire.TextBlock] | None, keep_billing_header: bool) -> list[dict[str, Any]]:
+    if system is None:
+        return []
+    if isinstance(system, str):
+        return [{"role": "system", "content": system}] if system else []
+    texts = [b.text for b in system if keep_billing_header or not b.text.lstrip().startswith(BILLING_HEADER)]
+    return [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
+
+
+def _messages(messages: list[wire.Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    calls: set[str] = set()
+    for i, message in enumerate(messages):
+        blocks = [wire.TextBlock(type="text", text=message.content)] if isinstance(message.content, str) \
+            else message.content
+        for j, block in enumerate(blocks):
+            if isinstance(block, wire.MediaBlock):
+                raise APIError(400, f"messages[{i}].content[{j}]: {block.type} blocks are not supported: no model "
+                                    "Conch serves takes them", param=f"messages.{i}.content.{j}.type")
+        if message.role == "assistant":
+            out.append(_assistant(blocks, calls))
+        else:
+            out.extend(_user(i, blocks, calls))
+    return out
+
+
+def _assistant(blocks: list, calls: set[str]) -> dict[str, Any]:
+    text = "".join(b.text for b in blocks if isinstance(b, wire.TextBlock))
+    uses = [b for b in blocks if isinstance(b, wire.ToolUseBlock)]
+    calls.update(b.id for b in uses)
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if uses:
+        message["tool_calls"] = [{"id": b.id, "type": "function", "function": {
+            "name": b.name, "arguments": json.dumps(b.input, ensure_ascii=False)}} for b in uses]
+    return message
+
+
+def _user(i: int, blocks: list, calls: set[str]) -> list[dict[str, Any]]:
+    """Tool results and text in their order; consecutive text blocks are one user message."""
+    out: list[dict[str, Any]] = []
+    text: list[str] = []
+    for j, block in enumerate(blocks):
+        if isinstance(block, wire.TextBlock):
+            text.append(block.text)
+        elif isinstance(block, wire.ToolResultBlock):
+            if block.tool_use_id not in calls:
+                raise APIError(400, f"messages[{i}].content[{j}]: tool_result's tool_use_id '{block.tool_use_id}' "
+                                    "matches no tool_use block of an earlier assistant message",
+                               param=f"messages.{i}.content.{j}.tool_use_id")
+            _no_media(block, f"messages.{i}.content.{j}")
+            if text:
+                out.append({"role": "user", "content": "".join(text)})
+                text = []
+            out.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": _result_text(block)})
+        elif isinstance(block, wire.ToolUseBlock):
+            raise APIError(400, f"messages[{i}].content[{j}]: tool_use blocks belong to assistant messages",
+                           param=f"messages.{i}.content.{j}.type")
+        # thinking / redacted_thinking: history of a reasoning model, not rendered
+    if text or not out:
+        out.append({"role": "user", "content": "".join(text)})
+    return out
+
+
+def _no_media(block: wire.ToolResultBlock, path: str) -> None:
+    for k, part in enumerate(block.content if isinstance(block.content, list) else ()):
+        if isinstance(part, wire.MediaBlock):
+            raise APIError(400, f"{path}.content.{k}: {part.type} blocks are not supported: no model Conch serves "
+                                "takes them", param=f"{path}.content.{k}.type")
+
+
+def _result_text(block: wire.ToolResultBlock) -> str:
+    content = block.content
+    if isinstance(content, list):
+        text = "".join(b.text for b in content if isinstance(b, wire.TextBlock))
+    else:
+        text = content or ""
+    return f"Error: {text}" if block.is_error else text
+
+
+def _tool(tool: wire.Tool) -> dict[str, Any]:
+    function = {"name": tool.name, "parameters": tool.input_schema}
+    if tool.description:
+        function["description"] = tool.description
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: wire.ToolChoice | None) -> tuple[str | dict[str, Any] | None, bool | None]:
+    if choice is None:
+        return None, None
+    parallel = None if choice.disable_parallel_tool_use is None else not choice.disable_parallel_tool_use
+    if choice.type == "tool":
+        return {"type": "function", "function": {"name": choice.name}}, parallel
+    return _CHOICES[choice.type], parallel
+
+
+_CHOICES = {"auto": "auto", "any": "required", "none": "none"}

@@ -1,0 +1,153 @@
+"""Input items -> the stored item list and the Conversation's chat messages.
+
+Items are the Responses API's shapes (message, function_call, function_call_output, custom_tool_call and its
+output, reasoning). Each type is read by its row of `_READERS`; an unknown type or field is a 400 naming its
+path (`input.3.type`). Stored items are normalized: every item has an id and a type, and a message's content is
+a list of parts. Chat messages are OpenAI chat's shapes (gateway/conversation/types.py)."""
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, Callable
+
+from gateway.errors import APIError
+
+_MESSAGE_ROLES = frozenset({"user", "system", "developer", "assistant"})
+_TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}   # part type -> its text key
+_PART_FIELDS = {"input_text": {"type", "text"}, "output_text": {"type", "text", "annotations", "logprobs"},
+                "refusal": {"type", "refusal"}}
+_FIELDS = {
+    "message": {"type", "id", "role", "content", "status", "phase"},
+    "function_call": {"type", "id", "call_id", "name", "arguments", "status", "namespace"},
+    "function_call_output": {"type", "id", "call_id", "output", "status"},
+    "custom_tool_call": {"type", "id", "call_id", "name", "input", "namespace"},
+    "custom_tool_call_output": {"type", "id", "call_id", "output"},
+    "reasoning": {"type", "id", "summary", "content", "encrypted_content", "status"},
+}
+_ID_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "custom_tool_call": "ctc",
+              "custom_tool_call_output": "ctco", "reasoning": "rs"}
+
+
+def new_item_id(kind: str) -> str:
+    return f"{_ID_PREFIX.get(kind, 'item')}_{uuid.uuid4().hex}"
+
+
+def read_input(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request's input as normalized items (a string is one user message)."""
+    if isinstance(value, str):
+        value = [{"type": "message", "role": "user", "content": value}]
+    return [_normalized(i, item) for i, item in enumerate(value)]
+
+
+def _normalized(index: int, item: dict[str, Any]) -> dict[str, Any]:
+    kind = item.get("type", "message" if "role" in item else None)
+    if kind not in _FIELDS:
+        raise _bad(f"input.{index}.type", f"input[{index}].type {kind!r} is not a supported item type; supported: "
+                                          f"{sorted(_FIELDS)}")
+    unknown = sorted(set(item) - _FIELDS[kind])
+    if unknown:
+        raise _bad(f"input.{index}.{unknown[0]}", f"input[{index}]: unknown field(s) {unknown} for a {kind} item")
+    out = {**item, "type": kind, "id": item.get("id") or new_item_id(kind)}
+    return _CHECKS[kind](index, out)
+
+
+def _message(index: int, item: dict[str, Any]) -> dict[str, Any]:
+    if item.get("role") not in _MESSAGE_ROLES:
+        raise _bad(f"input.{index}.role", f"input[{index}].role must be one of {sorted(_MESSAGE_ROLES)}")
+    content = item.get("content")
+    if isinstance(content, str):
+        part = "output_text" if item["role"] == "assistant" else "input_text"
+        content = [{"type": part, "text": content, **({"annotations": []} if part == "output_text" else {})}]
+    if not isinstance(content, list):
+        raise _bad(f"input.{index}.content", f"input[{index}].content must be a string or a list of parts")
+    for k, part in enumerate(content):
+        _check_part(f"input.{index}.content.{k}", part)
+    return {**item, "content": content, "status": item.get("status") or "completed"}
+
+
+def _check_part(path: str, part: Any) -> None:
+    kind = part.get("type") if isinstance(part, dict) else None
+    if kind not in _PART_FIELDS:
+        raise _bad(f"{path}.type", f"{path}.type {kind!r} is not supported: Conch's models read text parts only "
+                                   f"({sorted(_PART_FIELDS)})")
+    unknown = sorted(set(part) - _PART_FIELDS[kind])
+    if unknown or not isinstance(part.get(_TEXT_PARTS[kind]), str):
+        field = unknown[0] if unknown else _TEXT_PARTS[kind]
+        raise _bad(f"{path}.{field}", f"{path}: a {kind} part has a string '{_TEXT_PARTS[kind]}' and no other "
+                                      f"fields but {sorted(_PART_FIELDS[kind])}")
+
+
+def _strings(*names: str) -> Callable[[int, dict[str, Any]], dict[str, Any]]:
+    def check(index: int, item: dict[str, Any]) -> dict[str, Any]:
+        for name in names:
+            if not isinstance(item.get(name), str):
+                raise _bad(f"input.{index}.{name}", f"input[{index}].{name} must be a string")
+        return item
+    return check
+
+
+def _output(index: int, item: dict[str, Any]) -> dict[str, Any]:
+    _strings("call_id")(index, item)
+    output = item.get("output")
+    if isinstance(output, list):
+        for k, part in enumerate(output):
+            _check_part(f"input.{index}.output.{k}", part)
+    elif not isinstance(output, str):
+        raise _bad(f"input.{index}.output", f"input[{index}].output must be a string or a list of text parts")
+    return item
+
+
+_CHECKS: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
+    "message": _message,
+    "function_call": _strings("call_id", "name", "arguments"),
+    "function_call_output": _output,
+    "custom_tool_call": _strings("call_id", "name", "input"),
+    "custom_tool_call_output": _output,
+    "reasoning": lambda index, item: item,
+}
+
+
+def to_messages(items: list[dict[str, Any]], first_new: int = 0) -> list[dict[str, Any]]:
+    """Chat messages of normalized items; `first_new` is the index of the request's first input item (the
+    items before it are a stored head, already checked), so a 400 names the request's own path. A tool
+    output must follow its call: a call_id that matches no earlier call is a 400."""
+    messages: list[dict[str, Any]] = []
+    calls: set[str] = set()
+    for i, item in enumerate(items):
+        kind = item["type"]
+        if kind == "message":
+            messages.append({"role": item["role"], "content": text_of(item["content"])})
+        elif kind in ("function_call", "custom_tool_call"):
+            calls.add(item["call_id"])
+            _attach_call(messages, _chat_call(item))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            if item["call_id"] not in calls:
+                index = i - first_new
+                raise _bad(f"input.{index}.call_id", f"input[{index}].call_id '{item['call_id']}' matches no "
+                                                     f"earlier function_call or custom_tool_call")
+            output = item["output"]
+            messages.append({"role": "tool", "tool_call_id": item["call_id"],
+                             "content": output if isinstance(output, str) else text_of(output)})
+    return messages                         # reasoning items: accepted from another model's history, not rendered
+
+
+def _chat_call(item: dict[str, Any]) -> dict[str, Any]:
+    """A custom tool is offered to the model as a function of one string, `input` (tools.py)."""
+    arguments = item["arguments"] if item["type"] == "function_call" else json.dumps({"input": item["input"]})
+    return {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": arguments}}
+
+
+def _attach_call(messages: list[dict[str, Any]], call: dict[str, Any]) -> None:
+    """Calls that follow an assistant message (or each other) are that message's: one turn of parallel calls."""
+    if messages and messages[-1]["role"] == "assistant":
+        messages[-1].setdefault("tool_calls", []).append(call)
+    else:
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def text_of(parts: list[dict[str, Any]]) -> str:
+    return "".join(part.get(_TEXT_PARTS.get(part.get("type", ""), "text")) or "" for part in parts)
+
+
+def _bad(param: str, message: str) -> APIError:
+    return APIError(400, message, param=param)

@@ -1,0 +1,81 @@
+"""/v1/responses: create (whole, streamed, or in the background), retrieve, delete, input_items, cancel."""
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, Literal
+
+from fastapi import APIRouter, Query, Request
+
+from gateway.openai.json_route import JSONBodyRoute
+from gateway.openai.responses import background, stored
+from gateway.openai.responses.run import Prepared, generation, prepare, run_events
+from gateway.openai.responses.schemas import ResponsesRequest
+from gateway.records import caller
+from gateway.state import conch_state, wants_cache
+from gateway.streaming import prime, sse_named, sse_response, until_disconnect
+
+router = APIRouter(route_class=JSONBodyRoute)
+
+
+@router.post("/v1/responses")
+async def create_response(body: ResponsesRequest, request: Request):
+    p = await prepare(body, request)
+    gen, plan = await generation(p, request, wants_cache(request))
+    if body.background:
+        return await background.start(p, plan, gen, request)
+    deltas = conch_state(request).engine.generate(gen)
+    if body.stream:                   # primed: an error before the first delta is a status, not an event
+        return sse_response(_stream(p, run_events(p, plan, await prime(deltas))))
+    # Not primed: a client that hangs up while the request waits in the queue aborts it there.
+    return await until_disconnect(request, _last(run_events(p, plan, deltas)))
+
+
+async def _last(events: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
+    """The finished response: the terminal event's (a failure is a response with status failed)."""
+    last: dict[str, Any] = {}
+    async for event in events:
+        last = event
+    return last["response"]
+
+
+async def _stream(p: Prepared, events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+    """response.created and .in_progress, the output's events, then the terminal one; sequence_number counts
+    every event from 0."""
+    sequence = 0
+    head = p.response("in_progress")
+    for kind in ("response.created", "response.in_progress"):
+        yield _sse({"type": kind, "response": head}, sequence)
+        sequence += 1
+    async for event in events:
+        yield _sse(event, sequence)
+        sequence += 1
+
+
+def _sse(event: dict[str, Any], sequence: int) -> str:
+    return sse_named(event["type"], {**event, "sequence_number": sequence})
+
+
+@router.get("/v1/responses/{response_id}")
+async def retrieve_response(response_id: str, request: Request):
+    owner, admin = caller(request)
+    return (await stored.load(conch_state(request).records, response_id, owner, admin))["response"]
+
+
+@router.delete("/v1/responses/{response_id}")
+async def delete_response(response_id: str, request: Request):
+    owner, admin = caller(request)
+    await conch_state(request).records.delete(stored.KIND, response_id, owner, admin=admin)
+    return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+
+@router.get("/v1/responses/{response_id}/input_items")
+async def list_input_items(response_id: str, request: Request, after: str | None = None,
+                           limit: int = Query(20, ge=1, le=100), order: Literal["asc", "desc"] = "desc"):
+    owner, admin = caller(request)
+    record = await stored.load(conch_state(request).records, response_id, owner, admin)
+    return stored.page(record["input_items"], after, limit, order)
+
+
+@router.post("/v1/responses/{response_id}/cancel")
+async def cancel_response(response_id: str, request: Request):
+    owner, admin = caller(request)
+    return await background.cancel(request, response_id, owner, admin)

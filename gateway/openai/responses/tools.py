@@ -1,0 +1,148 @@
+"""The Responses API's `tools` and `tool_choice` -> the Conversation's (chat's shapes), one table row per tool
+type.
+
+A `custom` tool is offered to the model as a function of one string parameter, `input`; its calls come back as
+`custom_tool_call` items holding that string. When the tool choice forces a custom tool (named, or `required`
+with that tool alone), the model writes the tool's input itself, and a `grammar` format (Lark or regex syntax)
+is the output constraint, enforced by Conch's grammar engine: the whole output is the call's input. Hosted
+tools (web search, file search, ...) are tools OpenAI runs on its own servers: Conch cannot, and says so."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from gateway.errors import APIError
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+_FUNCTION_FIELDS = {"type", "name", "description", "parameters", "strict"}
+_CUSTOM_FIELDS = {"type", "name", "description", "format"}
+_SYNTAXES = {"lark": "grammar", "regex": "regex"}       # a grammar format's syntax -> the constraint's kind
+_HOSTED = frozenset({"web_search", "web_search_preview", "file_search", "code_interpreter", "computer",
+                     "computer_use", "computer_use_preview", "image_generation", "local_shell", "shell",
+                     "apply_patch"})
+_INPUT_SCHEMA = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+
+
+@dataclass(frozen=True)
+class CustomTool:
+    name: str
+    index: int                      # its place in the request's tools
+    format: dict[str, Any] | None   # {"type": "text"} | {"type": "grammar", "syntax", "definition"} | None
+
+    def constraint(self) -> tuple[tuple[str, str, Any], ...]:
+        """The output constraint when this tool is forced: its grammar, or none for free text."""
+        if not self.format or self.format.get("type") != "grammar":
+            return ()
+        return ((f"tools.{self.index}.format.definition", _SYNTAXES[self.format["syntax"]],
+                 self.format["definition"]),)
+
+
+@dataclass(frozen=True)
+class ResponseTools:
+    tools: tuple[dict[str, Any], ...]                 # chat's shapes, as offered to the model
+    tool_choice: str | dict[str, Any] | None          # chat's shape
+    custom: dict[str, CustomTool]                     # the custom tools by name: their calls are custom items
+    forced_custom: CustomTool | None = None           # the whole output is this tool's input
+
+    @property
+    def constraints(self) -> tuple[tuple[str, str, Any], ...]:
+        return self.forced_custom.constraint() if self.forced_custom is not None else ()
+
+
+def read_tools(tools: list[dict[str, Any]] | None, tool_choice: str | dict[str, Any] | None) -> ResponseTools:
+    chat_tools: list[dict[str, Any]] = []
+    custom: dict[str, CustomTool] = {}
+    for i, tool in enumerate(tools or ()):
+        kind = tool.get("type")
+        reader = _READERS.get(kind) if isinstance(kind, str) else None
+        if reader is None:
+            raise _refused(i, kind)
+        chat_tools.append(reader(i, tool, custom))
+    choice, allowed = _choice(tool_choice, custom)
+    if allowed is not None:
+        chat_tools = [t for t in chat_tools if t["function"]["name"] in allowed]
+    forced = _forced_custom(choice, chat_tools, custom)
+    if forced is not None:   # the model writes the input itself; the tools stay in the prompt as its context
+        choice = "auto"
+    return ResponseTools(tuple(chat_tools), choice, custom, forced)
+
+
+def _function(i: int, tool: dict[str, Any], custom: dict[str, CustomTool]) -> dict[str, Any]:
+    _check_fields(i, tool, _FUNCTION_FIELDS)
+    fn = {"name": _name(i, tool), "description": tool.get("description"), "parameters": tool.get("parameters"),
+          "strict": tool.get("strict")}
+    return {"type": "function", "function": {k: v for k, v in fn.items() if v is not None}}
+
+
+def _custom(i: int, tool: dict[str, Any], custom: dict[str, CustomTool]) -> dict[str, Any]:
+    _check_fields(i, tool, _CUSTOM_FIELDS)
+    name, fmt = _name(i, tool), tool.get("format")
+    if fmt is not None and fmt.get("type") != "text":
+        if fmt.get("type") != "grammar" or fmt.get("syntax") not in _SYNTAXES:
+            raise APIError(400, f"tools[{i}].format must be {{'type': 'text'}} or {{'type': 'grammar', 'syntax': "
+                                f"'lark' | 'regex', 'definition'}}", param=f"tools.{i}.format")
+        if not isinstance(fmt.get("definition"), str):
+            raise APIError(400, f"tools[{i}].format.definition must be a string",
+                           param=f"tools.{i}.format.definition")
+    custom[name] = CustomTool(name, i, fmt)
+    fn = {"name": name, "description": tool.get("description") or "", "parameters": _INPUT_SCHEMA}
+    return {"type": "function", "function": fn}
+
+
+def _mcp(i: int, tool: dict[str, Any], custom: dict[str, CustomTool]) -> dict[str, Any]:
+    raise APIError(400, f"tools[{i}]: the 'mcp' tool is not yet supported by Conch", param=f"tools.{i}.type")
+
+
+_READERS: dict[str, Callable[[int, dict[str, Any], dict[str, CustomTool]], dict[str, Any]]] = {
+    "function": _function, "custom": _custom, "mcp": _mcp,
+}
+
+
+def _refused(i: int, kind: Any) -> APIError:
+    base = re.sub(r"_\d{4}_\d{2}_\d{2}$", "", kind) if isinstance(kind, str) else kind
+    if base in _HOSTED:
+        return APIError(400, f"tools[{i}].type '{kind}' is a hosted tool that OpenAI runs on its own servers; "
+                             f"Conch cannot run it (offer a function tool instead)", param=f"tools.{i}.type")
+    return APIError(400, f"tools[{i}].type {kind!r} is not a tool type; supported: function, custom",
+                    param=f"tools.{i}.type")
+
+
+def _check_fields(i: int, tool: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(tool) - allowed)
+    if unknown:
+        raise APIError(400, f"tools[{i}]: unknown field(s) {unknown}", param=f"tools.{i}.{unknown[0]}")
+
+
+def _name(i: int, tool: dict[str, Any]) -> str:
+    name = tool.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise APIError(400, f"tools[{i}].name must be 1-64 letters, digits, '_', '.' or '-'",
+                       param=f"tools.{i}.name")
+    return name
+
+
+def _choice(value: str | dict[str, Any] | None,
+            custom: dict[str, CustomTool]) -> tuple[str | dict[str, Any] | None, set[str] | None]:
+    """(chat's tool_choice, the names allowed_tools keeps or None)."""
+    if value is None or value in ("none", "auto", "required"):
+        return value, None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind in ("function", "custom") and isinstance(value.get("name"), str):
+        return {"type": "function", "function": {"name": value["name"]}}, None
+    if kind == "allowed_tools" and value.get("mode") in ("auto", "required"):
+        names = {t.get("name") for t in value.get("tools") or () if isinstance(t, dict)}
+        return value["mode"], {n for n in names if isinstance(n, str)}
+    if kind in _HOSTED or kind == "mcp":
+        raise APIError(400, f"tool_choice names a '{kind}' tool, which Conch cannot run", param="tool_choice")
+    raise APIError(400, "tool_choice must be none, auto, required, {'type': 'function' | 'custom', 'name'} or "
+                        "{'type': 'allowed_tools', 'mode': 'auto' | 'required', 'tools'}", param="tool_choice")
+
+
+def _forced_custom(choice: str | dict[str, Any] | None, tools: list[dict[str, Any]],
+                   custom: dict[str, CustomTool]) -> CustomTool | None:
+    if isinstance(choice, dict):
+        return custom.get(choice["function"]["name"])
+    if choice == "required" and len(tools) == 1:
+        return custom.get(tools[0]["function"]["name"])
+    return None
