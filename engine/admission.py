@@ -37,7 +37,10 @@ class Trace:
     request: GenerationRequest
     version: str
     start: float = field(default_factory=time.monotonic)
-    queued: float = 0.0                   # seconds spent waiting for a slot
+    queued: float = 0.0                   # seconds spent waiting for a slot (a tensor model: for an instance)
+    compute_input: float = 0.0            # seconds preparing the inputs (tokenizing; a tensor model's copies)
+    compute_output: float = 0.0           # seconds turning the model's answer into output tensors
+    batch_size: int = 0                   # rows of the execution that ran it (0: not batched by a batcher)
     first_token: float | None = None
     end: float | None = None
     cache_hit: bool | None = None         # None: the cache did not apply
@@ -52,6 +55,15 @@ class Trace:
     @property
     def model(self) -> str:
         return self.request.model
+
+    @property
+    def duration(self) -> float:
+        return (self.end or self.start) - self.start
+
+    @property
+    def compute_infer(self) -> float:
+        """The rest of the request's time: running the model (so the four parts add up to its duration)."""
+        return max(0.0, self.duration - self.queued - self.compute_input - self.compute_output)
 
     @property
     def cancelled(self) -> bool:
@@ -119,6 +131,13 @@ class ModelQueue:
     @property
     def pending(self) -> int:
         return len(self._waiters)
+
+    def capacity(self, n: int = 1) -> int | None:
+        """How many requests of `n` choices an idle model holds at once, running and queued (None: unbounded).
+        A request of more prompts than this can never be admitted whole, however long its client waits."""
+        if not self.max_queue:
+            return None
+        return self.slots // min(n, self.slots) + self.max_queue
 
     @asynccontextmanager
     async def slot(self, request: GenerationRequest, trace: Trace) -> AsyncIterator[None]:

@@ -5,7 +5,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AsyncGenerator, Callable, Protocol, runtime_checkable
 
-from engine.errors import BackendUnavailable
+from engine.errors import BackendUnavailable, InvalidRequest
 
 if TYPE_CHECKING:
     from engine.tensors.interface import InferRequest, Tensors
@@ -120,7 +120,7 @@ _BACKENDS: dict[str, str] = {
     "python": "engine.backends.python.backend:PythonBackend",
     "openai": "engine.backends.openai.backend:OpenAIBackend",
     "embedding": "engine.backends.embedding.backend:EmbeddingBackend",
-    "ensemble": "engine.ensemble.backend:EnsembleBackend",
+    "ensemble": "engine.backends.ensemble.backend:EnsembleBackend",
     "tokenizer": "engine.backends.text.backend:TokenizerBackend",
     "detokenizer": "engine.backends.text.backend:DetokenizerBackend",
     "vllm": "engine.backends.vllm.backend:VLLMBackend",
@@ -138,10 +138,9 @@ def backend_names() -> list[str]:
 
 def load_backend_class(name: str) -> BackendFactory:
     target = _BACKENDS.get(name)
-    if target is None:
-        raise BackendUnavailable(
-            f"backend '{name}' is not available; known backends: {', '.join(backend_names())}"
-        )
+    if target is None:                        # the config's mistake (400); a backend not installed is a 503
+        raise InvalidRequest(f"backend '{name}' does not exist; known backends: {', '.join(backend_names())}",
+                             param="backend")
     module_name, attr = target.split(":")
     try:
         module = importlib.import_module(module_name)

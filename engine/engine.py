@@ -4,18 +4,21 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
+import weakref
 from contextlib import aclosing, contextmanager
 from dataclasses import replace
 from typing import AsyncGenerator, Iterator, Protocol, runtime_checkable
 
 from engine.admission import Admission, Observer, Trace
 from engine.backend import BackendFactory, CompletesConfig, LLMBackend, load_backend_class
-from engine.cache import ResponseCache
+from engine.response_cache import ResponseCache
 from engine.errors import ModelNotFound, ModelNotReady
 from engine.loaded_model import LoadedModel
 from engine.pipeline import detokenize, tokenize
 from engine.pipeline.tokenize import tokenizes_inline
 from engine.repository import ModelConfig, ModelRepository
+from engine.resources import ResourceLimiter
 from engine.params import checked_sampling
 from engine.types import GenerationDelta, GenerationRequest
 
@@ -39,9 +42,12 @@ class Engine:
         self.cache = cache                           # None: no response cache
         self.admission = Admission(max_queue_size)   # a bounded priority queue per model
         self.observers: list[Observer] = []          # told about every request once it is over
+        self.resources = ResourceLimiter()           # Triton's rate limiter: resources instances execute with
         self._models: dict[str, dict[str, LoadedModel]] = {}   # name -> version -> the model serving it
         self._loading: dict[str, asyncio.Lock] = {}
         self._keys = itertools.count()               # engine keys: see generate
+        # id -> a request prepare returned, while it lives: generate does not prepare that one again
+        self._prepared: weakref.WeakValueDictionary[int, GenerationRequest] = weakref.WeakValueDictionary()
 
     async def start(self, names: list[str] | None = None) -> None:
         for name in names if names is not None else self.repository.names():
@@ -112,15 +118,20 @@ class Engine:
     async def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
         """Sampling checked (engine/params/sampling.py), then the pipeline's tokenize step
         (engine/pipeline/tokenize.py), in a worker thread unless the prompt is short; raises InvalidRequest
-        naming the field."""
+        naming the field. generate takes the very request it returns as it is (a copy with any change is
+        prepared again)."""
         model = self.get(request.model, request.version)
         model.generator                       # noqa: B018 -- a tensor-only model refuses before tokenizing
         params = checked_sampling(request.params, model.vocab_size)
         if params is not request.params:
             request = replace(request, params=params)
         if tokenizes_inline(request):
-            return tokenize(model, request, prompt_param)
-        return await asyncio.to_thread(tokenize, model, request, prompt_param)
+            return self._mark_prepared(tokenize(model, request, prompt_param))
+        return self._mark_prepared(await asyncio.to_thread(tokenize, model, request, prompt_param))
+
+    def _mark_prepared(self, request: GenerationRequest) -> GenerationRequest:
+        self._prepared[id(request)] = request
+        return request
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         """Deltas of every choice of the request, interleaved; each choice ends with a finished delta.
@@ -129,10 +140,13 @@ class Engine:
         backend's queues, abort, admission, the cache and the trace all use it). `request.id` is the caller's
         label, which clients choose and may repeat ("id": "1" on every request); the deltas yielded here carry
         it back, so the caller sees only its own id."""
-        label = request.id
-        request = replace(await self.prepare(request), id=f"{next(self._keys):x}.{label[:64]}")
+        label, began = request.id, time.monotonic()
+        if self._prepared.get(id(request)) is not request:    # a face prepares first, its 400s naming its fields
+            request = await self.prepare(request)
+        request = replace(request, id=f"{next(self._keys):x}.{label[:64]}")
         model = self.get(request.model, request.version)
-        trace = Trace(request, model.config.version)
+        trace = Trace(request, model.config.version, start=began)
+        trace.compute_input = time.monotonic() - began           # the tokenize step
         with tracked(model, trace, self.observers):
             async with aclosing(self._answer(model, request, trace)) as deltas:
                 async for delta in deltas:

@@ -9,7 +9,6 @@ from engine.backend import Backend, LLMBackend, TextGenerator
 from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
 
-_EMBEDDINGS = {"embedding": " (or /v1/embeddings)"}   # where else a tensor-only backend serves
 
 
 @dataclass
@@ -34,8 +33,11 @@ class LoadedModel:
     def generator(self) -> LLMBackend:
         """The backend in its LLM role; a tensor-only model (python, embedding, tokenizer...) has none."""
         if not isinstance(self.backend, TextGenerator):
+            if self.backend.capabilities.embeddings:
+                raise InvalidRequest(f"model '{self.name}' serves embeddings only: use /v1/embeddings (or /v2 infer, "
+                                     f"gRPC); it does not generate text", param="model")
             raise InvalidRequest(f"model '{self.name}' ({self.config.backend} backend) does not generate text; "
-                                 f"use /v2 infer or gRPC{_EMBEDDINGS.get(self.config.backend, '')}", param="model")
+                                 f"use /v2 infer or gRPC", param="model")
         return cast(LLMBackend, self.backend)
 
     @property

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.engine import Engine
 from engine.errors import InvalidRequest
+from engine.tensors.warmup import warm_up
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,18 @@ class ModelControl:
         self._seen: dict[str, tuple] = {}           # model -> fingerprint of its folder (poll mode)
         self._loaded_from: dict[tuple[str, str], tuple] = {}   # (model, version) -> fingerprint it loaded from
         self._poller: asyncio.Task | None = None
+        self.warming: set[tuple[str, str]] = set()  # (model, version) loaded but not yet warmed up: not ready
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
         everything = self.mode != ControlMode.EXPLICIT or "*" in self.startup
-        for name in self.engine.repository.names() if everything else self.startup:
-            await self._try_load(name)
+        if everything:
+            for name in self.engine.repository.names():
+                await self._try_load(name)
+        else:                          # `--load-model ensemble` brings up the models it runs, as a load does
+            started: set[str] = set()
+            for name in self.startup:
+                await self._try_load_with_steps(name, started)
         if self.mode == ControlMode.POLL:
             self._poller = asyncio.create_task(self._poll_forever())
 
@@ -62,7 +69,11 @@ class ModelControl:
     async def load(self, name: str, override: Any = None) -> None:
         """(Re)load every version the policy selects; raises the first version's failure."""
         self._require_explicit("load")
-        config = self.engine.repository.config(name, override=override)   # unknown model: ModelNotFound
+        try:
+            config = self.engine.repository.config(name, override=override)   # unknown model: ModelNotFound
+        except InvalidRequest as exc:                   # a config that does not read: the index says why
+            self._record_failure(name, exc)
+            raise
         for step in config.steps:                       # an ensemble brings up the models it runs
             if not self.engine.versions(step.model):
                 await self.load(step.model)
@@ -157,6 +168,21 @@ class ModelControl:
         except Exception as exc:                               # the config itself is broken
             self._record_failure(name, exc)
 
+    async def _try_load_with_steps(self, name: str, started: set[str]) -> None:
+        """Load a model named at start after the steps it runs (recursively, each once); a failure is
+        recorded as `_try_load` records it, and the ensemble then reports its missing step."""
+        if name in started:
+            return
+        started.add(name)
+        try:
+            steps = self.engine.repository.config(name).steps
+        except Exception as exc:                               # unknown or broken: recorded, as at load
+            self._record_failure(name, exc)
+            return
+        for step in steps:
+            await self._try_load_with_steps(step.model, started)
+        await self._try_load(name)
+
     async def _serve(self, name: str, config, override: Any = None,
                      changed_only: bool = False) -> list[Exception]:
         """Load the versions the policy selects, then retire the others if all of them came up."""
@@ -169,8 +195,9 @@ class ModelControl:
                 continue
             self._states[name] = ModelState(name, version, "LOADING")
             try:
-                await self.engine.load(name, config if version == config.version
-                                       else repository.config(name, version, override))
+                loaded = await self.engine.load(name, config if version == config.version
+                                                else repository.config(name, version, override))
+                await self._warm(loaded)
                 self._loaded_from[(name, version)] = files
             except Exception as exc:
                 failures.append((version, exc))
@@ -182,6 +209,18 @@ class ModelControl:
             await self.engine.unload(name, version)
             self._loaded_from.pop((name, version), None)
         return []
+
+    async def _warm(self, loaded) -> None:
+        """Triton's model_warmup, before the version counts as loaded; a failed sample unloads it."""
+        key = (loaded.name, loaded.config.version)
+        self.warming.add(key)
+        try:
+            await warm_up(self.engine, loaded)
+        except Exception:
+            await self.engine.unload(loaded.name, loaded.config.version)
+            raise
+        finally:
+            self.warming.discard(key)
 
     def _record_failure(self, name: str, exc: Exception, version: str = "") -> None:
         reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"

@@ -12,6 +12,7 @@ from gateway.auth import Gate, KeyFirst, guard
 from gateway.bodies import BodyGuard
 from gateway.errors import CatchAll, install_error_handlers
 from gateway.grpc import start_grpc, stop_grpc
+from gateway.kserve.tracing import Tracer
 from gateway.metrics import Metrics, router as metrics_router
 from gateway.metrics_port import MetricsPort
 from gateway.records import RecordStore
@@ -25,7 +26,8 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
     engine = engine or Engine()
     settings = settings or Settings()
     records = records or RecordStore()          # stored responses and conversations (memory by default)
-    triton = kserve.TritonState(engine, control or ModelControl(engine))
+    triton = kserve.TritonState(engine, control or ModelControl(engine), tracer=Tracer(settings.trace_file))
+    engine.observers += [triton.statistics, triton.tracer]   # Triton's statistics and trace extensions
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

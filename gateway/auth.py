@@ -237,6 +237,11 @@ def needs_key(path: str) -> bool:
     return path.startswith("/v1/") or (path.startswith("/v2/") and not path.startswith("/v2/health/"))
 
 
+def _has_body(scope: Scope) -> bool:
+    headers = dict(scope.get("headers", ()))
+    return b"transfer-encoding" in headers or headers.get(b"content-length", b"0") not in (b"0", b"")
+
+
 class KeyFirst:
     """401 from the headers alone, before anything reads the body: an unknown caller never makes the server
     buffer or parse what it sent. The guard then checks the key's models and limits as before."""
@@ -251,6 +256,9 @@ class KeyFirst:
             try:
                 self.gate.authenticate(credentials(headers))
             except Unauthorized as exc:
-                await error_response(Request(scope), to_api_error(exc))(scope, receive, send)
+                err = to_api_error(exc)
+                if _has_body(scope):              # close, so the server never drains what it will not read
+                    err.headers = {**err.headers, "Connection": "close"}
+                await error_response(Request(scope), err)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -3,8 +3,10 @@ bound on JSON nesting depth.
 
 `BodyGuard` reads the body itself (every route reads whole bodies anyway), so a chunked upload stops at the
 limit instead of being buffered whole: 413, and the connection is closed rather than drained. A body whose
-JSON nests deeper than MAX_JSON_DEPTH is a 400 before any parser recurses into it. A binary-tensor infer
-request (`Inference-Header-Content-Length`) has only its JSON header checked. A lone UTF-16 surrogate escape
+JSON nests deeper than MAX_JSON_DEPTH, or that holds an integer past Python's 4,300-digit limit, is a 400
+before any parser sees it. Only a /v2 infer route takes binary tensor data: there a body with
+`Inference-Header-Content-Length` has only its JSON header checked; any other route refuses a body sent with
+that header, so the JSON a route parses is always the JSON the guard saw. A lone UTF-16 surrogate escape
 (`"\\ud800"`) is a 400 too, as OpenAI answers: JSON allows it, but it is no character, and every tokenizer,
 UTF-8 encoder and store below would fail on it."""
 from __future__ import annotations
@@ -12,28 +14,20 @@ from __future__ import annotations
 import asyncio
 import re
 
-import numpy as np
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engine.params.json_text import MAX_JSON_DEPTH, json_depth, long_integer
 from gateway.errors import APIError, error_response
 
-MAX_JSON_DEPTH = 64
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+__all__ = ["MAX_JSON_DEPTH", "BodyGuard", "json_depth", "lone_surrogate", "too_deep"]
+BINARY_HEADER = b"inference-header-content-length"
+_BINARY_ROUTE = re.compile(r"/v2/models/[^/]+(?:/versions/[^/]+)?/infer")
+
 _OFF_LOOP_BYTES = 1 << 20          # bodies above this are scanned in a worker thread
 _SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
 # a \uD800-\uDFFF escape: an odd run of backslashes before the u (an even one is escaped backslashes)
 _SURROGATE = re.compile(rb"(?<!\\)(?:\\\\)*\\u([dD][89a-fA-F][0-9a-fA-F]{2})")
-
-
-def json_depth(body: bytes) -> int:
-    """The deepest nesting of [ and { outside strings (exact for valid JSON; an estimate for anything else)."""
-    brackets = _STRING.sub(b"", body).translate(None, _NOT_BRACKET)
-    if not brackets:
-        return 0
-    opens = np.frombuffer(brackets, np.uint8) & 2        # '[' 0x5B and '{' 0x7B have bit 1; ']' and '}' not
-    return int(np.cumsum(opens.astype(np.int32) - 1).max())
 
 
 def lone_surrogate(body: bytes) -> bool:
@@ -47,6 +41,10 @@ def lone_surrogate(body: bytes) -> bool:
             return True
         low_due = m.end() if high else None
     return low_due is not None
+
+
+async def _scanned(check, body: bytes) -> bool:
+    return await asyncio.to_thread(check, body) if len(body) > _OFF_LOOP_BYTES else check(body)
 
 
 async def too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -84,7 +82,8 @@ class BodyGuard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        err = await self._malformed(_json_part(body, headers))
+        err = _binary_header_misplaced(scope["path"], headers, body) or await self._malformed(
+            _json_part(scope["path"], body, headers))
         if err is not None:
             await error_response(Request(scope), err)(scope, receive, send)
             return
@@ -94,6 +93,8 @@ class BodyGuard:
         if await too_deep(json_part, self.max_depth):
             return APIError(400, f"the request body nests JSON deeper than {self.max_depth} levels",
                             code="invalid_json")
+        if await _scanned(long_integer, json_part):
+            return APIError(400, "the request body holds a number of more than 4300 digits", code="invalid_json")
         if lone_surrogate(json_part):
             return APIError(400, "the request body holds a lone UTF-16 surrogate escape (such as \\ud800), "
                                  "which is not a character", code="invalid_json")
@@ -110,9 +111,20 @@ class BodyGuard:
         await error_response(Request(scope), err)(scope, nothing, send)
 
 
-def _json_part(body: bytes, headers: dict[bytes, bytes]) -> bytes:
-    header_length = headers.get(b"inference-header-content-length", b"")
-    return body[:int(header_length)] if header_length.isdigit() else body
+def _binary_header_misplaced(path: str, headers: dict[bytes, bytes], body: bytes) -> APIError | None:
+    """A body sent with the header to a route that reads JSON only. A bodiless request passes (tritonclient
+    reuses one headers dict, so its GETs after an infer carry the header), and is never split by it."""
+    if BINARY_HEADER not in headers or not body or _BINARY_ROUTE.fullmatch(path):
+        return None
+    return APIError(400, "Inference-Header-Content-Length is accepted only by /v2 infer routes (binary tensor "
+                         "data); this route reads a JSON body", code="invalid_header")
+
+
+def _json_part(path: str, body: bytes, headers: dict[bytes, bytes]) -> bytes:
+    """What a route parses as JSON: on an infer route with the header, the header's first bytes."""
+    header_length = headers.get(BINARY_HEADER, b"")
+    binary = header_length.isdigit() and _BINARY_ROUTE.fullmatch(path) is not None
+    return body[:int(header_length)] if binary else body
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -8,6 +8,7 @@ from pathlib import Path
 from engine.engine import Engine
 from engine.model_control import ModelControl
 from engine.repository import ModelRepository
+from gateway.header_timeout import DEFAULT_HEADER_TIMEOUT_S, header_timeout_protocol
 from gateway.records.store import DEFAULT_MEMORY_MB, DEFAULT_TTL_S, open_records
 from gateway.state import KEEP_ALIVE_S, Settings
 
@@ -24,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="how long an idle connection stays open (default 90, as Ray Serve's proxy): longer "
                             "than a client pool's expiry (httpx, the OpenAI SDK: 5 s), so the client drops an "
                             "idle connection before the server closes it under a request")
+    serve.add_argument("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S, metavar="SECONDS",
+                       help="close a connection that has not sent a request's headers within this time (slowloris)")
     serve.add_argument("--grpc-port", type=int, default=None, help="serve KServe v2 gRPC on this port (e.g. 8001)")
     serve.add_argument("--model-control-mode", choices=["none", "explicit", "poll"], default="none")
     serve.add_argument("--load-model", action="append", default=[], help="explicit mode: load at start ('*' = all)")
@@ -44,8 +47,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--api-keys-file", type=Path, default=None, help="YAML/JSON keys with models and limits")
     serve.add_argument("--rate-limits", default="memory", metavar="memory|redis://HOST:PORT/DB",
                        help="where the rate-limit buckets live (redis: shared by every replica)")
+    serve.add_argument("--rate-limits-fallback", choices=["local", "open", "closed"], default="local",
+                       help="while Redis is down: per-process buckets (default), allow all, or refuse all (503)")
+    serve.add_argument("--rate-limits-replicas", type=int, default=None, metavar="N",
+                       help="processes sharing the Redis limits (each falls back to 1/N of a limit; default 1, "
+                            "or --ingress-replicas with --ray)")
     serve.add_argument("--max-queue-size", type=int, default=None, metavar="N",
                        help="requests that may wait per model (overrides each config; 0 = unbounded)")
+    serve.add_argument("--trace-file", type=Path, default=None,
+                       help="write Triton traces here (turn them on with /v2/trace/setting trace_level)")
     serve.add_argument("--no-metrics", action="store_true", help="do not serve /metrics")
     serve.add_argument("--metrics-port", type=int, default=None,
                        help="also serve /metrics on this port, without a key (e.g. 8002)")
@@ -109,18 +119,26 @@ def _serve_ray(args: argparse.Namespace) -> None:
         repository=str(args.model_repository.resolve()) if args.model_repository else None,
         replicas=args.replicas, ingress_replicas=args.ingress_replicas, ingress_cpus=args.ray_ingress_cpus,
         model_cpus=args.ray_model_cpus, response_cache=args.response_cache, rate_limits=args.rate_limits,
+        rate_limits_fallback=args.rate_limits_fallback,
         response_store=args.response_store, response_store_ttl=args.response_store_ttl,
         response_store_mb=args.response_store_mb,
         api_keys=tuple(args.api_key), admin_keys=tuple(args.admin_key),
         api_keys_file=str(args.api_keys_file.resolve()) if args.api_keys_file else None,
         max_queue_size=args.max_queue_size, metrics=not args.no_metrics, grpc_port=args.grpc_port)
-    serve_ray(settings, args.host, args.port, args.address, args.ray_num_cpus, args.keep_alive_timeout)
+    from gateway.ray.capacity import FleetTooLarge
+
+    try:
+        serve_ray(settings, args.host, args.port, args.address, args.ray_num_cpus, args.keep_alive_timeout)
+    except FleetTooLarge as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if args.keep_alive_timeout < 0:
         raise SystemExit("conch serve: --keep-alive-timeout must be >= 0 seconds")
+    if not args.header_timeout > 0:
+        raise SystemExit("conch serve: --header-timeout must be > 0 seconds")
     try:                        # checked here for both paths; on Ray each ingress replica opens its own
         records = open_records(args.response_store, args.response_store_ttl, args.response_store_mb)
     except ValueError as exc:
@@ -134,14 +152,15 @@ def main(argv: list[str] | None = None) -> None:
     from gateway.aliases import ModelAliases
     from gateway.app import build_app
 
-    from engine.cache import open_cache
+    from engine.response_cache import open_cache
     from gateway.auth import Gate, KeyRing
     from gateway.limits import open_limiter
 
     engine = Engine(ModelRepository(args.model_repository), cache=open_cache(args.response_cache),
                     max_queue_size=args.max_queue_size)
     keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
-    gate = Gate(keys, open_limiter(args.rate_limits)) if not keys.open else None
+    limiter = open_limiter(args.rate_limits, args.rate_limits_fallback, args.rate_limits_replicas or 1)
+    gate = Gate(keys, limiter) if not keys.open else None
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
     try:
         aliases = ModelAliases.parse(args.model_alias)
@@ -149,11 +168,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"conch serve: --model-alias: {exc}") from None
     settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
                         metrics_host=args.metrics_host, mcp=mcp, aliases=aliases,
-                        keep_billing_header=args.keep_billing_header)
+                        keep_billing_header=args.keep_billing_header, trace_file=args.trace_file)
     app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics, control=control,
                     grpc_port=args.grpc_port, records=records)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,
-                timeout_keep_alive=args.keep_alive_timeout)
+                timeout_keep_alive=args.keep_alive_timeout, http=header_timeout_protocol(args.header_timeout))
 
 
 if __name__ == "__main__":

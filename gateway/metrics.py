@@ -3,7 +3,9 @@
 Triton's (counters unless noted; labels model, version):
   nv_inference_request_success, nv_inference_request_failure{reason=REJECTED|CANCELED|BACKEND},
   nv_inference_count, nv_inference_exec_count, nv_inference_request_duration_us,
-  nv_inference_queue_duration_us, nv_inference_pending_request_count (gauge),
+  nv_inference_queue_duration_us, nv_inference_compute_input_duration_us,
+  nv_inference_compute_infer_duration_us, nv_inference_compute_output_duration_us,
+  nv_inference_pending_request_count (gauge),
   nv_cache_num_hits_per_model, nv_cache_num_misses_per_model.
 Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_latency_seconds,
   conch_e2e_request_latency_seconds, conch_prompt_tokens, conch_generation_tokens (histograms);
@@ -18,6 +20,8 @@ Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_late
   conch_record_store_memory_bytes (gauge), conch_record_store_evictions (counter) (label tier: memory|redis),
   and with a Redis tier conch_record_store_redis_up (gauge), conch_record_store_redis_errors,
   conch_record_store_degraded_writes (counters): the store of responses and conversations (gateway/records).
+Every model kind counts, from every face: LLM generations and tensor requests (python, ensemble, embedding,
+an ensemble's steps, BLS calls) each leave a trace (engine/tensors/traced.py).
 Counters carry Triton's exact names (no `_total` suffix), as Triton's own exposition does.
 
 They list every model and its traffic, so with API keys configured a scrape of the API port needs a key with
@@ -81,7 +85,11 @@ class Metrics:
         if t.cache_hit is not None:
             self.counts["hits" if t.cache_hit else "misses"][mv] += 1
         self.counts["queue_us"][mv] += t.queued * 1e6
-        self.counts["duration_us"][mv] += ((t.end or t.start) - t.start) * 1e6
+        self.counts["duration_us"][mv] += t.duration * 1e6
+        if t.succeeded:
+            self.counts["input_us"][mv] += t.compute_input * 1e6
+            self.counts["infer_us"][mv] += t.compute_infer * 1e6
+            self.counts["output_us"][mv] += t.compute_output * 1e6
         if t.rejected:
             return
         model = t.model
@@ -141,6 +149,9 @@ class _Collector:
                 ("count", "nv_inference_count", "Number of inferences performed"),
                 ("duration_us", "nv_inference_request_duration_us", "Cumulative inference request duration"),
                 ("queue_us", "nv_inference_queue_duration_us", "Cumulative time requests spend queued"),
+                ("input_us", "nv_inference_compute_input_duration_us", "Cumulative compute input duration"),
+                ("infer_us", "nv_inference_compute_infer_duration_us", "Cumulative compute inference duration"),
+                ("output_us", "nv_inference_compute_output_duration_us", "Cumulative compute output duration"),
                 ("hits", "nv_cache_num_hits_per_model", "Number of response cache hits per model"),
                 ("misses", "nv_cache_num_misses_per_model", "Number of response cache misses per model"),
                 ("cancelled", "conch_request_cancelled", "Requests aborted by the client (also counted as "
@@ -185,12 +196,24 @@ class _Collector:
                            for (model, limit), n in sorted(gate.rejections.items())])
             yield _metric("conch_unauthorized_requests", "Requests refused for a wrong or missing key", "counter",
                           [({}, gate.unauthorized)])
+            yield from _limiter_fallback(gate)
         yield _metric("conch_mcp_calls", "MCP tool calls the gateway ran, by server, tool and outcome", "counter",
                       [({"server": srv, "tool": tool, "outcome": outcome}, n)
                        for (srv, tool, outcome), n in sorted(self.m.counts["mcp_calls"].items())])
         if cache is not None:
             yield _metric("conch_response_cache_errors", "Response cache store failures (served as misses)",
                           "counter", [({"store": cache.store.name}, cache.errors)])
+
+
+def _limiter_fallback(gate):
+    fallback = getattr(gate.limiter.buckets, "fallback", None) if gate.limiter is not None else None
+    if fallback is None:                                 # in-memory buckets: nothing to fall back from
+        return
+    labels = {"mode": fallback.mode}
+    yield _metric("conch_rate_limit_fallback", "1 while the shared rate-limit store (Redis) is unreachable and "
+                  "the fallback decides", "gauge", [(labels, int(fallback.active))])
+    yield _metric("conch_rate_limit_fallback_decisions", "Rate-limit checks decided by the fallback, not Redis",
+                  "counter", [(labels, fallback.decisions)])
 
 
 def _record_metrics(records):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fastapi import Request
 
@@ -20,6 +21,7 @@ class Settings:
     max_body_bytes: int = 16 * 1024 * 1024
     metrics_port: int | None = None     # /metrics without a key on this port (None: only on the API port)
     metrics_host: str = "127.0.0.1"
+    trace_file: Path | None = None      # where Triton's trace extension writes (--trace-file); None: no traces
     mcp: McpConfig = field(default_factory=McpConfig)    # MCP servers, allowed origins, limits (--mcp-*)
     aliases: ModelAliases = field(default_factory=ModelAliases)    # claude-* -> a served model (gateway/aliases.py)
     keep_billing_header: bool = False   # /v1/messages: render Claude Code's volatile billing line (docs/anthropic.md)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+from .bitmask import allocate_bitmask
 from .bounds import DEFAULT_BOUNDS, GenerationBounds
 from .cache import CacheStats, LRUCache
 from .compiled import CompiledGrammar
@@ -65,4 +66,15 @@ class GrammarCompiler:
             check_spec(spec)
         else:
             validate(spec, self.library, self.bounds)
-        return self._backend.compile(spec, self.bounds)
+        return _startable(self._backend.compile(spec, self.bounds), self.tokenizer_info.vocab_size)
+
+
+def _startable(compiled: CompiledGrammar, vocab_size: int) -> CompiledGrammar:
+    """`compiled`, if some token (EOS included) may start its output. A grammar whose every rule needs itself
+    (`start: start`) matches no string: its first mask would be empty, and no row can sample from nothing."""
+    mask = allocate_bitmask(1, vocab_size)
+    compiled.matcher().fill_bitmask(mask, 0)
+    if not mask.any():
+        raise GrammarError("the grammar matches no string: no token can start its output (does every "
+                           "alternative of a rule refer back to that rule, as in 'start: start'?)")
+    return compiled

@@ -20,7 +20,7 @@ import jsonschema
 from jsonschema.protocols import Validator
 
 from .errors import GrammarError
-from .schema_pointer import RefTranslator, is_local_ref, local_pointer
+from .schema_pointer import RefTranslator, is_local_ref, join_pointer, local_pointer, split_pointer
 from .schema_vocabulary import clean_node
 
 Node = dict[str, Any]
@@ -187,3 +187,34 @@ def _tuple_items(node: Node) -> Node:
     if "additionalItems" in node:
         out["items"] = node["additionalItems"]
     return out
+
+
+def client_spelling(schema: Node, dialect: Dialect, pointer: str, keyword: str | None) -> tuple[str, str | None]:
+    """A normalized pointer and keyword spelled as the client wrote them in `schema` (`/$defs/a` is
+    `/definitions/a` in a schema that says `definitions`; `dependentRequired` is draft-07's `dependencies`)."""
+    rename = _renames(dialect)
+    out: list[str] = []
+    current: Any = schema
+    position = "schema"
+    for part in split_pointer(pointer):
+        if position == "schema" and isinstance(current, dict):
+            original = _original_keyword(current, part, rename)
+            out.append(original)
+            position = "map" if original in _MAPS + ("definitions", "dependencies") else \
+                "list" if original in _LISTS or isinstance(current.get(original), list) else "schema"
+        else:
+            out.append(part)
+            position = "schema"
+        current = current.get(out[-1]) if isinstance(current, dict) else \
+            current[int(part)] if isinstance(current, list) and part.isdigit() and int(part) < len(current) else None
+    if keyword is not None and isinstance(current, dict):
+        keyword = _original_keyword(current, keyword, rename)
+    return join_pointer(out), keyword
+
+
+def _original_keyword(node: Node, name: str, rename: Callable[[Node, str], str]) -> str:
+    if name in node:
+        return name
+    if name in ("dependentRequired", "dependentSchemas") and "dependencies" in node:
+        return "dependencies"
+    return next((key for key in node if rename(node, key) == name), name)

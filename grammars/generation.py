@@ -9,8 +9,12 @@ Every value this form allows is valid under the prepared schema (each change onl
   such a place points at stay open, since closing one part would forbid the others' properties;
 - a string with no maxLength, enum, const, pattern or format gets `maxLength`;
 - an array with no maxItems (and no prefixItems) gets `maxItems`;
+- an open object (undeclared keys allowed) with no maxProperties, whose declared properties are all
+  required (where llguidance can count keys), gets `maxProperties`: its properties plus `max_extra_keys`,
+  so a model that repeats a key closes the object instead of looping to max_tokens;
 - an integer or number with no lower (upper) bound gets one `max_integer_digits` digits away;
-  a number with no multipleOf gets `multipleOf: 10**-max_fraction_digits`.
+  a number with no multipleOf gets `multipleOf: 10**-max_fraction_digits`;
+- a `$ref` on a cycle is unrolled `max_ref_depth` times (recursion.py), so nesting ends.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 from .bounds import GenerationBounds
 from .one_of import forbid_one_of, inline_one_of
+from .recursion import bound_recursion
 from .schema_walk import Node, iter_nodes, map_nodes, ref_pointer
 
 _MERGING = ("allOf", "anyOf", "oneOf", "$ref")
@@ -44,7 +49,7 @@ def generation_schema(schema: Node, bounds: GenerationBounds) -> Node:
             node = {**node, "additionalProperties": False}
         return _bounded(node, bounds)
 
-    return forbid_one_of(map_nodes(schema, narrow))
+    return bound_recursion(forbid_one_of(map_nodes(schema, narrow)), bounds.max_ref_depth)
 
 
 def _closable(node: Node) -> bool:
@@ -90,11 +95,22 @@ def _bounded(node: Node, bounds: GenerationBounds) -> Node:
         out["maxLength"] = max(bounds.max_string_length, out.get("minLength", 0))
     if "array" in kinds and bounds.max_items and not out.keys() & {"maxItems", "prefixItems"}:
         out["maxItems"] = max(bounds.max_items, out.get("minItems", 0))
+    if "object" in kinds and bounds.max_extra_keys and _countable(out):
+        declared = len(out.get("properties", {}))
+        out["maxProperties"] = max(declared + bounds.max_extra_keys, out.get("minProperties", 0))
     if kinds & {"integer", "number"} and bounds.max_integer_digits:
         _bound_range(out, 10 ** bounds.max_integer_digits - 1)
     if "number" in kinds and bounds.max_fraction_digits and "multipleOf" not in out:
         out["multipleOf"] = float(Decimal(1).scaleb(-bounds.max_fraction_digits))
     return out
+
+
+def _countable(node: Node) -> bool:
+    """An open object whose keys llguidance can count: every declared property required, no union beside."""
+    properties = node.get("properties", {})
+    return (node.get("additionalProperties", True) is not False and "maxProperties" not in node
+            and isinstance(properties, dict) and set(properties) <= set(node.get("required", []))
+            and not any(key in node for key in _MERGING) and "patternProperties" not in node)
 
 
 def _bound_range(node: Node, span: int) -> None:

@@ -60,7 +60,7 @@ def _lower_inline(lark: str, bounds: GenerationBounds) -> str:
 
 _LOWER: dict[type, Callable[..., LoweredSpec]] = {
     JsonSchema: lambda spec, bounds: JsonSchema(generation_form(spec.schema, bounds)),
-    JsonObject: lambda spec, bounds: ANY_OBJECT,
+    JsonObject: lambda spec, bounds: JsonSchema(generation_form(ANY_OBJECT.schema, bounds)),   # its keys bounded
     Regex: lambda spec, bounds: spec,
     Choice: lambda spec, bounds: Regex(choice_regex(spec.options)),
     Grammar: lambda spec, bounds: Grammar(_lower_inline(spec.lark, bounds)),

@@ -14,7 +14,7 @@ import json
 from functools import lru_cache
 from typing import Any, Callable
 
-from .dialects import Dialect, dialect_of, normalize
+from .dialects import Dialect, client_spelling, dialect_of, normalize
 from .errors import GrammarError
 from .regex_check import check_regex
 from .schema_finite import check_finite
@@ -37,7 +37,10 @@ def prepared_schema(text: str) -> str:
     normalized = normalize(schema, dialect)
     used = set()
     for path, node in iter_reachable(normalized):  # cheap, and robust to malformed values
-        _check_node(path, node)
+        try:
+            _check_node(path, node)
+        except GrammarError as exc:
+            raise _as_written(exc, schema, dialect, path) from None
         if "$ref" in node:
             used.add(ref_pointer(node["$ref"]))
     _check_meta_schema(schema, dialect)  # seconds on a megabyte schema, so after the cheap refusals
@@ -75,6 +78,16 @@ def _check_node(path: str, node: Node) -> None:
             check(path, value)
 
 
+def _as_written(exc: GrammarError, schema: Node, dialect: Dialect, path: str) -> GrammarError:
+    """The refusal with the path and keyword spelled as the client wrote them (draft-04's `definitions`,
+    draft-07's `dependencies`), not as normalized."""
+    where, keyword = client_spelling(schema, dialect, path, exc.keyword)
+    message = exc.message.replace(f"'{path or '/'}'", f"'{where or '/'}'")
+    if keyword != exc.keyword and exc.keyword is not None:
+        message = message.replace(repr(exc.keyword), repr(keyword), 1)
+    return GrammarError(message, keyword)
+
+
 def _moves_refs(path: str, node: Node) -> bool:
     """Whether a `$id` here changes what a `$ref` means: below the root, with a `$ref` under it."""
     return bool(path) and any("$ref" in child for _, child in iter_nodes(node))
@@ -88,6 +101,12 @@ def _check_pattern(path: str, value: Any) -> None:
     check_regex(value, "pattern")
 
 
+def _check_pattern_properties(path: str, value: Any) -> None:
+    for pattern in value if isinstance(value, dict) else ():     # the meta-schema check refuses a non-object
+        check_regex(pattern, "patternProperties")
+
+
 _VALUE_CHECKS: dict[str, Callable[[str, Any], None]] = {
     "pattern": _check_pattern,
+    "patternProperties": _check_pattern_properties,
 }

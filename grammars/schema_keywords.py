@@ -13,7 +13,7 @@ import jsonschema
 
 ENFORCED_BY_TYPE: dict[str, frozenset[str]] = {
     "any": frozenset({"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions"}),
-    "object": frozenset({"properties", "required", "additionalProperties"}),
+    "object": frozenset({"properties", "patternProperties", "required", "additionalProperties"}),
     "array": frozenset({"items", "prefixItems", "minItems", "maxItems"}),
     "string": frozenset({"minLength", "maxLength", "pattern", "format"}),
     "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}),

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import yaml
 
-from engine.models import DEFAULT_MODEL_ID
+from engine.weights import DEFAULT_MODEL_ID
 
 
 def free_port() -> int:

@@ -1,6 +1,8 @@
-"""Tool-call formats, found by name (a model's `tool_call_parser` config). Each owns the prompt, the grammar of
-a forced `tool_choice` and the parser, so the three always agree. Imported only when asked for: the registry
-maps a name to "module:Class", never an elif chain.
+"""Tool-call formats, found by name (a model's `tool_call_parser` config): the one registry. Each
+`<name>.py` owns the prompt, the grammar of a forced `tool_choice` and the parser, so the three always agree;
+what the parsers share reads under `reading/`. Imported only when asked for: the registry maps a name to
+"module:Class", never an elif chain. Importing this package makes a config naming an unknown format fail to
+load (engine/repository/config.py's config checks), rather than each request.
 
     fmt = get_format("llama3")
     messages = fmt.prompt(messages, tools)          # for a chat template that knows no tools
@@ -13,6 +15,8 @@ import functools
 import importlib
 
 from agents.tool_formats.base import ToolFormat, ToolFormatError
+from agents.tool_formats.reading.parser import ToolParser
+from engine.repository.config import ModelConfig, add_config_check
 
 DEFAULT_FORMAT = "hermes"
 
@@ -42,4 +46,14 @@ def get_format(name: str) -> ToolFormat:
     return getattr(importlib.import_module(module_name), class_name)()
 
 
-__all__ = ["DEFAULT_FORMAT", "ToolFormat", "ToolFormatError", "UnknownToolFormat", "format_names", "get_format"]
+def _check_config(config: ModelConfig) -> str | None:
+    """What is wrong with a model config's `tool_call_parser`, or None."""
+    if config.tool_call_parser in _REGISTRY:
+        return None
+    return f"unknown tool_call_parser {config.tool_call_parser!r}; known: {', '.join(format_names())}"
+
+
+add_config_check(_check_config)
+
+__all__ = ["DEFAULT_FORMAT", "ToolFormat", "ToolFormatError", "ToolParser", "UnknownToolFormat", "format_names",
+           "get_format"]

@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 from agents.tool_choice import ToolChoice
 from agents.tool_formats.grammar import calls_rule, framed
 from agents.tool_formats.prompt import with_tool_prompt
-from agents.tools import ToolFunction, ToolParser
+from agents.tool_formats.reading.parser import ToolParser
+from agents.tools import ToolFunction
 from grammars import Grammar
 
 

@@ -3,11 +3,54 @@
     <tool_call>
     {"name": "get_weather", "arguments": {"city": "Paris"}}
     </tool_call>
+
+The parser reads:
+
+    optional text <tool_call>{"name": "f", "arguments": {...}}</tool_call> <tool_call>...</tool_call> ...
+
+Each call sits in its own tag pair, with text possibly before, between or after. A call is valid once its
+closing tag is seen; at the end of the text a missing (or cut) closing tag is forgiven if the JSON object is
+complete. A tag pair whose inside is not a valid call object is content, tags included.
 """
 from __future__ import annotations
 
 from agents.tool_formats.json_call import JsonCallFormat
-from agents.tools.parsers.hermes import CLOSE_TAG, OPEN_TAG, HermesParser
+from agents.tool_formats.reading.call_object import CallObjectReader
+from agents.tool_formats.reading.content import match_literal, skip_whitespace
+from agents.tool_formats.reading.parser import ToolParser
+
+OPEN_TAG = "<tool_call>"
+CLOSE_TAG = "</tool_call>"
+
+
+class HermesParser(ToolParser):
+    name = "hermes"
+    MARKERS = (OPEN_TAG,)
+    _reader: CallObjectReader
+
+    def _on_marker(self, marker: str) -> None:
+        self._reader = CallObjectReader(self._new_sink())
+        self._state = self._read_call
+
+    def _read_call(self) -> bool:
+        self._pos = self._reader.feed(self._buf, self._pos)
+        if self._reader.failed:
+            return self._fail(self._pos)
+        if self._reader.done:
+            self._state = self._close_tag
+            return True
+        return self._fail(len(self._buf)) if self._final else False
+
+    def _close_tag(self) -> bool:
+        pos = skip_whitespace(self._buf, self._pos)
+        matched = match_literal(self._buf, pos, CLOSE_TAG)
+        if matched is None:
+            return self._fail(pos)
+        if matched == 0 and not self._final:
+            return False
+        self._pos = len(self._buf) if matched == 0 else pos + matched
+        self._complete()
+        return self._end_region()
 
 
 class HermesFormat(JsonCallFormat):

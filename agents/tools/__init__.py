@@ -1,7 +1,6 @@
-"""Tool calling: the values (tools offered, calls parsed, streamed deltas) and the per-model parsers that
-turn model text into content and OpenAI-shaped tool calls, whole or incrementally."""
+"""Tool calling's values: the tools offered, the calls parsed, the streamed deltas, and their assembly. The
+formats that write and read calls (prompt, grammar, parser) are agents/tool_formats/."""
 from agents.tools.assemble import StreamContractError, assemble
-from agents.tools.parsers import DEFAULT_PARSER, ToolParser, get_parser, parser_names
 from agents.tools.types import (
     ContentDelta,
     ParsedOutput,
@@ -13,7 +12,6 @@ from agents.tools.types import (
 )
 
 __all__ = [
-    "DEFAULT_PARSER",
     "ContentDelta",
     "ParsedOutput",
     "StreamContractError",
@@ -21,9 +19,6 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolFunction",
-    "ToolParser",
     "assemble",
-    "get_parser",
     "new_call_id",
-    "parser_names",
 ]

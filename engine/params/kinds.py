@@ -7,8 +7,9 @@ that into an InvalidRequest naming the parameter.
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
+
+from engine.params.json_text import loads
 
 
 def read_int(value: Any) -> int:
@@ -46,7 +47,7 @@ def read_bool(value: Any) -> bool:
 
 def _items(value: Any, scalar: tuple[type, ...]) -> list:
     if isinstance(value, str) and value.lstrip().startswith("["):
-        value = json.loads(value)
+        value = loads(value)
     if isinstance(value, scalar) and not isinstance(value, bool):
         return [value]
     if not isinstance(value, (list, tuple)):
@@ -68,7 +69,7 @@ def read_ints(value: Any) -> tuple[int, ...]:
 def read_bias(value: Any) -> tuple[tuple[int, float], ...]:
     """{"token id": bias} (JSON object keys are text) -> sorted (id, bias) pairs."""
     if isinstance(value, str):
-        value = json.loads(value)
+        value = loads(value)
     if not isinstance(value, dict):
         raise TypeError(value)
     out = []
@@ -77,6 +78,15 @@ def read_bias(value: Any) -> tuple[tuple[int, float], ...]:
             raise ValueError(f"key '{key}' is not a token id")
         out.append((read_int(key), read_float(bias)))
     return tuple(sorted(out))
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """The value as the client wrote it, cut short: a refusal never echoes a megabyte back."""
+    try:
+        text = repr(value)
+    except ValueError:                            # an int past Python's 4,300-digit limit has no repr
+        return "a number of more than 4300 digits"
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
 READERS: dict[str, Callable[[Any], Any]] = {"int": read_int, "float": read_float, "bool": read_bool,

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from engine.errors import InvalidRequest
-from engine.params.kinds import READERS, TYPE_NAMES
+from engine.params.kinds import READERS, TYPE_NAMES, short_repr
 from engine.params.table import BY_WIRE_NAME, PARAMS, Param
 from engine.types import SamplingParams
 
@@ -53,7 +53,7 @@ def read_value(param: Param, value: Any, wire_name: str) -> Any:
     try:
         out = READERS[param.kind](value)
     except (TypeError, ValueError, OverflowError) as exc:      # OverflowError: int(inf)
-        raise InvalidRequest(f"'{wire_name}' must be {TYPE_NAMES[param.kind]}, got {value!r}",
+        raise InvalidRequest(f"'{wire_name}' must be {TYPE_NAMES[param.kind]}, got {short_repr(value)}",
                              param=wire_name) from exc
     for number in _numbers(param, out):
         if not _in_range(param, number):

@@ -4,9 +4,10 @@ Every face reads its wire into a name -> value mapping and hands it to `build_sa
 sampling.py), which checks each value against its row here; a new sampling parameter is one row here and one
 field of SamplingParams. Limits are OpenAI's where OpenAI has one (temperature 0..2, top_p 0..1, penalties
 -2..2, logit_bias -100..100, logprobs 0..20, n 1..128), vLLM's otherwise (top_k -1/0 = off, min_p 0..1,
-repetition_penalty > 0, a 64-bit seed), and Conch's where the sampler needs a bound to stay finite
-(repetition_penalty <= 100). The name is the SamplingParams field (vLLM's name); `aliases` are other wire names
-for it (OpenAI's `top_logprobs`). The default is the SamplingParams field's default, never a second copy.
+a 64-bit seed), and Conch's where the sampler needs a bound to stay finite (repetition_penalty in
+[0.01, 100]: vLLM takes any value above 0, and a logit divided by 1e-300 is inf). The name is the
+SamplingParams field (vLLM's name); `aliases` are other wire names for it (OpenAI's `top_logprobs`). The
+default is the SamplingParams field's default, never a second copy.
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ PARAMS: tuple[Param, ...] = (
     Param("seed", "int", -2**63, 2**64, high_open=True),  # torch.Generator takes any 64-bit value
     Param("presence_penalty", "float", -2.0, 2.0),
     Param("frequency_penalty", "float", -2.0, 2.0),
-    Param("repetition_penalty", "float", 0.0, 100.0, low_open=True),
+    Param("repetition_penalty", "float", 0.01, 100.0),    # 1/100..100: logits * or / it stay finite
     Param("logit_bias", "bias", -100.0, 100.0, tensor=False),     # the range of each bias; keys are token ids
     Param("stop", "strings", 0, 16),                    # the number of stop strings; each is non-empty
     Param("stop_token_ids", "ints", 0, None),           # each id >= 0; Engine.prepare checks the vocabulary

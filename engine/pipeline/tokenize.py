@@ -33,6 +33,8 @@ def tokenize(model: LoadedModel, request: GenerationRequest, prompt_param: str =
         ids = tuple(tokenizer.encode(text, add_special_tokens=request.add_special_tokens))
     if not ids:
         raise InvalidRequest("the prompt is empty", param=prompt_param)
+    if request.prompt_token_ids is not None:
+        _check_ids(ids, model.vocab_size, prompt_param)
     if not limited:
         return replace(request, prompt_token_ids=ids)
     limit, params = model.context_length, request.params
@@ -49,6 +51,15 @@ def tokenize(model: LoadedModel, request: GenerationRequest, prompt_param: str =
             f"{len(ids) + max_tokens} tokens ({len(ids)} in the prompt, {max_tokens} in the "
             f"completion). Please reduce the prompt or max_tokens.", param=prompt_param)
     return replace(request, prompt_token_ids=ids, params=params)
+
+
+def _check_ids(ids: tuple[int, ...], vocab_size: int | None, prompt_param: str) -> None:
+    """Token ids the client gave must name tokens of the model (none of the checks below reads them)."""
+    high = vocab_size if vocab_size is not None else 2**63
+    bad = next((i for i in ids if not 0 <= i < high), None)
+    if bad is not None:
+        where = f" (0..{vocab_size - 1})" if vocab_size is not None else ""
+        raise InvalidRequest(f"the prompt's token id {bad} is outside the vocabulary{where}", param=prompt_param)
 
 
 def _refuse_by_bound(tokenizer, prompt: str, limit: int, prompt_param: str) -> None:

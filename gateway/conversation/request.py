@@ -50,6 +50,7 @@ def _inputs(conv: Conversation, model) -> tuple[ToolPlan, ChatInput | None, str 
 async def build_generation(conv: Conversation, engine, request_id: str) -> tuple[GenerationRequest, ToolPlan]:
     """The prepared engine request (sampling checked, prompt tokenized) and the tool plan its output is read by."""
     model = engine.get(conv.model)
+    model.generator                   # noqa: B018 -- an embedding model refuses by name, before any chat template
     plan, chat, prompt, grammar = await asyncio.to_thread(_inputs, conv, model)
     gen = GenerationRequest(id=request_id, model=conv.model, chat=chat, prompt=prompt, params=conv.sampling,
                             grammar=grammar, stream=conv.stream, add_special_tokens=False, use_cache=conv.use_cache)

@@ -13,7 +13,8 @@ from engine import errors
 from engine.tensors.interface import InferRequest, Tensors, datatype_of
 from gateway.auth import Forbidden, Unauthorized
 from gateway.kserve.codec import check_shape, dtype_for, from_raw, to_raw
-from gateway.limits import RateLimited
+from gateway.kserve.shared_memory import ShmReference, SystemSharedMemory
+from gateway.limits import LimiterUnavailable, RateLimited
 from grammars import GrammarError
 
 _CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
@@ -30,6 +31,7 @@ _CODES: dict[type[Exception], grpc.StatusCode] = {
     Unauthorized: grpc.StatusCode.UNAUTHENTICATED,
     Forbidden: grpc.StatusCode.PERMISSION_DENIED,
     RateLimited: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    LimiterUnavailable: grpc.StatusCode.UNAVAILABLE,
 }
 
 
@@ -45,25 +47,57 @@ def parameter_value(p: pb.InferParameter) -> Any:
     return getattr(p, which) if which else None
 
 
-def to_infer_request(message: pb.ModelInferRequest) -> InferRequest:
-    raw = list(message.raw_input_contents)
-    if raw and len(raw) != len(message.inputs):
-        raise errors.InvalidRequest(f"{len(raw)} raw_input_contents for {len(message.inputs)} inputs")
+def to_infer_request(message: pb.ModelInferRequest, shm: SystemSharedMemory | None = None) -> InferRequest:
+    """Inputs from raw_input_contents (one per input not in shared memory, in order), typed contents, or a
+    registered shared memory region."""
+    refs = [ShmReference.from_parameters(_params(t.parameters), t.name) for t in message.inputs]
+    raw = iter(message.raw_input_contents)
+    in_body = sum(ref is None for ref in refs)
+    if message.raw_input_contents and len(message.raw_input_contents) != in_body:
+        raise errors.InvalidRequest(f"{len(message.raw_input_contents)} raw_input_contents for {in_body} inputs")
     tensors: Tensors = {}
-    for i, tensor in enumerate(message.inputs):
+    for tensor, ref in zip(message.inputs, refs, strict=True):
         if tensor.name in tensors:
             raise errors.InvalidRequest(f"input '{tensor.name}' is given twice", param=tensor.name)
         shape = check_shape(list(tensor.shape), tensor.name)
-        tensors[tensor.name] = (from_raw(raw[i], tensor.datatype, shape, tensor.name) if raw
-                                else _from_contents(tensor, shape))
-    params = {k: parameter_value(v) for k, v in message.parameters.items()}
-    return InferRequest(message.id or uuid.uuid4().hex, tensors, params)
+        if ref is not None:
+            if shm is None:
+                raise errors.InvalidRequest(f"input '{tensor.name}': shared memory is not available here",
+                                            param=tensor.name)
+            tensors[tensor.name] = shm.read(ref, tensor.datatype, shape, tensor.name)
+        elif message.raw_input_contents:
+            tensors[tensor.name] = from_raw(next(raw), tensor.datatype, shape, tensor.name)
+        else:
+            tensors[tensor.name] = _from_contents(tensor, shape)
+    return InferRequest(message.id or uuid.uuid4().hex, tensors, _params(message.parameters))
+
+
+Wanted = dict[str, ShmReference | None]     # requested outputs (empty: all), each maybe into shared memory
+
+
+def requested_outputs(message: pb.ModelInferRequest) -> Wanted:
+    wanted: Wanted = {}
+    for output in message.outputs:
+        params = _params(output.parameters)
+        wanted[output.name] = ShmReference.from_parameters(params, output.name)
+    return wanted
+
+
+def class_counts(message: pb.ModelInferRequest) -> dict[str, int]:
+    """The classification extension's counts (tritonclient's `class_count`), by output."""
+    counts = {o.name: _params(o.parameters).get("classification", 0) for o in message.outputs}
+    return {name: n for name, n in counts.items() if n}
+
+
+def _params(parameters) -> dict[str, Any]:
+    return {k: parameter_value(v) for k, v in parameters.items()}
 
 
 def to_infer_response(outputs: Tensors, model: str, version: str, request_id: str,
-                      wanted: list[str] | None = None, final: bool | None = None) -> pb.ModelInferResponse:
+                      wanted: Wanted | None = None, final: bool | None = None,
+                      shm: SystemSharedMemory | None = None) -> pb.ModelInferResponse:
     response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
-    _add_outputs(response, outputs, wanted, {})
+    _add_outputs(response, outputs, wanted, {}, shm)
     if final is not None:
         response.parameters["triton_final_response"].bool_param = final
     return response
@@ -74,18 +108,19 @@ class StreamResponses:
     `triton_final_response` parameter, each output's name, datatype and shape) is built once per request, and
     each response is a copy of that head plus the outputs' raw contents."""
 
-    def __init__(self, model: str, version: str, request_id: str, wanted: list[str] | None = None) -> None:
+    def __init__(self, model: str, version: str, request_id: str, wanted: Wanted | None = None,
+                 shm: SystemSharedMemory | None = None) -> None:
         self._head = pb.ModelStreamInferResponse()
         head = self._head.infer_response
         head.model_name, head.model_version, head.id = model, version, request_id
         head.parameters["triton_final_response"].bool_param = False
-        self._wanted = wanted
+        self._wanted, self._shm = wanted, shm
         self._metadata: dict[tuple, pb.ModelInferResponse.InferOutputTensor] = {}
 
     def response(self, outputs: Tensors, final: bool = False) -> pb.ModelStreamInferResponse:
         message = pb.ModelStreamInferResponse()
         message.CopyFrom(self._head)
-        _add_outputs(message.infer_response, outputs, self._wanted, self._metadata)
+        _add_outputs(message.infer_response, outputs, self._wanted, self._metadata, self._shm)
         if final:
             message.infer_response.parameters["triton_final_response"].bool_param = True
         return message
@@ -95,10 +130,23 @@ class StreamResponses:
 _METADATA_CACHE = 16
 
 
-def _add_outputs(response: pb.ModelInferResponse, outputs: Tensors, wanted: list[str] | None,
-                 metadata: dict[tuple, pb.ModelInferResponse.InferOutputTensor]) -> None:
+def _add_outputs(response: pb.ModelInferResponse, outputs: Tensors, wanted: Wanted | None,
+                 metadata: dict[tuple, pb.ModelInferResponse.InferOutputTensor],
+                 shm: SystemSharedMemory | None) -> None:
+    """Each output's head and raw contents; one written into shared memory carries its region's parameters
+    and an empty raw entry (raw contents stay aligned with the outputs, as tritonclient reads them)."""
     for name, array in outputs.items():
         if wanted and name not in wanted:
+            continue
+        ref = wanted.get(name) if wanted else None
+        if ref is not None and shm is not None:
+            shm.write(ref, array, name)
+            tensor = pb.ModelInferResponse.InferOutputTensor(name=name, datatype=datatype_of(array),
+                                                             shape=array.shape)
+            for key, value in ref.as_parameters().items():
+                setattr(tensor.parameters[key], "string_param" if isinstance(value, str) else "int64_param", value)
+            response.outputs.append(tensor)
+            response.raw_output_contents.append(b"")
             continue
         key = (name, array.dtype, array.shape)
         tensor = metadata.get(key)

@@ -22,16 +22,14 @@ from tritonclient.grpc import service_pb2_grpc
 from engine.errors import EngineError
 from engine.tensors.llm import tensor_model
 from gateway.auth import Gate
-from gateway.grpc.convert import StreamResponses, status_of, to_infer_request, to_infer_response
+from gateway.grpc.extensions import ExtensionRPCs
+from engine.tensors.classification import classified
+from gateway.grpc.convert import (StreamResponses, class_counts, requested_outputs, status_of, to_infer_request,
+                                  to_infer_response)
 from gateway.kserve import metadata
 from gateway.kserve.infer import single_response
 from gateway.kserve.repository import load_model, public_index
 from gateway.kserve.state import TritonState
-
-_UNSUPPORTED = ("SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
-                "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
-                "TraceSetting", "LogSettings")
-
 
 async def _guard(context: grpc.aio.ServicerContext, work):
     """Run `work`; an engine error ends the call with its status code and message."""
@@ -48,7 +46,7 @@ def _authorization(context: grpc.aio.ServicerContext) -> str | None:
     return next((v for k, v in context.invocation_metadata() or () if k == "authorization"), None)
 
 
-class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
+class InferenceService(ExtensionRPCs, service_pb2_grpc.GRPCInferenceServiceServicer):
     def __init__(self, state: TritonState, gate: Gate | None = None) -> None:
         self.state, self.gate = state, gate
 
@@ -56,6 +54,15 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         """Raises Unauthorized, ModelNotFound (a model the key may not use) or RateLimited."""
         if self.gate is not None:
             await self.gate.check(authorization, model or None)
+
+    async def _authorize_change(self, context: grpc.aio.ServicerContext, changes: bool) -> None:
+        """A key that may use the API; one with the `admin` role to change a setting or a region."""
+        await self._authorize(_authorization(context), None)
+        if changes and self.gate is not None:
+            self.gate.require(_authorization(context), "admin")
+
+    async def _run(self, context: grpc.aio.ServicerContext, work):
+        return await _guard(context, work)
 
     async def _authorize_control(self, authorization: str | None, model: str) -> None:
         """As `_authorize`, and the key must be an admin's."""
@@ -74,10 +81,10 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         async def work():
             try:
                 await self._authorize(_authorization(context), request.name)
-                self.state.model(request.name, request.version or None)
+                loaded = self.state.model(request.name, request.version or None)
             except EngineError:
                 return pb.ModelReadyResponse(ready=False)
-            return pb.ModelReadyResponse(ready=True)
+            return pb.ModelReadyResponse(ready=loaded.backend.health())
         return await _guard(context, work())
 
     async def ServerMetadata(self, request, context):
@@ -132,11 +139,12 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ModelInfer(self, request, context):
         async def work():
             await self._authorize(_authorization(context), request.model_name)
-            infer = to_infer_request(request)
+            infer = to_infer_request(request, self.state.shm)
             outputs = await single_response(self.state, request.model_name, request.model_version or None, infer)
             model = self.state.model(request.model_name, request.model_version or None)
+            outputs = classified(model, outputs, class_counts(request))
             return to_infer_response(outputs, model.name, model.config.version, request.id,
-                                     [o.name for o in request.outputs])
+                                     requested_outputs(request), shm=self.state.shm)
         return await _guard(context, work())
 
     async def ModelStreamInfer(self, request_iterator, context) -> AsyncIterator[pb.ModelStreamInferResponse]:
@@ -170,13 +178,15 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         final one; or an error."""
         try:
             await self._authorize(authorization, request.model_name)
-            infer = to_infer_request(request)
+            infer = to_infer_request(request, self.state.shm)
             model = self.state.model(request.model_name, request.model_version or None)
-            replies = StreamResponses(model.name, model.config.version, request.id, [o.name for o in request.outputs])
+            replies = StreamResponses(model.name, model.config.version, request.id, requested_outputs(request),
+                                      self.state.shm)
             responses = tensor_model(self.state.engine, model.name, model.config.version).infer(infer)
+            counts = class_counts(request)
             try:
                 async for outputs in responses:
-                    put(replies.response(outputs))
+                    put(replies.response(classified(model, outputs, counts)))
             finally:
                 await responses.aclose()
             if infer.parameters.get("triton_enable_empty_final_response"):
@@ -189,13 +199,3 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                 error_message=message, infer_response=pb.ModelInferResponse(model_name=request.model_name,
                                                                             id=request.id)))
 
-
-def _unimplemented(name: str):
-    async def method(self, request, context):
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{name} is not supported by Conch")
-    method.__name__ = name
-    return method
-
-
-for _name in _UNSUPPORTED:
-    setattr(InferenceService, _name, _unimplemented(_name))

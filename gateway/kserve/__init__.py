@@ -3,7 +3,7 @@ from fastapi import APIRouter
 
 from engine.tensors.interface import InferenceError
 from gateway.errors import register_error
-from gateway.kserve import generate, infer, models, repository
+from gateway.kserve import extensions, generate, infer, models, repository
 from gateway.kserve.state import TritonState
 
 register_error(InferenceError, 500, "internal_error")
@@ -12,7 +12,7 @@ register_error(InferenceError, 500, "internal_error")
 # which the app puts behind the API-key guard.
 open_router = models.server_router
 router = APIRouter()
-for _module in (models, generate, infer, repository):
+for _module in (models, generate, infer, repository, extensions):
     router.include_router(_module.router)
 
 __all__ = ["TritonState", "open_router", "router"]

@@ -7,7 +7,6 @@ given), "model_name", "model_version", "text_output", ...other outputs}`. genera
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Request
@@ -28,7 +27,7 @@ router = APIRouter()
 async def json_body(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(await request.body() or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:   # JSONDecodeError, UnicodeDecodeError, a 4,300-digit int
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
@@ -45,33 +44,21 @@ async def _responses(state: TritonState, request: Request, model: str, version: 
 
 
 async def generate(request: Request, model: str, version: str | None = None) -> dict:
-    state, started = triton_state(request), time.monotonic_ns()
-    loaded, request_id, responses = await _responses(state, request, model, version, stream=False)
-    stats = state.stats_for(loaded.name, loaded.config.version)
-    try:
-        outputs = await until_disconnect(request, _last(responses))
-    except BaseException:
-        stats.record(started, ok=False)
-        raise
-    stats.record(started, ok=True)
+    loaded, request_id, responses = await _responses(triton_state(request), request, model, version, stream=False)
+    outputs = await until_disconnect(request, _last(responses))
     return to_json_response(outputs, loaded, request_id)
 
 
 async def generate_stream(request: Request, model: str, version: str | None = None):
-    state, started = triton_state(request), time.monotonic_ns()
-    loaded, request_id, responses = await _responses(state, request, model, version, stream=True)
-    stats = state.stats_for(loaded.name, loaded.config.version)
+    loaded, request_id, responses = await _responses(triton_state(request), request, model, version, stream=True)
 
     async def events() -> AsyncIterator[str]:
-        ok = False
         try:
             async for outputs in responses:
                 yield sse_event(to_json_response(outputs, loaded, request_id))
-            ok = True
         except Exception as exc:
             yield sse_event({"error": to_api_error(exc).message})
         finally:
-            stats.record(started, ok)
             await responses.aclose()
 
     return sse_response(events())

@@ -2,12 +2,12 @@
 generate_stream or gRPC ModelStreamInfer)."""
 from __future__ import annotations
 
-import time
 from typing import AsyncIterator
 
 from fastapi import APIRouter, Request, Response
 
 from engine.errors import InvalidRequest
+from engine.tensors.classification import classified
 from engine.tensors.interface import InferRequest, Tensors
 from engine.tensors.llm import tensor_model
 from gateway.kserve.state import TritonState, triton_state
@@ -18,16 +18,9 @@ router = APIRouter()
 
 
 async def single_response(state: TritonState, model: str, version: str | None, request: InferRequest) -> Tensors:
-    """Run a request that must answer once; counts it in the model's statistics."""
+    """Run a request that must answer once (its trace reaches the statistics and the metrics)."""
     loaded = state.model(model, version)
-    stats, started = state.stats_for(loaded.name, loaded.config.version), time.monotonic_ns()
-    try:
-        outputs = await _only(tensor_model(state.engine, model, loaded.config.version).infer(request))
-    except BaseException:
-        stats.record(started, ok=False)
-        raise
-    stats.record(started, ok=True)
-    return outputs
+    return await _only(tensor_model(state.engine, model, loaded.config.version).infer(request))
 
 
 async def _only(responses: AsyncIterator[Tensors]) -> Tensors:
@@ -46,10 +39,11 @@ async def _only(responses: AsyncIterator[Tensors]) -> Tensors:
 async def infer(request: Request, model: str, version: str | None = None) -> Response:
     state = triton_state(request)
     state.model(model, version)                  # 404 before reading the body
-    parsed = parse_infer(await request.body(), request.headers.get(HEADER))
+    parsed = parse_infer(await request.body(), request.headers.get(HEADER), state.shm)
     outputs = await until_disconnect(request, single_response(state, model, version, parsed.request))
     loaded = state.model(model, version)
-    body, header_length = render_infer(parsed, outputs, loaded.name, loaded.config.version)
+    outputs = classified(loaded, outputs, {w.name: w.classes for w in parsed.outputs or () if w.classes})
+    body, header_length = render_infer(parsed, outputs, loaded.name, loaded.config.version, state.shm)
     if header_length is None:
         return Response(body, media_type="application/json")
     return Response(body, media_type="application/octet-stream", headers={HEADER: str(header_length)})

@@ -37,21 +37,7 @@ def model_statistics(state: TritonState, name: str | None, version: str | None) 
         models = [m for m in state.engine.all_versions() if m.name == name]
     else:
         models = [m for m in state.engine.all_versions() if may_use(m.name)]
-    return {"model_stats": [_stats(state, m) for m in models]}
-
-
-def _stats(state: TritonState, model: LoadedModel) -> dict:
-    s = state.stats_for(model.name, model.config.version)
-    zero = {"count": 0, "ns": 0}
-    return {
-        "name": model.name, "version": model.config.version, "last_inference": s.last_inference_ms,
-        "inference_count": s.success.count, "execution_count": s.success.count,
-        "inference_stats": {"success": {"count": s.success.count, "ns": s.success.ns},
-                            "fail": {"count": s.fail.count, "ns": s.fail.ns}, "queue": zero,
-                            "compute_input": zero, "compute_infer": {"count": s.success.count, "ns": s.success.ns},
-                            "compute_output": zero, "cache_hit": zero, "cache_miss": zero},
-        "batch_stats": [],
-    }
+    return {"model_stats": [state.statistics.of(m.name, m.config.version).as_dict(m) for m in models]}
 
 
 def _platform(model: LoadedModel) -> str:

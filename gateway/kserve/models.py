@@ -44,12 +44,12 @@ async def model_metadata(request: Request, model: str, version: str | None = Non
 @_route("/ready")
 async def model_ready(request: Request, model: str, version: str | None = None) -> Response:
     try:
-        triton_state(request).model(model, version)
+        loaded = triton_state(request).model(model, version)
     except ModelNotFound:
         return Response(status_code=404)
     except Exception:
         return Response(status_code=400)
-    return Response(status_code=200)
+    return Response(status_code=200 if loaded.backend.health() else 400)   # an engine that stopped is not ready
 
 
 @_route("/config")

@@ -1,7 +1,6 @@
 """What the Triton faces (HTTP /v2 and gRPC) share: the engine, model control and per-model statistics."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from fastapi import Request
@@ -10,38 +9,26 @@ from engine.engine import Engine
 from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
 from engine.loaded_model import LoadedModel
 from engine.model_control import ModelControl
+from gateway.kserve.logging_settings import ServerLogging
+from gateway.kserve.shared_memory import SystemSharedMemory
+from gateway.kserve.stats import Statistics
+from gateway.kserve.tracing import Tracer
 
 SERVER_NAME = "conch"
 SERVER_VERSION = "0.1.0"
 EXTENSIONS = ("model_repository", "model_repository(unload_dependents)",
               "schedule_policy", "model_configuration", "statistics", "binary_tensor_data", "parameters",
-              "generate", "generate_stream")
-
-
-@dataclass
-class Counter:
-    count: int = 0
-    ns: int = 0
-
-
-@dataclass
-class ModelStats:
-    success: Counter = field(default_factory=Counter)
-    fail: Counter = field(default_factory=Counter)
-    last_inference_ms: int = 0
-
-    def record(self, started_ns: int, ok: bool) -> None:
-        counter = self.success if ok else self.fail
-        counter.count += 1
-        counter.ns += time.monotonic_ns() - started_ns
-        self.last_inference_ms = int(time.time() * 1000)
+              "generate", "generate_stream", "system_shared_memory", "logging", "trace")
 
 
 @dataclass
 class TritonState:
     engine: Engine
     control: ModelControl
-    stats: dict[tuple[str, str], ModelStats] = field(default_factory=dict)
+    statistics: Statistics = field(default_factory=Statistics)    # an engine observer (gateway/app.py)
+    tracer: Tracer = field(default_factory=Tracer)                 # an engine observer too
+    logging: ServerLogging = field(default_factory=ServerLogging)
+    shm: SystemSharedMemory = field(default_factory=SystemSharedMemory)
 
     def model(self, name: str, version: str | None = None) -> LoadedModel:
         """The serving model; 404 for a model or version that is not there, 503 while loading."""
@@ -55,10 +42,10 @@ class TritonState:
         if missing:        # Triton's answer (400) for a model with no available version
             raise InvalidRequest(f"Request for unknown model: '{name}' has no available versions: ensemble "
                                  f"step(s) {', '.join(missing)} not loaded", param="model")
-        return self.engine.get(name, version)
-
-    def stats_for(self, name: str, version: str) -> ModelStats:
-        return self.stats.setdefault((name, version), ModelStats())
+        model = self.engine.get(name, version)
+        if (model.name, model.config.version) in self.control.warming:
+            raise ModelNotReady(f"model '{name}' version {model.config.version} is warming up")
+        return model
 
 
 def triton_state(request: Request) -> TritonState:

@@ -2,7 +2,8 @@
 
 With `Inference-Header-Content-Length: N` the first N bytes are the JSON header and the rest holds the
 raw data of each input that declares `parameters.binary_data_size`, in order. Outputs asked for with
-`binary_data` (or all of them with `binary_data_output`) come back the same way.
+`binary_data` (or all of them with `binary_data_output`) come back the same way. An input or output may
+name a registered system shared memory region instead (gateway/kserve/shared_memory.py).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 from engine.errors import InvalidRequest
 from engine.tensors.interface import InferRequest, Tensors, datatype_of
 from gateway.kserve.codec import check_shape, from_json_data, from_raw, to_json_data, to_raw
+from gateway.kserve.shared_memory import ShmReference, SystemSharedMemory
 
 HEADER = "Inference-Header-Content-Length"
 
@@ -22,6 +24,8 @@ HEADER = "Inference-Header-Content-Length"
 class WantedOutput:
     name: str
     binary: bool
+    shm: ShmReference | None = None      # written into this shared memory region, not the body
+    classes: int = 0                     # > 0: the classification extension's top classes of the output
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class ParsedInfer:
     binary_default: bool
 
 
-def parse_infer(raw: bytes, header_length: str | None) -> ParsedInfer:
+def parse_infer(raw: bytes, header_length: str | None, shm: SystemSharedMemory | None = None) -> ParsedInfer:
     split = _header_length(header_length, len(raw))
     header, data = (raw[:split], raw[split:]) if split is not None else (raw, b"")
     body = _json(header)
@@ -43,7 +47,7 @@ def parse_infer(raw: bytes, header_length: str | None) -> ParsedInfer:
     tensors: Tensors = {}
     offset = 0
     for item in inputs:
-        name, array, used = _input(item, data, offset)
+        name, array, used = _input(item, data, offset, shm)
         if name in tensors:
             raise InvalidRequest(f"input '{name}' is given twice", param=name)
         tensors[name], offset = array, offset + used
@@ -58,7 +62,8 @@ def parse_infer(raw: bytes, header_length: str | None) -> ParsedInfer:
                        bool(parameters.get("binary_data_output", False)))
 
 
-def render_infer(parsed: ParsedInfer, outputs: Tensors, model_name: str, version: str) -> tuple[bytes, int | None]:
+def render_infer(parsed: ParsedInfer, outputs: Tensors, model_name: str, version: str,
+                 shm: SystemSharedMemory | None = None) -> tuple[bytes, int | None]:
     """(body, JSON header length when binary data follows)."""
     wanted = parsed.outputs or tuple(WantedOutput(n, parsed.binary_default) for n in outputs)
     entries, blobs = [], []
@@ -67,7 +72,10 @@ def render_infer(parsed: ParsedInfer, outputs: Tensors, model_name: str, version
         if array is None:
             continue
         entry: dict[str, Any] = {"name": want.name, "datatype": datatype_of(array), "shape": list(array.shape)}
-        if want.binary:
+        if want.shm is not None and shm is not None:
+            shm.write(want.shm, array, want.name)
+            entry["parameters"] = want.shm.as_parameters()
+        elif want.binary:
             blob = to_raw(array)
             entry["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)
@@ -81,7 +89,7 @@ def render_infer(parsed: ParsedInfer, outputs: Tensors, model_name: str, version
     return (header + b"".join(blobs), len(header)) if blobs else (header, None)
 
 
-def _input(item: Any, data: bytes, offset: int) -> tuple[str, Any, int]:
+def _input(item: Any, data: bytes, offset: int, shm: SystemSharedMemory | None) -> tuple[str, Any, int]:
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         raise InvalidRequest("each input needs a 'name'", param="inputs")
     name = item["name"]
@@ -89,7 +97,13 @@ def _input(item: Any, data: bytes, offset: int) -> tuple[str, Any, int]:
     if not isinstance(datatype, str):
         raise InvalidRequest(f"input '{name}' needs a 'datatype'", param=name)
     shape = check_shape(item.get("shape"), name)
-    size = _mapping(item.get("parameters"), name).get("binary_data_size")
+    params = _mapping(item.get("parameters"), name)
+    ref = ShmReference.from_parameters(params, name)
+    if ref is not None:
+        if shm is None:
+            raise InvalidRequest(f"input '{name}': shared memory is not available here", param=name)
+        return name, shm.read(ref, datatype, shape, name), 0
+    size = params.get("binary_data_size")
     if size is not None:
         if not isinstance(size, int) or size < 0 or offset + size > len(data):
             raise InvalidRequest(f"input '{name}': binary_data_size {size!r} overruns the binary data", param=name)
@@ -103,7 +117,12 @@ def _wanted(item: Any) -> WantedOutput:
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         raise InvalidRequest("each requested output needs a 'name'", param="outputs")
     params = _mapping(item.get("parameters"), item["name"])
-    return WantedOutput(item["name"], bool(params.get("binary_data", False)))
+    classes = params.get("classification", 0)
+    if isinstance(classes, bool) or not isinstance(classes, int) or classes < 0:
+        raise InvalidRequest(f"output '{item['name']}': classification must be a positive integer",
+                             param="classification")
+    return WantedOutput(item["name"], bool(params.get("binary_data", False)),
+                        ShmReference.from_parameters(params, item["name"]), classes)
 
 
 def _header_length(value: str | None, total: int) -> int | None:
@@ -117,7 +136,7 @@ def _header_length(value: str | None, total: int) -> int | None:
 def _json(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:   # JSONDecodeError, UnicodeDecodeError, a 4,300-digit int
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")

@@ -69,14 +69,16 @@ class Limiter:
         await self.buckets.close()
 
 
-def open_limiter(spec: str | None) -> Limiter:
-    """`memory` (default) or `redis://HOST:PORT/DB`."""
+def open_limiter(spec: str | None, fallback: str = "local", replicas: int = 1) -> Limiter:
+    """`memory` (default) or `redis://HOST:PORT/DB`; with Redis, what decides while it is down (`fallback`,
+    gateway/limits/fallback.py) and how many processes share its limits (`replicas`)."""
     if not spec or spec == "memory":
         from gateway.limits.bucket import MemoryBuckets
 
         return Limiter(MemoryBuckets())
     if spec.startswith(("redis://", "rediss://", "unix://")):
+        from gateway.limits.fallback import Fallback
         from gateway.limits.redis_buckets import RedisBuckets
 
-        return Limiter(RedisBuckets(spec))
+        return Limiter(RedisBuckets(spec, fallback=Fallback(fallback, replicas)))
     raise ValueError(f"--rate-limits: expected 'memory' or 'redis://HOST:PORT/DB', got '{spec}'")

@@ -1,10 +1,12 @@
 """Buckets in Redis, so that every replica enforces one limit. One Lua script per take: atomic, and timed
-by Redis's own clock (replicas' clocks may disagree). Redis down or slow: allow (fail open), count, log once.
+by Redis's own clock (replicas' clocks may disagree). Redis down or slow: the fallback decides (gateway/limits/
+fallback.py: per-process buckets by default), counted, logged once.
 """
 from __future__ import annotations
 
-from engine.cache.redis_store import RedisLink
+from engine.response_cache.redis_store import RedisLink
 from gateway.limits.bucket import Decision
+from gateway.limits.fallback import Fallback
 
 # KEYS[1] = bucket; ARGV = capacity, rate (per second), cost, need. Returns {allowed, retry_after}.
 _TAKE = """
@@ -31,9 +33,11 @@ return {allowed, tostring(wait)}
 class RedisBuckets:
     name = "redis"
 
-    def __init__(self, url: str, prefix: str = "conch:rl:", timeout: float = 0.25) -> None:
+    def __init__(self, url: str, prefix: str = "conch:rl:", timeout: float = 0.25,
+                 fallback: Fallback | None = None) -> None:
         self.link = RedisLink(url, timeout=timeout)
         self.prefix = prefix
+        self.fallback = fallback or Fallback()
         self._script = self.link.client.register_script(_TAKE)
 
     @property
@@ -43,8 +47,9 @@ class RedisBuckets:
     async def take(self, name: str, capacity: float, rate: float, cost: float, need: float) -> Decision:
         result = await self.link.call(
             lambda r: self._script(keys=[self.prefix + name], args=[capacity, rate, cost, need], client=r), None)
+        self.fallback.active = result is None
         if result is None:
-            return Decision(True)
+            return await self.fallback.take(name, capacity, rate, cost, need)
         allowed, wait = result
         return Decision(bool(int(allowed)), float(wait))
 

@@ -28,9 +28,14 @@ async def build_requests(body: CompletionRequest, request: Request) -> list[Gene
     if params.prompt_logprobs is not None and not model.backend.capabilities.prompt_logprobs:
         raise APIError(400, f"model '{body.model}' ({model.config.backend} backend) cannot score the prompt: "
                        "echo with logprobs or max_tokens 0 is not supported", param="echo")
+    prompts = body.prompts()
+    capacity = conch.engine.admission.queue(model.config).capacity(body.n)
+    if capacity is not None and len(prompts) > capacity:
+        raise APIError(400, f"{len(prompts)} prompts exceed what model '{body.model}' can hold at once "
+                       f"({capacity}: its batch and its queue); send at most {capacity} per request", param="prompt")
     base_id = new_id("cmpl")
     out = []
-    for i, prompt in enumerate(body.prompts()):
+    for i, prompt in enumerate(prompts):
         gen = GenerationRequest(id=f"{base_id}-{i}", model=body.model, params=params, stream=body.stream,
                                 grammar=grammar,
                                 use_cache=wants_cache(request, body.cache),

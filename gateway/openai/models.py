@@ -16,8 +16,12 @@ _CREATED = 1735689600  # fixed: a model's creation time is not the server's star
 
 
 def _card(model) -> dict:
+    """OpenAI's model object, with vLLM's max_model_len and the /v1 endpoints the model serves (the playground
+    lists the models that chat)."""
+    embeds = model.backend.capabilities.embeddings
     return {"id": model.name, "object": "model", "created": _CREATED, "owned_by": "conch",
-            "max_model_len": model.context_length}
+            "max_model_len": model.context_length,
+            "endpoints": ["embeddings"] if embeds else ["chat.completions", "completions"]}
 
 
 def _serves_text(model) -> bool:

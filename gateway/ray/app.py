@@ -25,7 +25,7 @@ def build(args: dict[str, Any]) -> serve.Application:
 
 
 def application(settings: RaySettings) -> serve.Application:
-    options = _model_options(settings)
+    options = model_options(settings)
     handles: dict[str, Any] = {}
     groups: dict[str, list[str]] = {}
     for name, opts in options.items():
@@ -46,7 +46,7 @@ def application(settings: RaySettings) -> serve.Application:
                            ray_actor_options={"num_cpus": settings.ingress_cpus}).bind(settings, handles)
 
 
-def _model_options(settings: RaySettings) -> dict[str, DeploymentOptions]:
+def model_options(settings: RaySettings) -> dict[str, DeploymentOptions]:
     repository = ModelRepository(Path(settings.repository) if settings.repository else None)
     actor = {"num_cpus": settings.model_cpus} if settings.model_cpus is not None else None
     return {name: deployment_options(repository.config(name), settings.replicas, actor)

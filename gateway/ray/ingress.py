@@ -17,7 +17,7 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.cache import open_cache
+from engine.response_cache import open_cache
 from engine.engine import Engine
 from engine.repository import ModelConfig, ModelRepository
 from gateway.ray.model import replica_id
@@ -85,7 +85,8 @@ class Ingress:
                         backends=RemoteBackends(self.handles, frozenset(s.multiplexed)))
         keys = KeyRing.load(list(s.api_keys), Path(s.api_keys_file) if s.api_keys_file else None,
                             list(s.admin_keys))
-        gate = Gate(keys, open_limiter(s.rate_limits)) if not keys.open else None
+        limiter = open_limiter(s.rate_limits, s.rate_limits_fallback, s.ingress_replicas)
+        gate = Gate(keys, limiter) if not keys.open else None
         records = open_records(s.response_store, s.response_store_ttl, s.response_store_mb)
         app = build_app(engine, Settings(), load=sorted(self.handles), gate=gate, metrics=s.metrics,
                         grpc_port=s.grpc_port, records=records)

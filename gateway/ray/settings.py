@@ -17,6 +17,7 @@ class RaySettings:
     model_cpus: float | None = None          # default num_cpus of a model replica (parameters.ray may override)
     response_cache: str | None = None        # memory | redis://... (redis: shared by every ingress replica)
     rate_limits: str = "memory"              # memory | redis://... (redis: one limit across ingress replicas)
+    rate_limits_fallback: str = "local"      # while Redis is down: local (1/ingress_replicas each), open, closed
     response_store: str = "memory"           # memory | redis://... (redis: stored responses shared by replicas)
     response_store_ttl: float = 30 * 24 * 3600.0
     response_store_mb: float = 256.0

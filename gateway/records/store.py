@@ -1,6 +1,6 @@
 """RecordStore: stored responses and conversations, by kind and id, each owned by the key that wrote it.
 
-Two tiers. Memory: an LRU bounded in bytes (engine/cache/store.py's MemoryStore; the oldest records are
+Two tiers. Memory: an LRU bounded in bytes (engine/response_cache/store.py's MemoryStore; the oldest records are
 evicted, never an error). Redis (optional, `--response-store redis://...`): shared by every replica, each
 record under `conch:rec:<kind>:<id>` with the configured TTL, every command through RedisLink's short
 deadlines and break, so a dead Redis costs at most one deadline per outage, never a hang.
@@ -23,7 +23,7 @@ import logging
 import weakref
 from typing import Any
 
-from engine.cache.store import MemoryStore
+from engine.response_cache.store import MemoryStore
 from gateway.records.errors import RecordNotFound, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class RecordStore:
         self.ttl, self.prefix = ttl, prefix
         self.link = None
         if redis_url:
-            from engine.cache.redis_store import RedisLink
+            from engine.response_cache.redis_store import RedisLink
 
             self.link = RedisLink(redis_url, timeout=timeout, pause=pause)
         self.degraded_writes = 0          # writes Redis refused, kept in memory only

@@ -43,7 +43,8 @@ class OutlinesLibrary(Library):
         """Numbers and strings stay unbounded under outlines-core: it enforces no number bounds (they would be
         refused), and a bounded string is a state per character in its index (a schema of a few 256-character
         strings took minutes to index)."""
-        return replace(bounds, max_integer_digits=None, max_fraction_digits=None, max_string_length=None)
+        return replace(bounds, max_integer_digits=None, max_fraction_digits=None, max_string_length=None,
+                       max_extra_keys=None, max_ref_depth=None)
 
     @classmethod
     def check_lowered(cls, spec: LoweredSpec) -> None:

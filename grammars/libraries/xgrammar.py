@@ -30,6 +30,7 @@ from .llguidance import check_with_llguidance
 # Found by the schema suite's random walks (tests/grammars) against xgrammar 0.2.9.
 UNENFORCED = {
     "allOf": "its branches are ignored",
+    "patternProperties": "not enforced (served by llguidance, the default)",
     "minLength": "length-bounded strings admit raw control characters, which is invalid JSON",
     "maxLength": "length-bounded strings admit raw control characters, which is invalid JSON",
 }
@@ -50,7 +51,7 @@ class XGrammarLibrary(Library):
     @classmethod
     def bounds_for(cls, bounds: GenerationBounds) -> GenerationBounds:
         """A maxLength would be refused (see UNENFORCED), so strings stay unbounded under xgrammar."""
-        return replace(bounds, max_string_length=None)
+        return replace(bounds, max_string_length=None, max_extra_keys=None, max_ref_depth=None)
 
     @classmethod
     def check_lowered(cls, spec: LoweredSpec) -> None:

@@ -12,7 +12,7 @@ import psutil
 import torch
 
 from engine.engine import Engine
-from engine.models import DEFAULT_MODEL_ID
+from engine.weights import DEFAULT_MODEL_ID
 from engine.repository import ModelRepository
 from engine.types import GenerationRequest, SamplingParams
 

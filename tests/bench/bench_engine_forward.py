@@ -9,11 +9,16 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from engine.backends.transformers.kv_store import SlotKVStore
-from engine.backends.transformers.llama import LlamaForward, Span, Step
-from engine.models import ensure_smollm2
+from engine.backends.transformers.slot_store import SlotKVStore
+from engine.backends.transformers.llama import LlamaForward
+from engine.backends.transformers.step import Span, Step
+from engine.weights import ensure_smollm2
 
 CONTEXT, ROUNDS = 200, 4
+
+
+class _Cell:
+    computed = 0        # a slot's occupant (a Sequence, in the runner)
 
 
 def _decode_step(spans: list[tuple[int, int]]) -> Step:
@@ -41,7 +46,7 @@ def _rounds(flat, hf) -> str:
 def _decode(model, forward: LlamaForward, batch: int) -> str:
     c = model.config
     kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**33, 64)
-    slots = [kv.admit(CONTEXT + 2 * ROUNDS + 8) for _ in range(batch)]
+    slots = [kv.admit(_Cell(), CONTEXT + 2 * ROUNDS + 8) for _ in range(batch)]
     cache = DynamicCache(config=c)
     model(input_ids=torch.randint(0, 40000, (batch, CONTEXT)), cache=cache, use_cache=True, logits_to_keep=1)
     position = [CONTEXT]
@@ -68,7 +73,7 @@ def main() -> None:
     kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**33, 1)
 
     def prefill_flat() -> None:
-        slot = kv.admit(1500)
+        slot = kv.admit(_Cell(), 1500)
         assert slot is not None
         forward(Step(ids, torch.arange(1500), torch.full((1500,), slot), (Span(slot, 0, 0, 1500),),
                      torch.tensor([1499])), kv)

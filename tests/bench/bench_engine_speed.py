@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 import openai
 
-from engine.models import ensure_smollm2
+from engine.weights import ensure_smollm2
 from tests.conftest import free_port, start_server, write_repository
 
 TOPICS = ["the sea", "a robot", "autumn", "a city at night", "coffee", "mountains", "a lost key", "the moon"]
@@ -172,7 +172,7 @@ def _conch(runner: str) -> tuple[list[str], Path]:
     root = Path(tempfile.mkdtemp(prefix="bench16-"))
     write_repository(root, {"m": {"weights": "builtin:smollm2", "dtype": "bfloat16", "num_threads": 2,
                                   "max_batch_size": 64, "response_cache": False,
-                                  "parameters": {"runner": runner}}})
+                                  "runner": runner}})
     return ["--model-repository", str(root)], root
 
 

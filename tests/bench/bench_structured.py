@@ -20,7 +20,7 @@ import time
 from typing import Iterator
 
 from engine.engine import Engine
-from engine.models import DEFAULT_MODEL_ID
+from engine.weights import DEFAULT_MODEL_ID
 from engine.repository import ModelRepository
 from engine.types import GenerationRequest, SamplingParams
 from grammars import GrammarCompiler, GrammarError, JsonSchema, TokenizerInfo, available_libraries

@@ -22,7 +22,7 @@ import httpx
 import numpy as np
 
 from engine.engine import Engine
-from engine.models import DEFAULT_MODEL_ID
+from engine.weights import DEFAULT_MODEL_ID
 from engine.repository import ModelRepository
 from engine.types import GenerationRequest, SamplingParams
 

@@ -1,6 +1,6 @@
 """Issue 17's figures: the gateway's overhead in front of an upstream, measured in the same run.
 
-An echo upstream (tests/upstream_helpers.py: a starlette app under uvicorn, in a process of its own) answers
+An echo upstream (tests/fake_upstreams.py: a starlette app under uvicorn, in a process of its own) answers
 every chat completion at once with a fixed text. The same load (chat completions at concurrency 32, plain and
 streamed) goes to it directly and to a Conch in front of it (a model with `backend: openai`). Figures:
 requests/s of each, and latency p50/p99 with what Conch adds (front minus direct). Rounds alternate
@@ -30,7 +30,7 @@ BODY = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 1
 def _start_echo(tmp: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     log = (tmp / "echo.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "tests.upstream_helpers", str(port)], stdout=log, stderr=log)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_upstreams", str(port)], stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}/v1"
     for _ in range(200):
         try:

@@ -1,5 +1,5 @@
-"""Token buckets, the same cases in memory and in Redis; Redis down fails open; two gateway processes that
-share one Redis enforce one limit."""
+"""Token buckets, the same cases in memory and in Redis; Redis down falls back (per-process share, open or
+closed); two gateway processes that share one Redis enforce one limit."""
 from __future__ import annotations
 
 
@@ -7,6 +7,8 @@ import httpx
 import pytest
 
 from gateway.limits.bucket import MemoryBuckets, decide, refill
+from gateway.limits import LimiterUnavailable
+from gateway.limits.fallback import Fallback
 from gateway.limits.redis_buckets import RedisBuckets
 from tests.conftest import start_server, write_repository
 from tests.serving_helpers import start_redis
@@ -38,15 +40,33 @@ async def test_capacity_then_refusal_with_a_wait(buckets):
     await buckets.close()
 
 
-async def test_redis_down_fails_open(tmp_path):
+async def test_redis_down_falls_back_to_this_process_s_share_then_redis_decides_again(tmp_path):
     server = start_redis(tmp_path)
-    b = RedisBuckets(server.url)
-    assert (await b.take("k", 1, 0.01, 1, 1)).allowed
-    assert not (await b.take("k", 1, 0.01, 1, 1)).allowed
+    b = RedisBuckets(server.url, fallback=Fallback("local", replicas=2))
+    assert (await b.take("k", 4, 0.001, 1, 1)).allowed and not b.fallback.active
     server.stop()
-    assert all([(await b.take("k", 1, 0.01, 1, 1)).allowed for _ in range(3)])
-    assert b.errors >= 1
+    local = [(await b.take("k", 4, 0.001, 1, 1)).allowed for _ in range(4)]
+    assert local == [True, True, False, False]                   # half of 4, as one of two replicas
+    assert b.errors >= 1 and b.fallback.active and b.fallback.decisions == 4
+    server.restart()
+    b.link._down_until = 0.0                                     # skip the pause between retries
+    assert (await b.take("k", 4, 0.001, 1, 1)).allowed and not b.fallback.active
     await b.close()
+
+
+async def test_the_fallback_modes_with_redis_unreachable():
+    dead = "redis://127.0.0.1:1/0"
+    opened = RedisBuckets(dead, fallback=Fallback("open"))
+    assert all([(await opened.take("k", 1, 0.001, 1, 1)).allowed for _ in range(3)])
+    closed = RedisBuckets(dead, fallback=Fallback("closed"))
+    with pytest.raises(LimiterUnavailable) as refused:
+        await closed.take("k", 1, 0.001, 1, 1)
+    assert refused.value.status == 503 and refused.value.headers["Retry-After"] == "1"
+    assert (await closed.take("k", 1, 0.001, 10, -1e18)).allowed      # usage after the fact is dropped
+    with pytest.raises(ValueError):
+        Fallback("sometimes")
+    for b in (opened, closed):
+        await b.close()
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ LIBRARIES = available_libraries()
 def load_tokenizer():
     from transformers import AutoTokenizer
 
-    from engine.models import ensure_smollm2
+    from engine.weights import ensure_smollm2
 
     return AutoTokenizer.from_pretrained(ensure_smollm2())
 

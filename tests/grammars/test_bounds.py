@@ -67,11 +67,30 @@ def test_open_object_is_closed_and_bounded_for_generation():
         ({"type": "array", "minItems": 4}, {"type": "array", "minItems": 4, "maxItems": 4}),
         ({"type": "object", "properties": {"a": {}}, "additionalProperties": True},
          {"type": "object", "properties": {"a": {}}, "additionalProperties": True}),
-        ({"type": "object"}, {"type": "object"}),  # json_object mode stays any object
+        ({"type": "object"}, {"type": "object", "maxProperties": 16}),  # json_object mode: any object, 16 keys
     ],
 )
 def test_bounds_never_undercut_the_schema(schema, expected):
     assert lower(JsonSchema.from_dict(schema), SMALL).as_dict() == expected
+
+
+def test_undeclared_keys_are_bounded_where_llguidance_counts_keys():
+    bounds = GenerationBounds(max_extra_keys=2)
+    extra = {"type": "object", "properties": {"a": {"enum": [1]}}, "required": ["a"],
+             "additionalProperties": {"enum": [0]}}
+    assert lower(JsonSchema.from_dict(extra), bounds).as_dict()["maxProperties"] == 3
+    optional = {**extra, "required": []}                     # llguidance refuses maxProperties here
+    assert "maxProperties" not in lower(JsonSchema.from_dict(optional), bounds).as_dict()
+    info = load_info()
+    grammar = GrammarCompiler(info, "llguidance", bounds=bounds).compile(JsonSchema.from_dict(extra))
+    matcher = grammar.matcher()
+    text = '{"a":1,"k":0,"k":0,"k":0}'                        # a model repeating an undeclared key
+    accepted = ""
+    for token in info.hf_tokenizer.encode(text, add_special_tokens=False):
+        if not matcher.accept(token):
+            break
+        accepted += info.hf_tokenizer.decode([token])
+    assert accepted.startswith('{"a":1,"k":0,"k":0') and not accepted.startswith('{"a":1,"k":0,"k":0,')
 
 
 def test_merged_objects_stay_open():
@@ -115,3 +134,27 @@ def test_model_config_sets_the_bounds():
     assert ModelConfig.from_mapping("m", {}).grammar_bounds == GenerationBounds()
     with pytest.raises(InvalidRequest):
         ModelConfig.from_mapping("m", {"grammar_bounds": {"max_digits": 3}})
+
+
+def _depth(value) -> int:
+    return 1 + max((_depth(child) for child in value["children"]), default=0)
+
+
+def test_recursive_refs_are_unrolled_so_a_tree_always_closes():
+    tree = {"type": "object", "properties": {"name": {"type": "string"},
+                                             "children": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["name", "children"]}
+    bounds = GenerationBounds(max_string_length=3, max_items=2, max_ref_depth=2)
+    grammar = GrammarCompiler(load_info(), "llguidance", bounds=bounds).compile(JsonSchema.from_dict(tree))
+    values = []
+    for seed in range(8):
+        walk = random_walk(grammar, load_info(), seed, max_steps=400)
+        assert walk.finished, f"did not close within 400 tokens: {walk.text[:200]!r}"
+        values.append(validate_output(tree, walk.text))
+    assert max(_depth(v) for v in values) <= 3                     # the root and two levels of $ref
+    matcher, info = grammar.matcher(), load_info()
+    too_deep = '{"name":"a","children":[{"name":"b","children":[{"name":"c","children":[{'
+    ids = info.hf_tokenizer.encode(too_deep, add_special_tokens=False)
+    assert not all(matcher.accept(token) for token in ids)        # a fourth level is refused
+    assert "conch-depth" not in json.dumps(lower(JsonSchema.from_dict(tree), GenerationBounds(max_ref_depth=None))
+                                           .as_dict())

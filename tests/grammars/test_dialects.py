@@ -49,11 +49,17 @@ def test_additional_items_alone_means_nothing():
         "items": {"type": "string"}}
 
 
-def test_dependencies_split_and_refused_by_their_new_name():
-    schema = {"$schema": D7, "dependencies": {"a": ["b"], "c": {"required": ["d"]}}}
+def test_a_refusal_names_what_the_client_wrote():
+    schema = {"$schema": D7, "definitions": {"node": {"type": "object", "dependencies": {"a": ["b"]}}},
+              "properties": {"n": {"$ref": "#/definitions/node"}}}
     with pytest.raises(GrammarError) as caught:
         validate(JsonSchema.from_dict(schema))
-    assert caught.value.keyword in ("dependentRequired", "dependentSchemas")
+    assert caught.value.keyword == "dependencies"
+    assert caught.value.message == "unsupported JSON Schema keyword 'dependencies' at '/definitions/node'"
+    d4 = {"$schema": D4, "type": "array", "items": [{"type": "string", "not": {"maxLength": 1}}]}
+    with pytest.raises(GrammarError) as caught:
+        validate(JsonSchema.from_dict(d4))
+    assert "at '/items/0'" in caught.value.message and caught.value.keyword == "not"
 
 
 def test_ref_siblings_are_dropped_up_to_draft07_only():

@@ -17,6 +17,7 @@ from openai import AsyncOpenAI
 
 from engine.backends.transformers.sampler import Sampler
 from engine.backends.transformers.scheduler import Scheduler
+from tests.engine.backends.transformers.fake_runner import FakeRunner
 from engine.backends.transformers.sequence import Sequence
 from engine.types import GenerationRequest, RequestStatus, SamplingParams
 from tests.conftest import start_server, write_repository
@@ -123,7 +124,7 @@ def _seq(name: str, matcher=None, **params) -> Sequence:
 
 
 def _step(seqs: list[Sequence], logits: torch.Tensor):
-    scheduler = Scheduler(max_batch_size=len(seqs))
+    scheduler = Scheduler(FakeRunner(whole_prompts=True), max_batch_size=len(seqs))
     for seq in seqs:
         scheduler.add(seq)
     batch = scheduler.schedule()

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, AsyncGenerator, Sequence
 import numpy as np
 
 from engine.backend import BackendStats, Capabilities
-from engine.batcher import DynamicBatcher
+from engine.backends.dynamic_batcher import DynamicBatcher
 from engine.errors import InvalidRequest, ModelNotReady
+from engine.params.kinds import read_int, short_repr
 from engine.repository.config import ModelConfig
 from engine.tensors.contract import EMBEDDING_INPUTS, EMBEDDING_OUTPUTS
 from engine.tensors.interface import InferRequest, Tensors, check_inputs, datatype_of
@@ -45,7 +46,7 @@ class EmbeddingBackend:
         self._specials = _special_tokens(encoder.tokenizer)
         self.batcher = DynamicBatcher(self.config.name, self._run, max(1, self.config.max_batch_size),
                                       self.config.dynamic_batching, batch_requests=self.config.dynamic_batching
-                                      is not None)
+                                      is not None, instances=self.config.instance_count)
         self.batcher.start()
 
     @property
@@ -135,9 +136,9 @@ class EmbeddingBackend:
     async def infer(self, request: InferRequest) -> AsyncGenerator[Tensors, None]:
         rows = self.tensor_rows(request.inputs)
         params = request.parameters
-        timeout = params.get("timeout")
+        timeout = _int_param(params, "timeout", low=0)                 # microseconds; 0 = none, as Triton's
         vectors = await self.embed(rows, _int_param(params, "dimensions"), _int_param(params, "priority") or 0,
-                                   None if timeout is None else int(timeout) / 1e6)
+                                   timeout / 1e6 if timeout else None)
         yield {"EMBEDDING": vectors}
 
     def tensor_rows(self, inputs: Tensors) -> list[Row]:
@@ -145,6 +146,10 @@ class EmbeddingBackend:
         if ("TEXT" in inputs) == ("INPUT_IDS" in inputs):
             raise InvalidRequest(f"model '{self.config.name}' takes exactly one of the inputs TEXT or INPUT_IDS",
                                  param="TEXT")
+        name = "TEXT" if "TEXT" in inputs else "INPUT_IDS"
+        if inputs[name].size == 0:
+            raise InvalidRequest(f"input {name} holds no rows (shape {list(inputs[name].shape)}); send at least one",
+                                 param=name)
         if "TEXT" in inputs:
             texts = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
                      for v in inputs["TEXT"].reshape(-1)]
@@ -186,14 +191,18 @@ def _special_tokens(tokenizer) -> tuple[Row, Row]:
     return tuple(full[:at]), tuple(full[at + len(bare):])
 
 
-def _int_param(params: dict, name: str) -> int | None:
+def _int_param(params: dict, name: str, low: int | None = None) -> int | None:
     value = params.get(name)
     if value is None:
         return None
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise InvalidRequest(f"parameter '{name}' must be an integer, got {value!r}", param=name) from None
+        number = read_int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidRequest(f"parameter '{name}' must be an integer, got {short_repr(value)}", param=name) from None
+    if low is not None and number < low:
+        raise InvalidRequest(f"parameter '{name}' must be at least {low}, got {number}", param=name)
+    return number
+
 
 
 def _strip(row: list[int], pad: int) -> list[int]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.backends.transformers.loader import weights_folder
+from engine.weights.folder import weights_folder
 from engine.errors import BackendUnavailable
 from engine.repository.config import ModelConfig
 

@@ -1,5 +1,5 @@
 """The `openai` backend: a model served by an OpenAI-compatible server (vLLM, TGI, llama.cpp, another Conch,
-a hosted API), through one or more deployments (engine/backends/openai/routes.py).
+a hosted API), through one or more deployments (engine/backends/openai/deployments.py).
 
 The gateway has already validated the request (keys, limits, cache and metrics apply as for a local model);
 this backend sends the validated request upstream and streams the answer back as text deltas. A failure
@@ -20,7 +20,7 @@ from engine.backend import BackendStats, Capabilities
 from engine.backends.openai.client import engine_error, make_client
 from engine.backends.openai.convert import StreamState, upstream_kwargs
 from engine.backends.openai.counting import open_tokenizer
-from engine.backends.openai.routes import Deployment, Router
+from engine.backends.openai.deployments import Deployment, Router
 from engine.errors import BackendUnavailable, EngineError, UpstreamError
 from engine.repository.config import ModelConfig
 from engine.types import GenerationDelta, GenerationRequest

@@ -83,7 +83,7 @@ def open_tokenizer(source: str | None, encoding: str):
     from transformers import AutoTokenizer
 
     if source.startswith("builtin:"):                 # a built-in model's folder (built once, cached)
-        from engine.models import ensure_smollm2, ensure_tiny_model
+        from engine.weights import ensure_smollm2, ensure_tiny_model
 
         builders = {"smollm2": ensure_smollm2, "tiny": ensure_tiny_model}
         builder = builders.get(source.removeprefix("builtin:"))

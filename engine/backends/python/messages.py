@@ -90,6 +90,8 @@ class InferenceRequest:
         self._correlation_id, self._flags, self._timeout = correlation_id, flags, timeout
         self._parameters = json.loads(parameters) if isinstance(parameters, str) else dict(parameters or {})
         self._sender: InferenceResponseSender | None = None
+        self._timing: Any = None          # Conch's: the request's InferTiming, filled in around execute()
+        self._enqueued = 0.0              # perf_counter() when it started waiting for an instance or batch
 
     def inputs(self) -> list[Tensor]:
         return self._inputs

@@ -64,7 +64,7 @@ class TensorRTLLMBackend:
     async def start(self) -> None:
         from transformers import AutoTokenizer
 
-        from engine.backends.transformers.loader import weights_folder
+        from engine.weights.folder import weights_folder
 
         kwargs = {**llm_kwargs(self.config, weights_folder(self.config)), "guided_decoding_backend": "xgrammar"}
         if "kv_cache_config" in kwargs:

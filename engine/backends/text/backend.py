@@ -30,7 +30,7 @@ class _TextModel:
     async def start(self) -> None:
         from transformers import AutoTokenizer
 
-        from engine.backends.transformers.loader import weights_folder
+        from engine.weights.folder import weights_folder
 
         source = self.config.resolve(self.config.tokenizer) if self.config.tokenizer else weights_folder(self.config)
         self.tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, source)

@@ -22,11 +22,14 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import torch
 
 from engine.backend import BackendStats, Capabilities
+from engine.errors import BackendUnavailable
 from engine.backends.transformers import llama, loader
 from engine.backends.transformers.flat_runner import FlatRunner
+from engine.backends.transformers.hf_runner import HFRunner
+from engine.backends.transformers.slot_store import StorePolicy
 from engine.backends.transformers.prefix_cache import PrefixCache
 from engine.backends.transformers.prompt_logprobs import prompt_deltas, prompt_logprobs
-from engine.backends.transformers.runner import ModelRunner
+from engine.backends.transformers.runner import Runner
 from engine.backends.transformers.sampler import Sampler
 from engine.backends.transformers.scheduler import Scheduler
 from engine.backends.transformers.sequence import Sequence
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
     from grammars import GrammarCompiler
 
 log = logging.getLogger(__name__)
+MAX_FAILED_STEPS = 3          # steps that fail in a row before the engine thread gives up (fails all, stops)
 
 
 class TransformersBackend:
@@ -47,7 +51,8 @@ class TransformersBackend:
         self.config = config
         self.context_length = config.context_length
         self.tokenizer: Any = None       # a transformers tokenizer once started
-        self.scheduler = Scheduler(config.max_batch_size)
+        self.runner: Runner              # these two once started (the engine thread's load)
+        self.scheduler: Scheduler
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._wake = threading.Event()
         self._queues: dict[str, asyncio.Queue] = {}
@@ -55,6 +60,10 @@ class TransformersBackend:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._grammars: GrammarCompiler | None = None     # built on the first constrained request
+        self.broken: str | None = None    # why the engine thread stopped serving (the model is then not ready)
+        self._idle = False                # the last step scheduled nothing
+        self._exit_lock = threading.Lock()   # _send against the engine thread's exit
+        self._exited = False
         self.steps = 0
         self.step_seconds = 0.0        # wall time inside step(), and the part spent in the model's forward
         self.forward_seconds = 0.0
@@ -85,20 +94,23 @@ class TransformersBackend:
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.runner = self._runner(model, pad)
+        self.scheduler = Scheduler(self.runner, self.config.max_batch_size, self.config.max_step_tokens,
+                                   self.config.prefill_stall)
         self.sampler = Sampler(self.tokenizer, model.config.vocab_size)
         self._eos = frozenset(_eos_ids(model, self.tokenizer))
 
-    def _runner(self, model, pad: int) -> ModelRunner | FlatRunner:
+    def _runner(self, model, pad: int) -> Runner:
         """The flattened runner for the Llama family (chunked prefill, slot KV store under a byte budget);
-        the HF forward, left-padded, for any other architecture or when the config asks for it."""
-        prefixes = PrefixCache(self.config.prefix_cache_mb * 2**20)
-        if self.config.parameters.get("runner", "auto") == "auto" and llama.supports(model):
-            runner = FlatRunner(model, self.config.max_batch_size, self.config.kv_cache_mb * 2**20, prefixes)
-            self.scheduler = Scheduler(self.config.max_batch_size, step_tokens=self.config.max_step_tokens,
-                                       stall=self.config.prefill_stall,
-                                       admit=runner.admit, release=runner.release, first_chunk=runner.first_chunk)
+        the HF forward, left-padded, for any other architecture or when the config says `runner: hf`."""
+        c = self.config
+        prefixes = PrefixCache(c.prefix_cache_mb * 2**20)
+        if c.runner == "auto" and llama.supports(model):
+            policy = None if c.kv_store == "auto" else StorePolicy(c.kv_store)
+            runner = FlatRunner(model, c.max_batch_size, c.kv_cache_mb * 2**20, prefixes, policy)
+            log.info("model %s: the flattened runner, its KV store %s", c.name, runner.kv.policy.value)
             return runner
-        return ModelRunner(model, pad, prefixes)
+        log.info("model %s: the HF runner (architecture %s, runner %s)", c.name, model.config.model_type, c.runner)
+        return HFRunner(model, pad, prefixes, c.max_batch_size * self.context_length)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -107,28 +119,19 @@ class TransformersBackend:
             await asyncio.to_thread(self._thread.join, 10)
 
     def health(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self.broken is None and self._thread is not None and self._thread.is_alive()
 
     def stats(self) -> BackendStats:
         """Read from the event loop while the engine thread runs: plain reads of lists and counters.
 
-        KV usage: with the flattened runner, the bytes its slot store has reserved over its byte budget
-        (`kv_cache_mb`). With the HF runner, in tokens: those whose KV the running sequences hold (prompt +
-        output) over `max_batch_size x context_length`, the most that batch can hold (its cache grows per step;
-        the left padding is not counted)."""
+        KV usage: the runner's (`Runner.kv_usage`): the flattened runner's bytes reserved over `kv_cache_mb`,
+        the HF runner's tokens held over `max_batch_size x context_length`."""
         running = list(self.scheduler.running)          # a snapshot: the engine thread rebinds the list
-        runner = self.runner
-        if isinstance(runner, FlatRunner):
-            usage = runner.kv_usage
-        else:
-            held = sum(seq.num_tokens for seq in running if not seq.status.is_finished)
-            usage = min(1.0, held / max(1, self.config.max_batch_size * self.context_length))
-        prefixes = runner.prefixes if runner is not None else None
+        prefixes = self.runner.prefixes
         return BackendStats(
             running=sum(not seq.status.is_finished for seq in running), waiting=self.scheduler.num_waiting,
-            kv_cache_usage=usage,
-            prefix_cache_queries=prefixes.queried_tokens if prefixes is not None else 0,
-            prefix_cache_hits=prefixes.hit_tokens if prefixes is not None else 0)
+            kv_cache_usage=self.runner.kv_usage, prefix_cache_queries=prefixes.queried_tokens,
+            prefix_cache_hits=prefixes.hit_tokens)
 
     # -- requests --------------------------------------------------------------------------------------
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
@@ -186,23 +189,51 @@ class TransformersBackend:
         return await done
 
     def _send(self, command: tuple) -> None:
-        self._inbox.put(command)
+        with self._exit_lock:
+            if self._exited:
+                if command[0] == "abort":                     # nothing left to abort
+                    return
+                raise BackendUnavailable(f"model '{self.config.name}' is not ready: "
+                                         f"{self.broken or 'its engine has stopped'}")
+            self._inbox.put(command)
         self._wake.set()
 
     def _run(self) -> None:
-        while not self._stopping:
+        failures = 0                                             # steps failed in a row
+        while not self._stopping and self.broken is None:
             self._drain_inbox()
             if not self.scheduler.has_work:
-                self._wake.wait(0.5)
-                self._wake.clear()
+                self._idle_wait()
                 continue
             try:
-                deltas = self.step()
+                deltas, failures = self.step(), 0
             except Exception as exc:                          # a failed step fails its batch, not the server
-                log.exception("engine step failed")
-                deltas = self._fail_running(str(exc))
+                failures += 1
+                log.exception("engine step failed (%d in a row)", failures)
+                if failures >= MAX_FAILED_STEPS:              # the engine, not one batch: stop, never spin
+                    self.broken = f"the engine failed {failures} steps in a row: {exc}"
+                deltas = self._fail_running(str(exc), everyone=self.broken is not None or not self.scheduler.running)
             if deltas and self._loop is not None:                # start() set the loop before the thread
                 self._loop.call_soon_threadsafe(self._deliver, deltas)
+            elif self._idle:                                     # nothing could be scheduled: wait for news
+                self._idle_wait()
+        if self.broken is not None:
+            log.error("model %s stopped serving: %s", self.config.name, self.broken)
+        self._fail_held(self.broken or f"model '{self.config.name}' was unloaded")
+
+    def _idle_wait(self) -> None:
+        self._wake.wait(0.5)
+        self._wake.clear()
+
+    def _fail_held(self, message: str) -> None:
+        """After the loop has stopped: fail every sequence still held or in the inbox; `_send` refuses from
+        now on, so no request waits on a thread that is gone."""
+        with self._exit_lock:
+            self._exited = True
+            self._drain_inbox()
+        deltas = self._fail_running(message, everyone=True)
+        if deltas and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._deliver, deltas)
 
     def _drain_inbox(self) -> None:
         while True:
@@ -228,8 +259,8 @@ class TransformersBackend:
 
     def step(self) -> list[GenerationDelta]:
         batch = self.scheduler.schedule()            # who leaves, who joins, who decodes this step
+        self._idle = batch.empty
         if batch.empty:
-            self.runner.reset()
             return self.scheduler.drain_dropped()
         start = time.perf_counter()
         logits = self.runner.forward(batch)          # the decode rows and the prefill chunks
@@ -242,14 +273,15 @@ class TransformersBackend:
         self.scheduler.observe(batch, elapsed)
         return deltas
 
-    def _fail_running(self, message: str) -> list[GenerationDelta]:
+    def _fail_running(self, message: str, everyone: bool = False) -> list[GenerationDelta]:
         """The forward pass itself failed (a failure one row causes ends only that row, in the sampler and
-        Scheduler.update): the running batch ends with the error and its KV cache is dropped."""
-        for seq in self.scheduler.running:
+        Scheduler.update): the running batch ends with the error and the runner releases its KV. `everyone`: the
+        waiting sequences too (the step failed before any ran, or the engine is stopping)."""
+        failed = self.scheduler.running + (self.scheduler.take_waiting() if everyone else [])
+        for seq in failed:
             seq.fail(message)
-        deltas = [d for d in map(Sequence.drain, self.scheduler.running) if d is not None]
+        deltas = [d for d in map(Sequence.drain, failed) if d is not None]
         self.scheduler.leave_all()
-        self.runner.reset()
         return deltas
 
     def _deliver(self, deltas: list[GenerationDelta]) -> None:

@@ -1,7 +1,7 @@
 """Runs a step of the Llama family through Conch's own flattened forward (llama.py) over a SlotKVStore.
 
 A sequence gets a slot when the scheduler admits it (`admit`: refused when the KV budget is full): a free
-slot that still holds its prompt's head if one does (the last turn of its conversation; kv_store.py), else
+slot that still holds its prompt's head if one does (the last turn of its conversation; slot_store.py), else
 the KV of a cached prompt head is copied into its slot once (prefix caching). It frees the slot when it
 leaves (`release`), which keeps its tokens' KV there for the next turn. Each step lays the batch's spans
 (decode rows, prefill chunks) out as one flat token list.
@@ -12,25 +12,36 @@ from typing import Any
 
 import torch
 
-from engine.backends.transformers.kv_store import SlotKVStore
-from engine.backends.transformers.llama import LlamaForward, Span, Step
+from engine.backends.transformers.batch import Batch
+from engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
+from engine.backends.transformers.llama import LlamaForward
 from engine.backends.transformers.prefix_cache import PrefixCache
-from engine.backends.transformers.scheduler import Batch
 from engine.backends.transformers.sequence import Sequence
+from engine.backends.transformers.step import Span, Step
+from engine.errors import BackendUnavailable
 
 
 class FlatRunner:
-    """Owns the model's flattened forward and the KV store. Not thread-safe: the engine loop thread only."""
+    """Keeps the Runner contract (runner.py). Owns the model's flattened forward and the KV store. Not
+    thread-safe: the engine loop thread only."""
 
-    def __init__(self, model: Any, max_slots: int, kv_budget_bytes: int,
-                 prefix_cache: PrefixCache | None = None) -> None:
+    whole_prompts = False
+
+    def __init__(self, model: Any, max_slots: int, kv_budget_bytes: int, prefix_cache: PrefixCache,
+                 policy: StorePolicy | None = None) -> None:
+        """`policy` None: RESERVED when the native decode kernel serves this model (it never reads past a
+        slot's length), else ZEROED (SDPA masks what it reads)."""
         c = model.config
         self.model = model
         self.forward_pass = LlamaForward(model)
+        if policy is None:
+            policy = StorePolicy.ZEROED if self.forward_pass.kernels.decode is None else StorePolicy.RESERVED
+        elif policy is StorePolicy.RESERVED and self.forward_pass.kernels.decode is None:
+            raise BackendUnavailable("kv_store 'reserved' needs the native decode kernel (bfloat16, a C++ compiler, "
+                             "CONCH_NATIVE_KERNELS not 0): SDPA would read its unwritten columns")
         self.kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, self.forward_pass.head_dim,
-                              self.forward_pass.dtype, kv_budget_bytes, max_slots,
-                              zeroed=self.forward_pass.kernels.decode is None)
-        self.prefixes = prefix_cache or PrefixCache(0)
+                              self.forward_pass.dtype, kv_budget_bytes, max_slots, policy)
+        self.prefixes = prefix_cache
 
     @property
     def kv_usage(self) -> float:
@@ -40,11 +51,10 @@ class FlatRunner:
     def admit(self, seq: Sequence) -> bool:
         """A slot for `seq`; with prefix caching on, one that still holds its prompt's head if a finished
         sequence left one (the conversation's last turn): `seq` starts past those tokens."""
-        slot = self.kv.admit(seq.kv_need, seq.prompt_ids if self.prefixes.enabled else None)
+        slot = self.kv.admit(seq, seq.kv_need, seq.prompt_ids if self.prefixes.enabled else None)
         if slot is None:
             return False
-        seq.slot, seq.computed = slot, self.kv.lengths[slot]
-        seq.cached = seq.computed
+        seq.slot, seq.cached = slot, seq.computed
         return True
 
     def first_chunk(self, seq: Sequence) -> None:
@@ -56,24 +66,19 @@ class FlatRunner:
         hit = self.prefixes.lookup(seq.prompt_ids, held=seq.computed)
         if hit is not None:
             cached, layers = hit
-            self.kv.load_prefix(seq.slot, layers)
-            seq.computed = seq.cached = cached
+            self.kv.load_prefix(seq.slot, layers)       # seq.computed becomes `cached`
+            seq.cached = cached
 
     def release(self, seq: Sequence) -> None:
         if seq.slot is not None:
             self.kv.release(seq.slot, seq.tokens(0, seq.num_tokens) if self.prefixes.enabled else None)
             seq.slot = None
 
-    def reset(self) -> None:
-        """Nothing to drop: every leaving sequence has released its slot."""
-
     def forward(self, batch: Batch) -> torch.Tensor:
-        """Logits (len(batch.sampling), V) float32, in `batch.sampling` order."""
-        step = self._layout(batch)
-        logits = self.forward_pass(step, self.kv)
+        """Logits (len(batch.sampling), V) float32, in `batch.sampling` order (the scheduler's update then
+        counts the spans' tokens as computed)."""
+        logits = self.forward_pass(self._layout(batch), self.kv)
         for seq, (start, n) in zip(batch.seqs, batch.spans, strict=True):
-            assert seq.slot is not None
-            self.kv.lengths[seq.slot] = start + n
             if start + n <= len(seq.prompt_ids) and n > 1:
                 self._remember(seq, start + n)
         return logits

@@ -5,27 +5,11 @@ import os
 
 import torch
 
-from engine.errors import BackendUnavailable
-from engine.models import ensure_smollm2, ensure_tiny_model
-from engine.models.minilm import minilm_path
+from engine.errors import InvalidRequest
 from engine.repository.config import ModelConfig
+from engine.weights.folder import weights_folder
 
-_BUILTIN = {"smollm2": ensure_smollm2, "tiny": ensure_tiny_model, "minilm": minilm_path}
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
-
-
-def weights_folder(config: ModelConfig) -> str:
-    ref = config.resolve(config.weights)
-    if ref is None and config.path is not None:
-        ref = str(os.path.join(config.path, config.version))
-    if ref is None:
-        raise BackendUnavailable(f"model '{config.name}' names no weights")
-    if ref.startswith("builtin:"):
-        builder = _BUILTIN.get(ref.removeprefix("builtin:"))
-        if builder is None:
-            raise BackendUnavailable(f"model '{config.name}': unknown built-in weights '{ref}'")
-        return str(builder())
-    return ref
 
 
 def load(config: ModelConfig):
@@ -33,7 +17,8 @@ def load(config: ModelConfig):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if config.dtype not in _DTYPES:
-        raise BackendUnavailable(f"model '{config.name}': dtype must be one of {sorted(_DTYPES)}")
+        raise InvalidRequest(f"model '{config.name}': config key 'dtype' must be one of {sorted(_DTYPES)}",
+                             param="dtype")
     torch.set_num_threads(config.num_threads or os.cpu_count() or 1)
     folder = weights_folder(config)
     tokenizer = AutoTokenizer.from_pretrained(config.resolve(config.tokenizer) or folder)

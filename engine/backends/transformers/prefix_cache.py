@@ -31,7 +31,6 @@ class PrefixCache:
         self._entries: OrderedDict[tuple[int, ...], _Entry] = OrderedDict()
         self._index: dict[tuple[int, ...], tuple[int, ...]] = {}   # block-aligned prefix -> entry key
         self.nbytes = 0
-        self.hits = 0                  # lookups that found a prefix
         self.queried_tokens = 0        # prompt tokens looked up, cumulative (vLLM's prefix_cache_queries)
         self.hit_tokens = 0            # of those, tokens whose KV was reused: from here, or kept in their slot
                                        # (lookup's `held`): vLLM's prefix_cache_hits
@@ -53,7 +52,6 @@ class PrefixCache:
             if key is not None:
                 entry = self._entries[key]
                 self._entries.move_to_end(key)
-                self.hits += 1
                 self.hit_tokens += n - held
                 return n, [(k[:, :, :n], v[:, :, :n]) for k, v in entry.layers]
         return None

@@ -2,8 +2,8 @@
 evaluation harnesses score log-likelihood): each prompt token's log-probability given the tokens before it.
 
 Kept apart from the batched prefill, whose logits keep only the last position: one extra forward pass over
-the whole prompt, without KV cache, only for the requests that ask. It runs off the engine thread; the model's
-weights are only read. Shapes: ids (1, P), logits (P - 1, V).
+the whole prompt, without KV cache, only for the requests that ask. It runs on the engine thread, between two
+steps (backend.py's `_on_engine_thread`: every torch call of the model does). Shapes: ids (1, P), logits (P - 1, V).
 """
 from __future__ import annotations
 

@@ -1,113 +1,49 @@
-"""Runs the model through its HF forward (any architecture; the fallback of flat_runner.py): batched prefill of
-newcomers, left-padded, and one batched decode step for the running batch."""
+"""The runner contract: what the scheduler and the backend ask of a model runner.
+
+Two runners keep it: `FlatRunner` (flat_runner.py), Conch's own forward for the Llama family over the slot KV
+store, prompts in chunks; and `HFRunner` (hf_runner.py), the model's HF forward for any other architecture,
+prompts whole, its rows left-padded. The scheduler is built once with the runner and calls only these methods;
+every call comes from the engine thread, except `kv_usage`, which stats() reads from the event loop.
+
+Invariant: a sequence the runner admitted holds its KV (in a slot or a row) until `release`; `seq.computed`
+is the one count of the tokens whose KV it holds (the runner sets it at admission and at the first chunk, the
+scheduler after each step).
+"""
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import torch
-from transformers import DynamicCache, PreTrainedModel
 
-from engine.backends.transformers.kv_cache import BatchKVCache, kv, layers
+from engine.backends.transformers.batch import Batch
 from engine.backends.transformers.prefix_cache import PrefixCache
-from engine.backends.transformers.scheduler import Batch
+from engine.backends.transformers.sequence import Sequence
 
 
-class ModelRunner:
-    """Owns the model and the running batch's KV cache. Not thread-safe: the engine loop thread only."""
+class Runner(Protocol):
+    model: Any                # the loaded HF model (prompt logprobs run its own forward over the whole prompt)
+    prefixes: PrefixCache     # the KV of long prompt heads seen before (budget 0: off)
+    whole_prompts: bool       # True: a newcomer's prompt is prefilled whole in the step that admits it and its
+                              # KV row follows `Batch.keep`; False: prompts in chunks under a step's token budget
 
-    def __init__(self, model: PreTrainedModel, pad_id: int, prefix_cache: PrefixCache | None = None) -> None:
-        self.model = model
-        self.pad_id = pad_id
-        self.kv = BatchKVCache()
-        self.prefixes = prefix_cache or PrefixCache(0)
+    def admit(self, seq: Sequence) -> bool:
+        """Room for `seq`'s KV, or False (the scheduler tries again next step); may advance `seq.computed`
+        past tokens whose KV it already holds (a kept slot)."""
+        ...
 
-    @property
-    def kv_usage(self) -> float | None:
-        """The left-padded cache has no budget to measure against."""
-        return None
+    def first_chunk(self, seq: Sequence) -> None:
+        """Before `seq`'s first prompt chunk is computed: it may advance `seq.computed` past a cached head."""
+        ...
 
-    def reset(self) -> None:
-        """Drop the batch's KV cache (the batch emptied or failed)."""
-        self.kv.keep([])
+    def release(self, seq: Sequence) -> None:
+        """`seq` left the batch (finished, aborted, or its step failed): its KV is freed."""
+        ...
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        """Logits (len(batch.seqs), V): the decode rows first, then the newcomers, as in `batch.seqs`."""
-        self.kv.keep(batch.keep)
-        parts = []
-        if batch.decode:
-            parts.append(self.decode([seq.last_token for seq in batch.decode]))
-        if batch.prefill:
-            parts.append(self.prefill([seq.prompt_ids for seq in batch.prefill]))
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+        """Logits (len(batch.sampling), V) float32, in `batch.sampling` order; stores the batch's new KV."""
+        ...
 
-    def prefill(self, prompts: list[list[int]]) -> torch.Tensor:
-        """Prefill prompts and append them to the batch, in order. Returns (k, V) logits.
-
-        A prompt whose head is in the prefix cache is prefilled alone from that head; runs of the others
-        are prefilled together, left-padded.
-        """
-        parts, misses = [], []
-        for prompt in prompts:
-            hit = self.prefixes.lookup(prompt)
-            if hit is None:
-                misses.append(prompt)
-                continue
-            if misses:
-                parts.append(self._prefill_together(misses))
-                misses = []
-            parts.append(self._prefill_from_prefix(prompt, *hit))
-        if misses:
-            parts.append(self._prefill_together(misses))
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-    @torch.inference_mode()
-    def _prefill_from_prefix(self, prompt: list[int], cached: int, cached_layers) -> torch.Tensor:
-        cache = DynamicCache(config=self.model.config)
-        for layer, (k, v) in zip(layers(cache), cached_layers, strict=True):
-            # Shared, not copied: DynamicLayer.update and BatchKVCache only ever build new tensors (cat,
-            # index_select), so nothing writes into the prefix cache's tensors.
-            layer.lazy_initialization(k, v)
-            layer.keys, layer.values = k, v
-        rest = torch.tensor(prompt[cached:]).unsqueeze(0)          # (1, L - P)
-        mask = torch.ones((1, len(prompt)), dtype=torch.long)
-        where = torch.arange(cached, len(prompt))
-        out = self.model(input_ids=rest, attention_mask=mask, position_ids=where.unsqueeze(0),
-                         cache=cache, use_cache=True, cache_position=where,
-                         logits_to_keep=1)
-        self.kv.merge(cache, mask)
-        return out.logits[:, -1, :].float()
-
-    @torch.inference_mode()
-    def _prefill_together(self, prompts: list[list[int]]) -> torch.Tensor:
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            ids[row, width - len(prompt):] = torch.tensor(prompt)
-            mask[row, width - len(prompt):] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache(config=self.model.config)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         cache=cache, use_cache=True, logits_to_keep=1)
-        self._remember(prompts, cache, width)
-        self.kv.merge(cache, mask)
-        return out.logits[:, -1, :].float()
-
-    def _remember(self, prompts: list[list[int]], cache: DynamicCache, width: int) -> None:
-        """Offer each long prompt's KV (its real, left-padded columns) to the prefix cache."""
-        for row, prompt in enumerate(prompts):
-            if self.prefixes.wants(prompt):
-                start = width - len(prompt)
-                self.prefixes.store(prompt, [(keys[row:row + 1, :, start:], values[row:row + 1, :, start:])
-                                             for keys, values in map(kv, layers(cache))])
-
-    @torch.inference_mode()
-    def decode(self, last_tokens: list[int]) -> torch.Tensor:
-        """One token for every row of the batch, in row order. Returns (B, V) logits."""
-        assert len(last_tokens) == self.kv.batch_size
-        positions = self.kv.mask.sum(-1, keepdim=True)            # (B, 1): index of the new token
-        past = self.kv.length
-        mask = self.kv.extend_mask()                               # (B, T + 1)
-        ids = torch.tensor(last_tokens, dtype=torch.long).unsqueeze(-1)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         cache=self.kv.cache, use_cache=True,
-                         cache_position=torch.arange(past, past + 1), logits_to_keep=1)
-        return out.logits[:, -1, :].float()
+    @property
+    def kv_usage(self) -> float:
+        """Fraction 0..1 of the runner's KV room the running sequences hold (stats())."""
+        ...

@@ -1,72 +1,46 @@
 """Continuous batching. There is no prefill phase and decode phase: every step, the sequences that
 finished since the last step leave, waiting sequences join while there are free slots, and every running
-sequence past its prompt gets one token. Prompts are prefilled whole in the step that admits them (the HF
-runner), or in chunks under a per-step token budget mixed with the decode rows (the flattened runner).
+sequence past its prompt gets one token. Prompts are prefilled whole in the step that admits them (a runner
+with `whole_prompts`, the HF one), or in chunks under a per-step token budget mixed with the decode rows (the
+flattened runner).
 
-Invariants: `seq.computed` tokens of every running sequence have their KV stored (updated in `update`);
-for the HF runner `running[i]` owns row i of its KV cache after `Batch.keep` has been applied.
+Invariants: `seq.computed` tokens of every running sequence have their KV stored (the runner sets it on
+admission and first chunk, `update` after each step); with `whole_prompts`, `running[i]` owns row i of the
+runner's KV after `Batch.keep` has been applied.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
 import time
-from dataclasses import dataclass, field
-from typing import Callable
 
+from engine.backends.transformers.batch import Batch, make_batch
+from engine.backends.transformers.runner import Runner
 from engine.backends.transformers.sequence import Sequence
 from engine.backends.transformers.stall_budget import Allotment, StallBudget
 from engine.types import GenerationDelta, PositionLogprobs, RequestStatus
 
 
-@dataclass(frozen=True)
-class Batch:
-    keep: list[int]          # rows of the previous step's batch that continue, in order (the HF runner's rows)
-    decode: list[Sequence]   # sequences past their prompt: one token each
-    prefill: list[Sequence]  # sequences with prompt tokens to compute: a chunk each, after the decode rows
-    spans: tuple[tuple[int, int], ...] = ()   # per seq of `seqs`: (first token computed, tokens computed)
-    sampling: list[Sequence] = field(default_factory=list)   # those whose span reaches their last token:
-                                                            # they get a token this step, in `seqs` order
-
-    @property
-    def seqs(self) -> list[Sequence]:
-        return self.decode + self.prefill
-
-    @property
-    def empty(self) -> bool:
-        return not self.decode and not self.prefill
-
-
-def _batch(keep: list[int], decode: list[Sequence], prefill: list[tuple[Sequence, int]]) -> Batch:
-    spans = tuple([(s.num_tokens - 1, 1) for s in decode] + [(s.computed, n) for s, n in prefill])
-    seqs = decode + [s for s, _ in prefill]
-    sampling = [s for s, (start, n) in zip(seqs, spans, strict=True) if start + n == s.num_tokens]
-    return Batch(keep, decode, [s for s, _ in prefill], spans, sampling)
-
-
 class Scheduler:
-    """`step_tokens` None: every newcomer is prefilled whole in the step that admits it (the HF runner).
-    `step_tokens` N: chunked prefill, as vLLM's scheduler does: every decode row gets its token, then the
-    prompts still prefilling (oldest first), then newcomers, share what is left of N tokens; a newcomer joins
-    only if `admit(seq)` (the runner's KV store) takes it, and `release(seq)` runs once it has left.
+    """A runner with `whole_prompts` (the HF one): every newcomer is prefilled whole in the step that admits it,
+    up to WHOLE_PREFILL_TOKENS of prompts a step (the first always).
+    Otherwise chunked prefill, as vLLM's scheduler does: every decode row gets its token, then the prompts
+    still prefilling (oldest first), then newcomers, share what is left of `step_tokens`.
+    Either way a newcomer joins only if `runner.admit(seq)` (its KV room) takes it, and `runner.release(seq)`
+    runs once it has left.
     While rows decode, the prompt chunks of a step share an allotment of seconds from `budget`
     (stall_budget.py) so that the streams' inter-token gap stays within a few decode-only steps; a step with
     no decode rows, or with more prompts waiting for their first token than rows decoding, takes N.
-    `first_chunk(seq)` runs when a sequence's first chunk is scheduled, which may be steps after it joined:
+    `runner.first_chunk(seq)` runs when a sequence's first chunk is scheduled, which may be steps after it joined:
     the runner may then advance `seq.computed` past a prompt head that an earlier prompt has since cached."""
 
     MIN_CHUNK = 32        # prompt tokens a step computes even when the decode rows use the whole budget
+    WHOLE_PREFILL_TOKENS = 4096     # whole prompts one step prefills (beyond the first newcomer's)
 
-    def __init__(self, max_batch_size: int, max_prefill_tokens: int = 4096, step_tokens: int | None = None,
-                 admit: Callable[[Sequence], bool] | None = None,
-                 release: Callable[[Sequence], None] | None = None,
-                 first_chunk: Callable[[Sequence], None] | None = None, stall: float = 2.0) -> None:
+    def __init__(self, runner: Runner, max_batch_size: int, step_tokens: int = 2048, stall: float = 2.0) -> None:
+        self.runner = runner
         self.max_batch_size = max_batch_size
-        self.max_prefill_tokens = max_prefill_tokens
         self.step_tokens = step_tokens
-        self._admit_kv = admit or (lambda seq: True)
-        self._release = release or (lambda seq: None)
-        self._first_chunk = first_chunk or (lambda seq: None)
         self.budget = StallBudget(stall=stall, min_tokens=self.MIN_CHUNK)
         self.running: list[Sequence] = []
         self._waiting: list[tuple[int, int, Sequence]] = []   # heap of (priority, arrival, seq)
@@ -105,26 +79,31 @@ class Scheduler:
         self._waiting = kept
         heapq.heapify(self._waiting)
 
+    def take_waiting(self) -> list[Sequence]:
+        """Every waiting sequence, removed (the engine can no longer run them)."""
+        taken = [seq for _, _, seq in self._waiting]
+        self._waiting = []
+        return taken
+
     def leave_all(self) -> None:
         """Every running sequence leaves (the step failed); their KV is released."""
         for seq in self.running:
-            self._release(seq)
+            self.runner.release(seq)
         self.running = []
 
     def schedule(self) -> Batch:
         keep = [row for row, seq in enumerate(self.running) if not seq.status.is_finished]
         for seq in self.running:
             if seq.status.is_finished:
-                self._release(seq)
+                self.runner.release(seq)
         continuing = [self.running[row] for row in keep]
-        if self.step_tokens is None:
+        if self.runner.whole_prompts:
             prefill = self._admit_whole(self.max_batch_size - len(continuing))
             self.running = continuing + prefill
-            return _batch(keep, continuing, [(s, len(s.prompt_ids)) for s in prefill])
+            return make_batch(keep, continuing, [(s, len(s.prompt_ids)) for s in prefill])
         return self._schedule_chunked(keep, continuing)
 
     def _schedule_chunked(self, keep: list[int], continuing: list[Sequence]) -> Batch:
-        assert self.step_tokens is not None          # schedule() chunks only with a step budget
         decode = [s for s in continuing if s.computed >= len(s.prompt_ids)]
         waiting = len(continuing) - len(decode) + len(self._waiting)
         allot = self.budget.allot(len(decode), waiting)
@@ -145,19 +124,19 @@ class Scheduler:
             chunks.append((newcomer, self._chunk(newcomer, tokens, allot)))
             tokens -= chunks[-1][1]
         self.running = continuing + admitted
-        return _batch(keep, decode, chunks)
+        return make_batch(keep, decode, chunks)
 
     def _chunk(self, seq: Sequence, tokens: int, allot: Allotment) -> int:
         """Prompt tokens `seq` computes this step (at least 1: a cached head leaves one to compute)."""
         if not seq.started:
             seq.started = True
-            self._first_chunk(seq)
+            self.runner.first_chunk(seq)
         return allot.take(seq.computed, min(len(seq.prompt_ids) - seq.computed, tokens))
 
     def _admit_whole(self, free: int) -> list[Sequence]:
-        """Newcomers prefilled whole this step: up to `free`, within `max_prefill_tokens` (the first always)."""
+        """Newcomers prefilled whole this step: up to `free`, within WHOLE_PREFILL_TOKENS (the first always)."""
         admitted: list[Sequence] = []
-        budget = self.max_prefill_tokens
+        budget = self.WHOLE_PREFILL_TOKENS
         while len(admitted) < free:
             seq = self._pop_admissible(budget if admitted else None)
             if seq is None:
@@ -168,7 +147,7 @@ class Scheduler:
 
     def _pop_admissible(self, longest: int | None) -> Sequence | None:
         """The first waiting sequence, running now, if its prompt has at most `longest` tokens (None: any)
-        and the KV store (`admit`) takes it; those past their deadline on the way leave, aborted."""
+        and the runner admits it; those past their deadline on the way leave, aborted."""
         now = time.monotonic()
         while self._waiting:
             seq = self._waiting[0][2]
@@ -177,7 +156,7 @@ class Scheduler:
                 seq.finish(RequestStatus.FINISHED_ABORTED, "deadline")
                 self._dropped.append(seq)
                 continue
-            if (longest is not None and len(seq.prompt_ids) > longest) or not self._admit_kv(seq):
+            if (longest is not None and len(seq.prompt_ids) > longest) or not self.runner.admit(seq):
                 return None
             heapq.heappop(self._waiting)
             seq.status = RequestStatus.RUNNING
@@ -186,7 +165,7 @@ class Scheduler:
 
     def observe(self, batch: Batch, seconds: float) -> None:
         """The wall time of the step that computed `batch` (it tunes the chunked prefill's budget)."""
-        if self.step_tokens is not None:
+        if not self.runner.whole_prompts:
             self.budget.observe(len(batch.decode), list(batch.spans[len(batch.decode):]), seconds)
 
     def update(self, batch: Batch, sampled: list[tuple[int, PositionLogprobs | None] | None]) -> list[GenerationDelta]:

@@ -41,7 +41,7 @@ class VLLMBackend:
 
     def __init__(self, config: ModelConfig) -> None:
         self._vllm = _import_vllm()
-        from engine.backends.transformers.loader import weights_folder
+        from engine.weights.folder import weights_folder
 
         self.config = config
         from vllm.platforms import current_platform

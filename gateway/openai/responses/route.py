@@ -1,7 +1,6 @@
 """/v1/responses: create (whole, streamed, or in the background), retrieve, delete, input_items, cancel."""
 from __future__ import annotations
 
-import json
 from typing import Any, AsyncIterator, Awaitable, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -13,7 +12,7 @@ from gateway.openai.responses.run import Prepared, generation, prepare, run_even
 from gateway.openai.responses.schemas import ResponsesRequest
 from gateway.records import caller
 from gateway.state import conch_state, wants_cache
-from gateway.streaming import prime, sse_response, until_disconnect
+from gateway.streaming import prime, sse_named, sse_response, until_disconnect
 
 router = APIRouter(route_class=JSONBodyRoute)
 
@@ -72,8 +71,7 @@ async def _stream(p: Prepared, events: AsyncIterator[dict[str, Any]]) -> AsyncIt
 
 
 def _sse(event: dict[str, Any], sequence: int) -> str:
-    data = json.dumps({**event, "sequence_number": sequence}, separators=(",", ":"), ensure_ascii=False)
-    return f"event: {event['type']}\ndata: {data}\n\n"
+    return sse_named(event["type"], {**event, "sequence_number": sequence})
 
 
 @router.get("/v1/responses/{response_id}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from gateway.errors import ParamError
 from gateway.openai.schemas.common import SamplingFields, WireModel
@@ -52,6 +52,17 @@ class Message(WireModel):
     name: str | None = None
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_parts_only(cls, content: Any) -> Any:
+        """An image, audio or file part is named (pydantic alone would say "Input should be a valid string")."""
+        for part in content if isinstance(content, list) else ():
+            kind = part.get("type") if isinstance(part, dict) else None
+            if isinstance(kind, str) and kind != "text":
+                raise ValueError(f"content parts of type '{kind}' are not supported: the models served here take "
+                                 f"text only (send 'text' parts or a string)")
+        return content
 
 
 class ChatCompletionRequest(SamplingFields):

@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
 
 from engine import InvalidRequest, SamplingParams, build_sampling
+from engine.params.table import BY_WIRE_NAME
 from gateway.errors import ParamError
 
 
@@ -77,5 +78,6 @@ class SamplingFields(WireModel):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
-_SHARED = ("temperature", "top_p", "n", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "seed", "top_k",
-           "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "min_tokens", "include_stop_str_in_output")
+# The shared fields that are sampling parameters: the table's wire names (engine/params/table.py) this class
+# declares; a route's own (max_tokens, logprobs...) come from route_sampling.
+_SHARED = tuple(name for name in SamplingFields.model_fields if name in BY_WIRE_NAME)

@@ -30,9 +30,11 @@ async function loadModels() {
     const r = await fetch("/v1/models", { headers: headers() });
     const body = await r.json();
     if (!r.ok) throw new Error(body.error?.message || r.statusText);
-    select.replaceChildren(...body.data.map((m) => new Option(m.id, m.id)));
-    if (previous && body.data.some((m) => m.id === previous)) select.value = previous;
-    setStatus(`${body.data.length} model(s)`);
+    // only the models that chat (an embedding model is listed by /v1/models, but cannot answer here)
+    const chat = body.data.filter((m) => (m.endpoints || ["chat.completions"]).includes("chat.completions"));
+    select.replaceChildren(...chat.map((m) => new Option(m.id, m.id)));
+    if (previous && chat.some((m) => m.id === previous)) select.value = previous;
+    setStatus(`${chat.length} model(s)`);
   } catch (err) {
     select.replaceChildren();
     setStatus(`models: ${err.message}`, true);

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from agents.tool_formats import DEFAULT_FORMAT, UnknownToolFormat, format_names, get_format
-from agents.tools import get_parser, parser_names
 from agents.tools.canonical import dumps
 from tests.agents.tool_formats.formats_cases import ADD, WEATHER
 
@@ -30,12 +29,23 @@ HERMES_SYSTEM = (
 )
 
 
-def test_registry_names_every_parser_and_owns_it():
-    assert format_names() == parser_names() and DEFAULT_FORMAT == "hermes"
+def test_registry_names_every_format_and_each_owns_its_parser():
+    assert format_names() == ["hermes", "llama3", "mistral", "pythonic"] and DEFAULT_FORMAT == "hermes"
     for name in format_names():
-        assert get_format(name).name == name and get_format(name).parser is get_parser(name)
+        fmt = get_format(name)
+        assert fmt.name == name and fmt.parser.name == name
+        assert fmt.parser.__module__ == type(fmt).__module__ == f"agents.tool_formats.{name}"
     with pytest.raises(UnknownToolFormat, match="nope"):
         get_format("nope")
+
+
+def test_a_config_naming_an_unknown_format_is_refused_when_it_loads():
+    from engine.errors import InvalidRequest
+    from engine.repository import ModelConfig
+
+    with pytest.raises(InvalidRequest, match="unknown tool_call_parser 'nope'; known: hermes, llama3"):
+        ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "tool_call_parser": "nope"})
+    assert ModelConfig.from_mapping("m", {"tool_call_parser": "pythonic"}).tool_call_parser == "pythonic"
 
 
 @pytest.mark.parametrize("fmt_name", format_names())

@@ -15,7 +15,7 @@ import pytest
 
 from agents.tools import ContentDelta, ParsedOutput, StreamEvent, assemble
 from agents.tools.canonical import dumps
-from agents.tools.parsers.base import ToolParser
+from agents.tool_formats.reading.parser import ToolParser
 
 
 def stream(parser_cls: type[ToolParser], text: str, cuts: list[int], eager: bool) -> list[StreamEvent]:

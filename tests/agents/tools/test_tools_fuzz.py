@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from agents.tools import get_parser, parser_names
+from agents.tool_formats import format_names, get_format
 
 PIECES = ['<tool_call>', '</tool_call>', '<tool_', '<|python_tag|>', '[TOOL_CALLS]', '[ARGS]', '[CALL_ID]', '[TOOL_',
           '{"name": "f", "arguments": ', '{"name": "g", "parameters": ', '{"a": 1}', '{"b": "x}"}', '"', '\\', '\\"',
@@ -48,17 +48,18 @@ def _check_text(h, parser_cls, text: str, rng: random.Random) -> None:
         json.loads(arguments)
 
 
-@pytest.mark.parametrize("name", parser_names())
+@pytest.mark.parametrize("name", format_names())
 def test_markup_soup(harness, name):
     rng = random.Random(name)
     for _ in range(250):
-        _check_text(harness, get_parser(name), "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 20))), rng)
+        text = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 20)))
+        _check_text(harness, get_format(name).parser, text, rng)
 
 
-@pytest.mark.parametrize("name", parser_names())
+@pytest.mark.parametrize("name", format_names())
 def test_valid_calls_and_truncations(harness, name):
     rng = random.Random(name)
-    parser_cls = get_parser(name)
+    parser_cls = get_format(name).parser
     for _ in range(40):
         calls = [(rng.choice(["get_weather", "f"]), {f"p{i}": _value(rng) for i in range(rng.randrange(3))})
                  for _ in range(rng.randint(1, 3))]

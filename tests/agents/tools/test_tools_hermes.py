@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.tools.parsers.hermes import HermesParser
+from agents.tool_formats.hermes import HermesParser
 
 
 

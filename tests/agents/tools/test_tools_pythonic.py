@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.tools.parsers.python_call import literal_call
-from agents.tools.parsers.pythonic import PythonicParser
+from agents.tool_formats.reading.python_call import literal_call
+from agents.tool_formats.pythonic import PythonicParser
 
 
 def case(text: str, content: str | None, calls: list, eager_same: bool = True, *, id: str):

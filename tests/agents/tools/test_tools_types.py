@@ -1,4 +1,4 @@
-"""The tool-calling values, the stream contract checker, and the parser registry."""
+"""The tool-calling values, the stream contract checker, and the parsers the format registry holds."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,20 +7,16 @@ import re
 
 import pytest
 
+from agents.tool_formats import DEFAULT_FORMAT, ToolParser, UnknownToolFormat, format_names, get_format
 from agents.tools import (
-    DEFAULT_PARSER,
     ContentDelta,
     StreamContractError,
     ToolCall,
     ToolCallDelta,
     ToolFunction,
     assemble,
-    get_parser,
     new_call_id,
-    parser_names,
 )
-from agents.tools.parsers import UnknownToolParser
-from agents.tools.parsers.base import ToolParser
 
 
 def test_new_call_id_shape_and_uniqueness():
@@ -65,13 +61,13 @@ def test_assemble_rejects_contract_breaks(events):
 
 
 def test_registry_names_and_lazy_classes():
-    assert parser_names() == ["hermes", "llama3", "mistral", "pythonic"]
-    assert DEFAULT_PARSER == "hermes"
-    for name in parser_names():
-        cls = get_parser(name)
+    assert format_names() == ["hermes", "llama3", "mistral", "pythonic"]
+    assert DEFAULT_FORMAT == "hermes"
+    for name in format_names():
+        cls = get_format(name).parser
         assert issubclass(cls, ToolParser) and cls.name == name
 
 
 def test_registry_unknown_name_lists_known():
-    with pytest.raises(UnknownToolParser, match="hermes"):
-        get_parser("nope")
+    with pytest.raises(UnknownToolFormat, match="hermes"):
+        get_format("nope")

@@ -34,7 +34,7 @@ def test_nothing_given_is_none():
     ("json_schema", "{not json", "not valid JSON"), ("json_schema", [1], "JSON Schema object"),
     ("regex", 5, "a string"), ("choice", "yes", "not valid JSON"), ("choice", [1, 2], "list of strings"),
     ("json_object", "maybe", "a boolean"), ("regex", "(", "regex"), ("grammar", "start: ???", "grammar"),
-    ("json_schema", {"type": "object", "patternProperties": {"a": {}}}, "patternProperties"),
+    ("json_schema", {"type": "object", "propertyNames": {"maxLength": 3}}, "propertyNames"),
 ])
 def test_bad_values_name_the_field(kind, value, words):
     with pytest.raises(InvalidRequest, match=words) as err:

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from transformers import AutoTokenizer
 
-from engine.models import ensure_smollm2
+from engine.weights import ensure_smollm2
 from engine.pipeline import detokenize
 from engine.types import GenerationDelta, GenerationRequest, RequestStatus, SamplingParams, Usage
 

@@ -2,7 +2,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from engine.pipeline.incremental import IncrementalDetokenizer
-from engine.models import ensure_smollm2
+from engine.weights import ensure_smollm2
 
 
 @pytest.fixture(scope="module")

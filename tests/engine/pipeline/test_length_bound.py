@@ -6,7 +6,7 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from engine.models.tiny import ensure_tiny_model
+from engine.weights.tiny import ensure_tiny_model
 from engine.pipeline.length_bound import at_least_tokens, max_token_span
 
 

@@ -154,8 +154,10 @@ async def test_aio_stream_and_cancel(server):
     assert _sample(m, "conch_num_requests_running", model="tiny") == 0
     assert _sample(m, "nv_inference_request_failure", model="tiny", reason="CANCELED") >= 1
     async with aioclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as c:
-        result = await c.infer("tiny", llm_inputs(aioclient, "Hi", {"max_tokens": 2}))
-        assert result.as_numpy("text_output") is not None
+        result = await c.infer("tiny", llm_inputs(aioclient, "Hi", {"max_tokens": 2, "ignore_eos": True},
+                                                  return_num_output_tokens=True, return_finish_reason=True))
+        assert list(result.as_numpy("num_output_tokens")) == [2]         # the server generates again, whole
+        assert result.as_numpy("finish_reason")[0] == b"length" and result.as_numpy("text_output").shape == (1,)
 
 
 def test_ensemble_stream(grpc_client):
@@ -185,11 +187,11 @@ def test_ensemble_stream(grpc_client):
 def test_unsupported_rpcs_are_unimplemented(server):
     with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-        for call, request in ((stub.SystemSharedMemoryStatus, service_pb2.SystemSharedMemoryStatusRequest()),
-                              (stub.TraceSetting, service_pb2.TraceSettingRequest())):
+        for call, request in ((stub.CudaSharedMemoryStatus, service_pb2.CudaSharedMemoryStatusRequest()),
+                              (stub.CudaSharedMemoryRegister, service_pb2.CudaSharedMemoryRegisterRequest())):
             with pytest.raises(grpc.RpcError) as err:
                 call(request)
-            assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED and "Conch" in err.value.details()
+            assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED and "CUDA shared memory" in err.value.details()
         with pytest.raises(grpc.RpcError) as err:
             stub.ModelMetadata(service_pb2.ModelMetadataRequest(name="nope"))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND

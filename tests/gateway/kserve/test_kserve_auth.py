@@ -129,3 +129,16 @@ def test_grpc_limits_are_resource_exhausted(grpc_client):
     with pytest.raises(InferenceServerException) as err:
         grpc_client.infer("tiny", llm_inputs(grpcclient, "Hello", {"max_tokens": 1}), headers=tpm)
     assert err.value.status() == "StatusCode.RESOURCE_EXHAUSTED" and "TPM" in err.value.message()
+
+
+def test_log_trace_and_shared_memory_changes_need_the_admin_role(server):
+    assert httpx.get(f"{server.url}/v2/logging").status_code == 401
+    assert httpx.get(f"{server.url}/v2/logging", headers=ALL).json()["log_info"] is True
+    for path, body in (("/v2/logging", {"log_info": False}), ("/v2/trace/setting", {"trace_rate": "5"}),
+                       ("/v2/systemsharedmemory/region/r/register", {"key": "/x", "byte_size": 8}),
+                       ("/v2/systemsharedmemory/unregister", {})):
+        assert httpx.post(f"{server.url}{path}", json=body, headers=ALL).status_code == 403, path
+    with grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as client:
+        assert client.get_log_settings(headers={"authorization": "Bearer sk-all"}, as_json=True)["settings"]
+        with pytest.raises(InferenceServerException, match="admin"):
+            client.update_log_settings({"log_info": False}, headers={"authorization": "Bearer sk-all"})

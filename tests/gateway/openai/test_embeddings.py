@@ -9,7 +9,7 @@ import numpy as np
 import openai
 import pytest
 
-from engine.models.minilm import minilm_path
+from engine.weights.minilm import minilm_path
 from tests.conftest import start_server, write_repository
 
 EMB = {"backend": "embedding", "weights": "builtin:minilm", "dtype": "float32"}
@@ -117,3 +117,15 @@ def test_langchain_openai_embeddings(server, reference):
     docs = lc.embed_documents(TEXTS)
     np.testing.assert_allclose(docs, reference(TEXTS), atol=2e-5)
     np.testing.assert_allclose(lc.embed_query("hello world"), reference(["hello world"])[0], atol=2e-5)
+
+
+def test_the_documented_langchain_length_splits_a_long_document_the_server_takes(server):
+    from langchain_openai import OpenAIEmbeddings
+
+    # docs/embeddings.md: chunks of 252 word pieces (254 usable with [CLS] and [SEP], less 2 that a chunk cut
+    # through a word may gain when LangChain decodes it); the Hub id there, the tokenizer's local folder here
+    lc = OpenAIEmbeddings(model="minilm", base_url=server.v1, api_key="none", tiktoken_enabled=False,
+                          tiktoken_model_name=str(minilm_path()), embedding_ctx_length=252)
+    long_document = " ".join(f"word{i} and a sentence about item {i}." for i in range(300))   # ~3,000 pieces
+    (vector,) = lc.embed_documents([long_document])
+    assert len(vector) == 384 and abs(np.linalg.norm(vector) - 1) < 1e-3

@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 
-from engine.models import DEFAULT_MODEL_ID
+from engine.weights import DEFAULT_MODEL_ID
 
 MODEL = DEFAULT_MODEL_ID
 WEATHER = {"type": "function", "function": {

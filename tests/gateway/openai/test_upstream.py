@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from tests.conftest import start_server, write_repository
-from tests.upstream_helpers import metric
+from tests.fake_upstreams import metric
 
 KEY = "sk-front"
 METRICS_KEY = "sk-metrics"           # the metrics role: /metrics of a server with keys wants it

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from tests.conftest import free_port, start_server, write_repository
-from tests.upstream_helpers import metric, rate_limited_server, silent_server
+from tests.fake_upstreams import metric, rate_limited_server, silent_server
 
 MESSAGES = [{"role": "user", "content": "Say something."}]
 

@@ -1,6 +1,6 @@
 """The conformance suite's one table: every LLM backend it runs over, and the ModelConfig each gets.
 
-All serve SmolLM2's converted safetensors folder (engine/models/smollm2.py). A backend whose package is not
+All serve SmolLM2's converted safetensors folder (engine/weights/smollm2.py). A backend whose package is not
 installed in this venv is skipped, never faked: vllm runs in its own venv (.venv-vllm, `make test-vllm`),
 tensorrt_llm only on a machine with an NVIDIA GPU (scripts/gpu-check.sh).
 """
@@ -12,7 +12,7 @@ from typing import Callable
 
 import pytest
 
-from engine.models.smollm2 import ensure_smollm2
+from engine.weights.smollm2 import ensure_smollm2
 from engine.repository import ModelConfig
 
 MODEL = "conformance"
@@ -23,6 +23,13 @@ def _transformers() -> ModelConfig:
     # float32: greedy output does not depend on the batch it ran in
     return ModelConfig(name=MODEL, backend="transformers", weights=str(ensure_smollm2()), dtype="float32",
                        context_length=CONTEXT, max_batch_size=16)
+
+
+def _transformers_hf() -> ModelConfig:
+    # the HF runner (hf_runner.py), which serves every architecture outside the Llama family, run here on the
+    # Llama SmolLM2 by `runner: hf`
+    return ModelConfig(name=MODEL, backend="transformers", weights=str(ensure_smollm2()), dtype="float32",
+                       context_length=CONTEXT, max_batch_size=16, runner="hf")
 
 
 def _vllm() -> ModelConfig:
@@ -40,6 +47,7 @@ def _tensorrt_llm() -> ModelConfig:
 # backend name -> (the import that must be installed, or None; the config factory)
 BACKENDS: dict[str, tuple[str | None, Callable[[], ModelConfig]]] = {
     "transformers": (None, _transformers),
+    "transformers-hf": (None, _transformers_hf),
     "vllm": ("vllm", _vllm),
     "tensorrt_llm": ("tensorrt_llm", _tensorrt_llm),
 }

@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from engine.models import DEFAULT_MODEL_ID
+from engine.weights import DEFAULT_MODEL_ID
 from engine.types import RequestStatus
 from tests.conftest import start_inprocess, write_repository
 

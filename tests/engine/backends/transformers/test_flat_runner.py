@@ -1,5 +1,5 @@
 """The flattened Llama runner: its forward equals the HF model's, chunked prefill and batching change no
-greedy output (the slot KV store's own rules: test_kv_store.py)."""
+greedy output (the slot KV store's own rules: test_slot_store.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -10,10 +10,11 @@ from transformers import AutoModelForCausalLM
 
 from engine.backends.transformers.backend import TransformersBackend
 from engine.backends.transformers.flat_runner import FlatRunner
-from engine.backends.transformers.kv_store import SlotKVStore
-from engine.backends.transformers.llama import LlamaForward, Span, Step
-from engine.backends.transformers.runner import ModelRunner
-from engine.models import ensure_tiny_model
+from engine.backends.transformers.hf_runner import HFRunner
+from engine.backends.transformers.slot_store import SlotKVStore
+from engine.backends.transformers.llama import LlamaForward
+from engine.backends.transformers.step import Span, Step
+from engine.weights import ensure_tiny_model
 from engine.repository import ModelConfig
 from engine.types import GenerationRequest, SamplingParams
 
@@ -21,6 +22,10 @@ from engine.types import GenerationRequest, SamplingParams
 @pytest.fixture(scope="module")
 def model():
     return AutoModelForCausalLM.from_pretrained(ensure_tiny_model(), dtype=torch.float32).eval()
+
+
+class _Cell:
+    computed = 0        # a slot's occupant (a Sequence, in the runner)
 
 
 def _step(spans: list[tuple[int, int, list[int]]], want: list[int]) -> Step:
@@ -41,7 +46,7 @@ def test_whole_chunked_and_batched_decode_logits_equal_the_hf_forward(model):
     prompt = list(range(100, 190))
     with torch.inference_mode():
         ref = model(input_ids=torch.tensor([prompt + [5]])).logits[0]
-    a, b = kv.admit(128), kv.admit(128)
+    a, b = kv.admit(_Cell(), 128), kv.admit(_Cell(), 128)
     whole = forward(_step([(a, 0, prompt)], [89]), kv)
     forward(_step([(b, 0, prompt[:50])], [49]), kv)                    # the same prompt in two chunks
     chunked = forward(_step([(b, 50, prompt[50:])], [39]), kv)
@@ -83,10 +88,10 @@ async def test_streams_and_a_long_prompt_prefilled_in_chunks_equal_each_alone(dt
 
 async def test_other_architectures_and_runner_hf_use_the_hf_forward():
     backend = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32",
-                                              parameters={"runner": "hf"}))
+                                              runner="hf"))
     await backend.start()
     try:
-        assert isinstance(backend.runner, ModelRunner) and backend.scheduler.step_tokens is None
+        assert isinstance(backend.runner, HFRunner) and backend.runner.whole_prompts
         assert len(await _greedy(backend, list(range(200, 230)), "h")) == 8
     finally:
         await backend.stop()
@@ -106,7 +111,7 @@ def test_qwen2_qkv_biases_follow_their_reordered_rows():
     forward = LlamaForward(qwen)
     kv = SlotKVStore(2, 2, forward.head_dim, torch.float32, 2**24, 2)
     ids = list(range(10, 60))
-    slot = kv.admit(64)
+    slot = kv.admit(_Cell(), 64)
     got = forward(_step([(slot, 0, ids)], [49]), kv)
     with torch.inference_mode():
         want = qwen(input_ids=torch.tensor([ids])).logits[0, 49]
@@ -127,7 +132,7 @@ def test_a_bf16_model_with_64_wide_heads_prefills_through_the_native_kernel():
         pytest.skip("no native prefill kernel on this CPU (AVX512-BF16)")
     kv = SlotKVStore(2, 1, forward.head_dim, torch.bfloat16, 2**24, 2)
     ids = [(7 * i) % 290 + 5 for i in range(150)]
-    a, b = kv.admit(160), kv.admit(160)
+    a, b = kv.admit(_Cell(), 160), kv.admit(_Cell(), 160)
     whole = forward(_step([(a, 0, ids)], [63, 149]), kv)
     first = forward(_step([(b, 0, ids[:64])], [63]), kv)
     rest = forward(_step([(b, 64, ids[64:])], [85]), kv)
@@ -135,3 +140,29 @@ def test_a_bf16_model_with_64_wide_heads_prefills_through_the_native_kernel():
     with torch.inference_mode():
         want = llama(input_ids=torch.tensor([ids])).logits[0, [63, 149]].float()
     torch.testing.assert_close(whole, want, atol=0.03, rtol=0.01)   # one token changed 60 back moves them 0.13
+
+
+def test_runner_and_kv_store_are_typed_settings_refused_at_load_when_unknown():
+    from engine.errors import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match="config key 'runner' must be one of auto, hf, not 'flat'"):
+        ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "runner": "flat"})
+    with pytest.raises(InvalidRequest, match="config key 'kv_store' must be one of auto, reserved, zeroed"):
+        ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "kv_store": "paged"})
+
+
+async def test_a_reserved_store_that_sdpa_would_read_is_refused_and_zeroed_is_taken_as_asked():
+    """float32 has no native decode kernel: SDPA reads masked columns, so a reserved (unwritten) store is
+    refused when the model loads; an explicit zeroed store is what it runs."""
+    from engine.errors import BackendUnavailable
+
+    refused = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", kv_store="reserved"))
+    with pytest.raises(BackendUnavailable, match="reserved"):
+        await refused.start()
+    await refused.stop()
+    zeroed = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", kv_store="zeroed"))
+    await zeroed.start()
+    try:
+        assert isinstance(zeroed.runner, FlatRunner) and zeroed.runner.kv.zeroed
+    finally:
+        await zeroed.stop()

@@ -36,9 +36,9 @@ async def test_reused_head_gives_the_same_tokens(backends):
     first = HEAD + [5, 6, 7]
     second = HEAD + [9, 10, 11, 12, 13]
     assert await _greedy(cached, first, "a") == await _greedy(plain, first, "a2")
-    hits = cached.runner.prefixes.hits
+    hits = cached.runner.prefixes.hit_tokens
     assert await _greedy(cached, second, "b") == await _greedy(plain, second, "b2")
-    assert cached.runner.prefixes.hits == hits + 1          # the second prompt really reused the head
+    assert cached.runner.prefixes.hit_tokens == hits + 5 * BLOCK     # the second prompt really reused the head
 
 
 async def test_hit_and_miss_prefilled_in_one_step_stay_in_order(backends):
@@ -61,7 +61,7 @@ async def test_prompts_sent_together_reuse_the_head_the_first_one_computes():
         prompts = [HEAD + [40 + i, 50 + i] for i in range(4)]
         together = await asyncio.gather(*[_greedy(backend, p, f"t{i}") for i, p in enumerate(prompts)])
         assert together == [await _greedy(plain, p, f"p{i}") for i, p in enumerate(prompts)]
-        assert backend.runner.prefixes.hits == 3 and backend.runner.prefixes.hit_tokens == 3 * 5 * BLOCK
+        assert backend.runner.prefixes.hit_tokens == 3 * 5 * BLOCK     # three prompts reused the first one's head
     finally:
         await backend.stop()
         await plain.stop()

@@ -78,3 +78,56 @@ def test_a_row_whose_values_break_sampling_fails_alone():
     assert out[0] is not None and out[1] is None
     assert bad.status == RequestStatus.FINISHED_ERROR and "sampling failed" in bad.error
     assert good.status == RequestStatus.WAITING
+
+
+# A row of known probabilities (temperature 1): 0.4, 0.3, 0.15, 0.1, then a tail of 0.05.
+PROBS = [0.4, 0.3, 0.15, 0.1, 0.03, 0.01, 0.005, 0.005]
+LOG_ROW = [float(torch.tensor(p).log()) for p in PROBS]
+
+
+def _filtered(**params) -> torch.Tensor:
+    """The probabilities the sampler draws from for one row of PROBS (after its filters)."""
+    seq = _seq(seed=0, **{"temperature": 1.0, **params})
+    _, probs = Sampler(_Tokenizer(), V)._distributions([seq], _logits(LOG_ROW))
+    assert probs is not None
+    return probs[0]
+
+
+def test_top_p_keeps_the_smallest_head_whose_mass_reaches_p_renormalised():
+    kept = _filtered(top_p=0.8)                      # 0.4 + 0.3 = 0.7 < 0.8: the third token completes it
+    assert kept.nonzero().flatten().tolist() == [0, 1, 2]
+    torch.testing.assert_close(kept[:3], torch.tensor(PROBS[:3]) / sum(PROBS[:3]))
+    assert _filtered(top_p=0.3).nonzero().flatten().tolist() == [0]
+
+
+def test_min_p_drops_tokens_below_its_fraction_of_the_top_probability():
+    kept = _filtered(min_p=0.3)                      # threshold 0.3 x 0.4 = 0.12
+    assert kept.nonzero().flatten().tolist() == [0, 1, 2]
+    torch.testing.assert_close(kept[:3], torch.tensor(PROBS[:3]))
+    assert _filtered(min_p=0.05).nonzero().flatten().tolist() == [0, 1, 2, 3, 4]     # threshold 0.02
+
+
+def test_seeded_draws_under_top_p_land_only_on_the_kept_tokens():
+    seq = _seq(seed=11, temperature=1.0, top_p=0.8)
+    sampler = Sampler(_Tokenizer(), V)
+    draws = [sampler.sample([seq], _logits(LOG_ROW))[0][0] for _ in range(300)]
+    assert set(draws) == {0, 1, 2}
+    assert draws.count(0) > draws.count(2)           # 0.47 against 0.18 of the kept mass
+
+
+def _adjusted(seq: Sequence, row: list[float]) -> list[float]:
+    adjusted, _ = Sampler(_Tokenizer(), V)._distributions([seq], _logits(row))
+    return adjusted[0].tolist()
+
+
+def test_presence_penalty_subtracts_once_per_seen_token_and_frequency_per_occurrence():
+    row = [1.0] * V
+    assert _adjusted(_seq(presence_penalty=0.5, output=[3, 3, 5]), row) == [1, 1, 1, 0.5, 1, 0.5, 1, 1]
+    both = _adjusted(_seq(presence_penalty=0.5, frequency_penalty=0.25, output=[3, 3, 5]), row)
+    assert both == [1, 1, 1, 0.0, 1, 0.25, 1, 1]     # 3: 1 - 0.5 - 2 x 0.25; 5: 1 - 0.5 - 0.25
+
+
+def test_repetition_penalty_divides_positive_and_multiplies_negative_logits_of_seen_tokens():
+    row = [0.0, 1.0, -1.0, 2.0, -0.5, 3.0, 0.0, 0.0]
+    seq = _seq(repetition_penalty=2.0, output=[4])   # seen: the prompt's 1 and 2, the output's 4
+    assert _adjusted(seq, row) == [0.0, 0.5, -2.0, 2.0, -1.0, 3.0, 0.0, 0.0]

@@ -7,6 +7,7 @@ import time
 from engine.backends.transformers.scheduler import Scheduler
 from engine.backends.transformers.sequence import Sequence
 from engine.types import GenerationRequest, RequestStatus, SamplingParams
+from tests.engine.backends.transformers.fake_runner import FakeRunner
 
 
 def _seq(rid: str, prompt: int, max_tokens: int = 4, deadline: float | None = None) -> Sequence:
@@ -22,7 +23,7 @@ def _step(s: Scheduler, token: int = 7):
 
 
 def test_whole_prompt_mode_admits_up_to_the_batch_size_and_keeps_rows_in_order():
-    s = Scheduler(max_batch_size=2)
+    s = Scheduler(FakeRunner(whole_prompts=True), max_batch_size=2)
     a, b, c = _seq("a", 5), _seq("b", 3), _seq("c", 4)
     for seq in (a, b, c):
         s.add(seq)
@@ -36,7 +37,7 @@ def test_whole_prompt_mode_admits_up_to_the_batch_size_and_keeps_rows_in_order()
 
 
 def test_chunked_prefill_splits_a_long_prompt_and_decode_rows_never_wait():
-    s = Scheduler(max_batch_size=4, step_tokens=40)
+    s = Scheduler(FakeRunner(), max_batch_size=4, step_tokens=40)
     short, long = _seq("short", 10, max_tokens=8), _seq("long", 100)
     s.add(short)
     _step(s)                                             # short prefilled whole, first token sampled
@@ -54,15 +55,8 @@ def test_chunked_prefill_splits_a_long_prompt_and_decode_rows_never_wait():
 
 
 def test_chunked_admission_stops_when_the_kv_store_refuses_and_release_runs_when_a_sequence_leaves():
-    released, room = [], [1]
-
-    def admit(seq: Sequence) -> bool:
-        if not room[0]:
-            return False
-        room[0] -= 1
-        return True
-
-    s = Scheduler(max_batch_size=8, step_tokens=64, admit=admit, release=released.append)
+    runner = FakeRunner(room=1)
+    s = Scheduler(runner, max_batch_size=8, step_tokens=64)
     a, b = _seq("a", 4, max_tokens=2), _seq("b", 4)
     s.add(a)
     s.add(b)
@@ -70,13 +64,13 @@ def test_chunked_admission_stops_when_the_kv_store_refuses_and_release_runs_when
     assert a.status == RequestStatus.RUNNING and b.status == RequestStatus.WAITING and s.num_waiting == 1
     _step(s)                                             # a reaches max_tokens
     assert a.status == RequestStatus.FINISHED_LENGTH
-    room[0] = 1
+    runner.room = 1
     batch, _ = _step(s)                                  # a leaves (released), b joins
-    assert released == [a] and batch.prefill == [b]
+    assert runner.released == [a] and batch.prefill == [b]
 
 
 def test_an_expired_deadline_drops_a_waiting_sequence_instead_of_admitting_it():
-    s = Scheduler(max_batch_size=2)
+    s = Scheduler(FakeRunner(whole_prompts=True), max_batch_size=2)
     running, late = _seq("r", 3, max_tokens=10), _seq("late", 3, deadline=time.monotonic() - 1)
     s.add(running)
     _step(s)
@@ -88,7 +82,7 @@ def test_an_expired_deadline_drops_a_waiting_sequence_instead_of_admitting_it():
 
 
 def test_a_sequence_still_prefilling_sends_no_delta():
-    s = Scheduler(max_batch_size=2, step_tokens=16)
+    s = Scheduler(FakeRunner(), max_batch_size=2, step_tokens=16)
     s.add(_seq("p", 50))
     batch, deltas = _step(s)
     assert batch.sampling == [] and deltas == []
@@ -100,7 +94,7 @@ def test_newcomers_whose_head_is_cached_join_one_step_together():
     def cached_head(seq: Sequence) -> None:
         seq.computed = len(seq.prompt_ids) - 10
 
-    s = Scheduler(max_batch_size=8, step_tokens=64, first_chunk=cached_head)
+    s = Scheduler(FakeRunner(on_first_chunk=cached_head), max_batch_size=8, step_tokens=64)
     seqs = [_seq(f"s{i}", 200) for i in range(8)]
     for seq in seqs:
         s.add(seq)

@@ -62,11 +62,11 @@ def test_grammar_specs_map_onto_structured_outputs(spec, expected):
 
 
 def test_a_grammar_vllm_would_not_enforce_is_refused_up_front():
-    # patternProperties is not enforced (grammars/schema_keywords.py): a 400 naming `grammar`, never ignored
-    spec = JsonSchema.from_dict({"type": "object", "patternProperties": {"^a": {"type": "integer"}}})
+    # propertyNames is not enforced (grammars/schema_keywords.py): a 400 naming `grammar`, never ignored
+    spec = JsonSchema.from_dict({"type": "object", "propertyNames": {"maxLength": 3}})
     with pytest.raises(InvalidRequest) as err:
         structured_outputs(spec, "llguidance")
-    assert err.value.param == "grammar" and "patternProperties" in err.value.message
+    assert err.value.param == "grammar" and "propertyNames" in err.value.message
 
 
 def test_engine_args_from_conch_keys():

@@ -8,7 +8,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from engine.models import DEFAULT_MODEL_ID as MODEL
+from engine.weights import DEFAULT_MODEL_ID as MODEL
 from tests.agents_sdk import run_agents_sdk
 
 _AGENT_SCRIPT = """

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import start_server, write_repository
 from tests.gateway.openai.responses.checks import post, stream_events
-from tests.upstream_helpers import ECHO_TEXT, echo_server
+from tests.fake_upstreams import ECHO_TEXT, echo_server
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,72 @@
+"""A flattened step's attention over the slot KV store: decode rows batched, prefill chunks one by one."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from engine.backends.transformers.kernels import Kernels
+from engine.backends.transformers.slot_store import SlotKVStore
+from engine.backends.transformers.step import Step
+
+
+class Attention:
+    """Per-step attention plan: the decode rows (one token each) batched over a slot range, the prefill
+    chunks one by one. Masks are built once per step and reused by every layer.
+
+    GQA without copies: a decode row's H query heads are viewed as (G, H/G) -- G kv heads, each with H/G query
+    rows -- so each kv head is read once: by the native kernel (native/decode_attention.cpp, bf16) over each
+    row's own columns, or else by one SDPA call over the slot range with a length mask (SDPA's enable_gqa path
+    runs ~4x slower on CPU here).
+    A prefill chunk goes through native/prefill_attention.cpp (bf16; ~3x SDPA's speed on a long prompt), or
+    else SDPA: is_causal when the chunk starts at position 0 (it skips the masked blocks), an explicit mask
+    offset by the tokens already stored otherwise."""
+
+    def __init__(self, step: Step, kv: SlotKVStore, heads: int, kv_heads: int, kernels: Kernels) -> None:
+        self.gqa = heads != kv_heads
+        self.groups = (kv_heads, heads // kv_heads)
+        decode = [s for s in step.spans if s.n == 1]
+        self.chunks = [s for s in step.spans if s.n > 1]
+        self.decode_rows = torch.tensor([s.offset for s in decode], dtype=torch.long)
+        self.kernels = kernels
+        if decode and kernels.decode is not None:
+            self.slots = torch.tensor([s.slot for s in decode], dtype=torch.long)
+            self.lengths = torch.tensor([s.start + 1 for s in decode], dtype=torch.long)
+        elif decode:
+            self.lo = min(s.slot for s in decode)
+            hi = max(s.slot for s in decode) + 1
+            self.columns = max(s.start for s in decode) + 1
+            self.decode_slots = torch.tensor([s.slot - self.lo for s in decode], dtype=torch.long)
+            lengths = torch.zeros(hi - self.lo, dtype=torch.long)
+            lengths[self.decode_slots] = torch.tensor([s.start + 1 for s in decode])
+            self.hi = hi
+            # (S, 1, 1, C): slot row sees its own columns 0..len-1; rows of slots not decoding see column 0 only
+            self.mask = (torch.arange(self.columns) < lengths.clamp(min=1).unsqueeze(1)).view(hi - self.lo, 1, 1, -1)
+        self.causal = [None if s.start == 0 or kernels.prefill is not None else
+                       torch.arange(s.start + s.n).unsqueeze(0) <= torch.arange(s.start, s.start + s.n).unsqueeze(1)
+                       for s in self.chunks]                          # (n, start + n), None: is_causal or native
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q (T, H, D); k, v the layer's store (slots, G, capacity, D). Returns (T, H, D)."""
+        out = q.new_empty(q.shape)
+        if len(self.decode_rows) and self.kernels.decode is not None:
+            (G, R), D = self.groups, q.shape[2]
+            o = self.kernels.decode(q[self.decode_rows].view(-1, G, R, D), k, v, self.slots, self.lengths, D ** -0.5)
+            out[self.decode_rows] = o.view(-1, G * R, D)
+        elif len(self.decode_rows):
+            S, (G, R), D = self.hi - self.lo, self.groups, q.shape[2]
+            qs = q.new_zeros((S, G, R, D))
+            qs[self.decode_slots] = q[self.decode_rows].view(-1, G, R, D)
+            o = F.scaled_dot_product_attention(qs, k[self.lo:self.hi, :, :self.columns],
+                                               v[self.lo:self.hi, :, :self.columns], attn_mask=self.mask)
+            out[self.decode_rows] = o[self.decode_slots].view(-1, G * R, D)    # (S, G, R, D) -> rows (H, D)
+        for s, mask in zip(self.chunks, self.causal, strict=True):
+            rows = slice(s.offset, s.offset + s.n)
+            if self.kernels.prefill is not None:
+                self.kernels.prefill(q[rows], k, v, s.slot, s.start, q.shape[2] ** -0.5, out[rows])
+                continue
+            qc = q[rows].transpose(0, 1).unsqueeze(0)                        # (1, H, n, D)
+            end = s.start + s.n
+            o = F.scaled_dot_product_attention(qc, k[s.slot:s.slot + 1, :, :end], v[s.slot:s.slot + 1, :, :end],
+                                               attn_mask=mask, is_causal=mask is None, enable_gqa=self.gqa)
+            out[rows] = o[0].transpose(0, 1)
+        return out

@@ -1,5 +1,0 @@
-"""The response cache: deterministic requests answered from a store (memory LRU or Redis) by replaying deltas."""
-from engine.cache.cache import ResponseCache, open_cache
-from engine.cache.store import MemoryStore, Store
-
-__all__ = ["MemoryStore", "ResponseCache", "Store", "open_cache"]
