@@ -24,7 +24,7 @@ import httpx
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from engine.models import DEFAULT_MODEL_ID as MODEL
+from engine.weights import DEFAULT_MODEL_ID as MODEL
 from tests.conftest import start_server, write_repository
 from tests.mcp_servers import start
 
