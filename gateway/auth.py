@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,7 +99,7 @@ class ApiKey:
 
 
 class KeyRing:
-    def __init__(self, keys: list[ApiKey] = ()) -> None:
+    def __init__(self, keys: Sequence[ApiKey] = ()) -> None:
         self._by_digest = {_digest(k.secret): k for k in keys}
 
     @property
@@ -115,7 +116,7 @@ class KeyRing:
         return any(k.has(role) for k in self._by_digest.values())
 
     @classmethod
-    def load(cls, secrets: list[str] = (), file: Path | None = None, admins: list[str] = ()) -> "KeyRing":
+    def load(cls, secrets: Sequence[str] = (), file: Path | None = None, admins: Sequence[str] = ()) -> "KeyRing":
         keys = [ApiKey(s) for s in secrets] + [ApiKey(s, admin=True) for s in admins]
         if file is not None:
             text = Path(file).read_text()

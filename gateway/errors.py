@@ -182,7 +182,8 @@ def install_error_handlers(app: FastAPI) -> None:
     # Known classes get their own handler; anything else reaches CatchAll (a handler for `Exception` would run
     # in Starlette's ServerErrorMiddleware, which re-raises after answering, and uvicorn then drops the
     # keep-alive connection).
-    for cls in (APIError, *_TABLE):
+    known: tuple[type[Exception], ...] = (APIError, *_TABLE)
+    for cls in known:
         app.add_exception_handler(cls, _on_known)
 
 

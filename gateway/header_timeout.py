@@ -27,7 +27,7 @@ def header_timeout_protocol(seconds: float) -> type[asyncio.Protocol] | str:
     class HeaderTimeoutProtocol(HttpToolsProtocol):
         _header_timer: asyncio.TimerHandle | None = None
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport) -> None:
             super().connection_made(transport)
             self._arm()
 

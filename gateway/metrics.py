@@ -84,12 +84,13 @@ class Metrics:
                 self.counts["cancelled"][mv] += 1
         if t.cache_hit is not None:
             self.counts["hits" if t.cache_hit else "misses"][mv] += 1
-        self.counts["queue_us"][mv] += t.queued * 1e6
-        self.counts["duration_us"][mv] += t.duration * 1e6
+        # typeshed types a Counter's values as int; these hold float microseconds (a Counter adds any number)
+        self.counts["queue_us"][mv] += t.queued * 1e6  # type: ignore[assignment]
+        self.counts["duration_us"][mv] += t.duration * 1e6  # type: ignore[assignment]
         if t.succeeded:
-            self.counts["input_us"][mv] += t.compute_input * 1e6
-            self.counts["infer_us"][mv] += t.compute_infer * 1e6
-            self.counts["output_us"][mv] += t.compute_output * 1e6
+            self.counts["input_us"][mv] += t.compute_input * 1e6  # type: ignore[assignment]
+            self.counts["infer_us"][mv] += t.compute_infer * 1e6  # type: ignore[assignment]
+            self.counts["output_us"][mv] += t.compute_output * 1e6  # type: ignore[assignment]
         if t.rejected:
             return
         model = t.model

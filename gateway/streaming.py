@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, Awaitable, TypeVar
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, TypeVar, cast
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
@@ -37,7 +37,7 @@ def sse_response(events: AsyncIterator[str]) -> StreamingResponse:
     return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-async def prime(agen: AsyncIterator[T]) -> AsyncIterator[T]:
+async def prime(agen: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
     """Run `agen` to its first item now, so that errors raise before a response has started."""
     try:
         first = await agen.__anext__()
@@ -47,10 +47,10 @@ async def prime(agen: AsyncIterator[T]) -> AsyncIterator[T]:
     else:
         empty = False
 
-    async def chained() -> AsyncIterator[T]:
+    async def chained() -> AsyncGenerator[T, None]:
         try:
             if not empty:
-                yield first
+                yield cast(T, first)    # set: not empty (mypy cannot tie `first` to `empty`)
                 async for item in agen:
                     yield item
         finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import AsyncIterator
+from typing import AsyncGenerator, AsyncIterator
 
 from agents.tools import ContentDelta, StreamEvent, ToolCallDelta
 from engine import GenerationDelta
@@ -80,7 +80,7 @@ async def first_delta(deltas: AsyncIterator[GenerationDelta]) -> asyncio.Future:
 
 
 async def message_stream(message: dict, prompt_tokens: int, first: asyncio.Future,
-                         deltas: AsyncIterator[GenerationDelta], output: OutputReader,
+                         deltas: AsyncGenerator[GenerationDelta, None], output: OutputReader,
                          stop_sequences: list[str]) -> AsyncIterator[str]:
     """`message` is the message object without content; closing the stream (a client that hung up) aborts
     the generation."""

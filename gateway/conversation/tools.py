@@ -66,7 +66,8 @@ def _function(conv: Conversation, index: int, fn: dict[str, Any]) -> ToolFunctio
         validate(JsonSchema.from_dict(parameters))
     except GrammarError as exc:
         raise APIError(400, f"{_bracketed(param)}: {exc.message}", param=param, code="invalid_schema") from exc
-    return ToolFunction(fn["name"], fn.get("description") or "", parameters)
+    # ToolFunction takes the schema as a mapping too (stored as JSON text); its field is typed str
+    return ToolFunction(fn["name"], fn.get("description") or "", parameters)  # type: ignore[arg-type]
 
 
 def _bracketed(param: str) -> str:

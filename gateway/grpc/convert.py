@@ -143,8 +143,8 @@ def _add_outputs(response: pb.ModelInferResponse, outputs: Tensors, wanted: Want
             shm.write(ref, array, name)
             tensor = pb.ModelInferResponse.InferOutputTensor(name=name, datatype=datatype_of(array),
                                                              shape=array.shape)
-            for key, value in ref.as_parameters().items():
-                setattr(tensor.parameters[key], "string_param" if isinstance(value, str) else "int64_param", value)
+            for param, value in ref.as_parameters().items():
+                setattr(tensor.parameters[param], "string_param" if isinstance(value, str) else "int64_param", value)
             response.outputs.append(tensor)
             response.raw_output_contents.append(b"")
             continue

@@ -37,7 +37,8 @@ def json_shape(value: Any, name: str) -> tuple[int, ...]:
     """The shape of a JSON value given as a tensor (a scalar is [1]); nested lists must be rectangular."""
     if not isinstance(value, list):
         return (1,)
-    shape, level = [], [value]
+    shape: list[int] = []
+    level = [value]
     while level and all(isinstance(v, list) for v in level):
         sizes = {len(v) for v in level}
         if len(sizes) > 1 or len(shape) == MAX_RANK:

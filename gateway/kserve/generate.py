@@ -7,7 +7,7 @@ given), "model_name", "model_version", "text_output", ...other outputs}`. genera
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 from fastapi import APIRouter, Request
 
@@ -35,7 +35,7 @@ async def json_body(request: Request) -> dict[str, Any]:
 
 
 async def _responses(state: TritonState, request: Request, model: str, version: str | None,
-                     stream: bool) -> tuple[LoadedModel, Any, AsyncIterator[Tensors]]:
+                     stream: bool) -> tuple[LoadedModel, Any, AsyncGenerator[Tensors, None]]:
     body = await json_body(request)
     loaded = state.model(model, version)
     tm = tensor_model(state.engine, model, loaded.config.version)

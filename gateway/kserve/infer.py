@@ -2,7 +2,7 @@
 generate_stream or gRPC ModelStreamInfer)."""
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import AsyncGenerator
 
 from fastapi import APIRouter, Request, Response
 
@@ -23,7 +23,7 @@ async def single_response(state: TritonState, model: str, version: str | None, r
     return await _only(tensor_model(state.engine, model, loaded.config.version).infer(request))
 
 
-async def _only(responses: AsyncIterator[Tensors]) -> Tensors:
+async def _only(responses: AsyncGenerator[Tensors, None]) -> Tensors:
     try:
         first = await responses.__anext__()
         async for _ in responses:

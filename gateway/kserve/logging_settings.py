@@ -21,8 +21,8 @@ from engine.errors import InvalidRequest
 _FORMATS = {"default": "%(asctime)s %(levelname)s %(name)s: %(message)s",
             "ISO8601": "%(asctime)s %(levelname)s %(name)s: %(message)s"}
 _DATEFMT = {"default": None, "ISO8601": "%Y-%m-%dT%H:%M:%S"}
-_TYPES: dict[str, type] = {"log_file": str, "log_info": bool, "log_warning": bool, "log_error": bool,
-                           "log_verbose_level": int, "log_format": str}
+_TYPES: dict[str, type[Any]] = {"log_file": str, "log_info": bool, "log_warning": bool, "log_error": bool,
+                                "log_verbose_level": int, "log_format": str}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from gateway.errors import APIError
 from gateway.openai.chat_output import call_dict, delta_dict
 from gateway.openai.choices import Choice, collect, chat_logprobs, new_id, now, usage
 from gateway.openai.json_route import JSONBodyRoute
-from gateway.openai.schemas.chat import ChatCompletionRequest
+from gateway.openai.schemas.chat import ChatCompletionRequest, NamedToolChoice
 from gateway.openai.structured import constraint_fields
 from gateway.state import conch_state, wants_cache
 from gateway.streaming import error_event, prime, sse_event, sse_response, until_disconnect
@@ -28,7 +28,8 @@ def conversation(body: ChatCompletionRequest, use_cache: bool) -> Conversation:
     return Conversation(
         model=body.model, messages=tuple(m.model_dump(exclude_none=True) for m in body.messages),
         sampling=body.sampling, tools=tuple(t.model_dump(exclude_none=True) for t in body.tools or ()),
-        tool_choice=body.tool_choice.model_dump() if hasattr(body.tool_choice, "model_dump") else body.tool_choice,
+        tool_choice=(body.tool_choice.model_dump() if isinstance(body.tool_choice, NamedToolChoice)
+                     else body.tool_choice),
         parallel_tool_calls=body.parallel_tool_calls, constraints=tuple(constraint_fields(body)),
         response_format=body.response_format, stream=body.stream, use_cache=use_cache,
         add_generation_prompt=body.add_generation_prompt, continue_final_message=body.continue_final_message)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
-from typing import AsyncIterator
+from typing import AsyncGenerator, AsyncIterator
 
 from fastapi import APIRouter, Request
 
@@ -63,7 +63,7 @@ async def create_completion(body: CompletionRequest, request: Request):
     response_id = gens[0].id.rsplit("-", 1)[0]
     tokenizer = engine.get(body.model).tokenizer
     echoes = [_echo(tokenizer, g) for g in gens] if body.echo else None
-    prompt_tokens = sum(len(g.prompt_token_ids) for g in gens)
+    prompt_tokens = sum(len(g.prompt_token_ids or ()) for g in gens)   # prepare has set the ids
     if body.stream:
         return sse_response(_stream(response_id, body, deltas, len(gens), echoes, prompt_tokens))
     # Not primed: a client that hangs up while its requests still wait in the queue aborts them there.
@@ -74,9 +74,10 @@ async def create_completion(body: CompletionRequest, request: Request):
     }
 
 
-async def _prime_all(streams: list[AsyncIterator[GenerationDelta]]) -> list[AsyncIterator[GenerationDelta]]:
+async def _prime_all(streams: list[AsyncGenerator[GenerationDelta, None]]
+                     ) -> list[AsyncGenerator[GenerationDelta, None]]:
     """Prime every prompt's stream; if one fails, close those already started (aborting them) and raise."""
-    primed: list[AsyncIterator[GenerationDelta]] = []
+    primed: list[AsyncGenerator[GenerationDelta, None]] = []
     try:
         for stream in streams:
             primed.append(await prime(stream))
@@ -133,6 +134,7 @@ async def _stream(response_id: str, body: CompletionRequest, deltas: AsyncIterat
     scored = echoes is not None and body.logprobs is not None
     unechoed = {c.index for c in choices} if scored else set()
     for c in choices if echoes and not scored else ():
+        assert echoes is not None           # for mypy: the loop runs only with echoes
         offsets[c.index] = len(echoes[c.index // body.n].text)
         yield chunk(c.index, echoes[c.index // body.n].text, None, None)
     try:
@@ -143,6 +145,7 @@ async def _stream(response_id: str, body: CompletionRequest, deltas: AsyncIterat
                 return
             if d.index in unechoed:
                 unechoed.discard(d.index)
+                assert echoes is not None       # for mypy: unechoed is empty without echoes
                 echo = echoes[d.index // body.n]
                 offsets[d.index] = len(echo.text)
                 yield chunk(d.index, echo.text, None, _logprobs(body, echo, choices[d.index], [], 0))

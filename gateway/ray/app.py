@@ -32,18 +32,20 @@ def application(settings: RaySettings) -> serve.Application:
         if opts.multiplex_group is not None:
             groups.setdefault(opts.multiplex_group, []).append(name)
             continue
-        handles[name] = ModelServer.options(name=f"model-{name}", **opts.serve_options()).bind(
+        handles[name] = ModelServer.options(  # type: ignore[attr-defined]  # a Deployment, typed as the class
+            name=f"model-{name}", **opts.serve_options()).bind(
             settings.repository, name, settings.max_queue_size)
     for group, names in groups.items():
         opts = options[names[0]]         # a group's first model (by name) carries its deployment options
-        bound = ModelGroup.options(name=f"group-{group}", **opts.serve_options()).bind(
+        bound = ModelGroup.options(  # type: ignore[attr-defined]  # a Deployment, typed as the class
+            name=f"group-{group}", **opts.serve_options()).bind(
             settings.repository, opts.max_models_per_replica, settings.max_queue_size)
         handles.update(dict.fromkeys(names, bound))
     settings = replace(settings, max_replicas=tuple((n, o.max_replicas) for n, o in options.items()),
                        multiplexed=tuple(n for names in groups.values() for n in names))
-    return Ingress.options(name="ingress", num_replicas=settings.ingress_replicas,
-                           max_ongoing_requests=settings.ingress_max_ongoing,
-                           ray_actor_options={"num_cpus": settings.ingress_cpus}).bind(settings, handles)
+    return Ingress.options(  # type: ignore[attr-defined]  # a Deployment, typed as the class
+        name="ingress", num_replicas=settings.ingress_replicas, max_ongoing_requests=settings.ingress_max_ongoing,
+        ray_actor_options={"num_cpus": settings.ingress_cpus}).bind(settings, handles)
 
 
 def model_options(settings: RaySettings) -> dict[str, DeploymentOptions]:

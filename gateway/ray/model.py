@@ -45,7 +45,9 @@ async def stream(engine: Engine, request: GenerationRequest) -> AsyncIterator[An
 class ModelServer:
     """One model. The response cache and limits live at the ingress, so this engine has none."""
 
-    async def __init__(self, repository: str | None, name: str, max_queue_size: int | None = None) -> None:
+    # Ray Serve awaits an async constructor; mypy allows only a plain __init__
+    async def __init__(  # type: ignore[misc]
+            self, repository: str | None, name: str, max_queue_size: int | None = None) -> None:
         self.name = name
         self.engine = Engine(ModelRepository(Path(repository) if repository else None),
                              max_queue_size=max_queue_size)

@@ -32,7 +32,8 @@ class Resident:
 
 @serve.deployment
 class ModelGroup:
-    async def __init__(self, repository: str | None, max_models_per_replica: int = 3,
+    # Ray Serve awaits an async constructor; mypy allows only a plain __init__
+    async def __init__(self, repository: str | None, max_models_per_replica: int = 3,  # type: ignore[misc]
                        max_queue_size: int | None = None) -> None:
         self.engine = Engine(ModelRepository(Path(repository) if repository else None),
                              max_queue_size=max_queue_size)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import replace
-from typing import AsyncIterator
+from typing import AsyncIterator, cast
 
 from ray.exceptions import RayActorError
 from ray.serve.exceptions import BackPressureError
-from ray.serve.handle import DeploymentHandle
+from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 
-from engine.backend import Backend, Capabilities
+from engine.backend import Backend, BackendStats, Capabilities
 from engine.errors import EngineError, ModelNotReady
 from engine.repository import ModelConfig
 from engine.types import GenerationDelta, GenerationRequest
@@ -47,7 +47,8 @@ class RemoteBackend:
         that, or mid-stream, the request fails with ModelNotReady (a 503), never silently."""
         for attempt in (1, 2):
             started = False
-            stream = self.handle.options(stream=True).generate.remote(request)
+            # stream=True makes it a generator; Ray's typing returns the union either way
+            stream = cast(DeploymentResponseGenerator, self.handle.options(stream=True).generate.remote(request))
             try:
                 async for item in stream:
                     if isinstance(item, str):
@@ -70,6 +71,10 @@ class RemoteBackend:
 
     def health(self) -> bool:
         return self.tokenizer is not None
+
+    def stats(self) -> BackendStats:
+        """Unknown at the ingress (the replica's scheduler holds them): zeros, kv_cache_usage None."""
+        return BackendStats()
 
     async def stop(self) -> None: ...
 

@@ -37,4 +37,5 @@ class RaySettings:
         unknown = sorted(set(args) - known)
         if unknown:
             raise ValueError(f"conch ray args: unknown keys {unknown}; known: {sorted(known)}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in args.items()})
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in args.items()}
+        return cls(**values)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 from gateway.records.errors import RecordNotFound
 from gateway.records.store import RecordStore
@@ -55,8 +56,8 @@ def public(record: dict) -> dict:
 
 
 async def create_conversation(store: RecordStore, owner: str, items: list[dict], metadata: dict | None) -> dict:
-    record = {"id": new_id("conv"), "object": "conversation", "created_at": int(time.time()),
-              "metadata": metadata or {}, "items": [stored_item(i) for i in items]}
+    record: dict[str, Any] = {"id": new_id("conv"), "object": "conversation", "created_at": int(time.time()),
+                              "metadata": metadata or {}, "items": [stored_item(i) for i in items]}
     await store.put(KIND, record["id"], owner, record)
     return record
 

@@ -134,6 +134,7 @@ class RecordStore:
     async def _redis(self, command) -> Any:
         """One command through the link, or _FAILED. The local-only records go to Redis first, so that a
         command never sees Redis without a record this process holds for it."""
+        assert self.link is not None                     # called only with Redis configured
         if self._local_only and not await self._flush():
             return _FAILED
         result = await self.link.call(command, _FAILED)
@@ -143,6 +144,7 @@ class RecordStore:
         return result
 
     def _keep_local(self, key: str) -> None:
+        assert self.link is not None                     # called only with Redis configured
         self._local_only.add(key)
         self.degraded_writes += 1
         if not self._degraded:
@@ -152,11 +154,14 @@ class RecordStore:
 
     async def _flush(self) -> bool:
         """Writes the local-only records to Redis; False (the rest kept) at the first command that fails."""
+        assert self.link is not None                     # called only with Redis configured
         for key in list(self._local_only):
             blob = await self.memory.get(key)
             if blob is not None:                         # None: evicted meanwhile, nothing left to write
-                ok = await self.link.call(lambda r, k=key, b=blob: r.set(self.prefix + k, b, ex=self._ttl_s),
-                                          _FAILED)
+                # mypy cannot infer a lambda whose defaults bind the loop's values
+                ok = await self.link.call(
+                    lambda r, k=key, b=blob: r.set(self.prefix + k, b, ex=self._ttl_s),  # type: ignore[misc]
+                    _FAILED)
                 if ok is _FAILED:
                     return False
             self._local_only.discard(key)

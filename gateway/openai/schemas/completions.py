@@ -1,7 +1,7 @@
 """/v1/completions request."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pydantic import field_validator, model_validator
 
@@ -59,5 +59,5 @@ class CompletionRequest(SamplingFields):
         if isinstance(p, str):
             return [p]
         if all(isinstance(x, int) for x in p):
-            return [list(p)]
-        return list(p)
+            return [list(cast("list[int]", p))]                 # all() does not narrow the union
+        return list(cast("list[str] | list[list[int]]", p))

@@ -108,6 +108,7 @@ def _tag(value: Any) -> str:
     return f"[{_item_type(value)}]"
 
 
+# A union built at runtime from _ITEMS (pydantic reads it); mypy cannot use it as a type: its uses are ignored
 Item = Annotated[Union[tuple(Annotated[model, Tag(f"[{name}]")] for name, model in _ITEMS.items())],  # type: ignore
                  Discriminator(_tag)]
 
@@ -124,7 +125,7 @@ def _known_types(items: Any) -> Any:
 
 
 class ConversationCreate(WireModel):
-    items: Annotated[list[Item], Field(max_length=MAX_ITEMS_PER_REQUEST)] | None = None
+    items: Annotated[list[Item], Field(max_length=MAX_ITEMS_PER_REQUEST)] | None = None  # type: ignore[valid-type]
     metadata: dict[str, str] | None = None
     safety_identifier: str | None = None       # accepted (the SDK sends it); Conch keeps no safety records
 
@@ -149,7 +150,7 @@ class ConversationUpdate(WireModel):
 
 
 class ItemsCreate(WireModel):
-    items: Annotated[list[Item], Field(min_length=1, max_length=MAX_ITEMS_PER_REQUEST)]
+    items: Annotated[list[Item], Field(min_length=1, max_length=MAX_ITEMS_PER_REQUEST)]  # type: ignore[valid-type]
 
     @field_validator("items", mode="before")
     @classmethod

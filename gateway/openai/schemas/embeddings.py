@@ -1,7 +1,7 @@
 """POST /v1/embeddings, as OpenAI defines it: input as text, texts, token ids or lists of token ids."""
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 from pydantic import Field, field_validator
 
@@ -34,9 +34,11 @@ class EmbeddingRequest(WireModel):
     def to_engine(self, request_id: str) -> EngineEmbeddingRequest:
         value = self.input
         if isinstance(value, str) or (value and isinstance(value[0], str)):
-            texts = (value,) if isinstance(value, str) else tuple(value)
+            # value[0] does not narrow the union for mypy: the casts name what the checks above found
+            texts = (value,) if isinstance(value, str) else tuple(cast("list[str]", value))
             return EngineEmbeddingRequest(request_id, self.model, texts=texts, dimensions=self.dimensions,
                                           priority=self.priority)
-        rows = (tuple(value),) if isinstance(value[0], int) else tuple(tuple(r) for r in value)
+        rows = ((tuple(cast("list[int]", value)),) if isinstance(value[0], int)
+                else tuple(tuple(r) for r in cast("list[list[int]]", value)))
         return EngineEmbeddingRequest(request_id, self.model, token_ids=rows, dimensions=self.dimensions,
                                       priority=self.priority)
