@@ -136,9 +136,12 @@ def _name(i: int, tool: dict[str, Any]) -> str:
 def _choice(value: str | dict[str, Any] | None,
             custom: dict[str, CustomTool]) -> tuple[str | dict[str, Any] | None, set[str] | None]:
     """(chat's tool_choice, the names allowed_tools keeps or None)."""
-    if value is None or value in ("none", "auto", "required"):
+    if value is None or isinstance(value, str) and value in ("none", "auto", "required"):
         return value, None
-    kind = value.get("type") if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        raise APIError(400, f"tool_choice must be none, auto, required or an object, not {value!r}",
+                       param="tool_choice")
+    kind = value.get("type")
     if kind in ("function", "custom") and isinstance(value.get("name"), str):
         return {"type": "function", "function": {"name": value["name"]}}, None
     if kind == "allowed_tools" and value.get("mode") in ("auto", "required"):
