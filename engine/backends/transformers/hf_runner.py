@@ -3,6 +3,8 @@
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
@@ -27,6 +29,9 @@ class HFRunner:
         self.prefixes = prefix_cache
         self.room_tokens = room_tokens
         self._held: list[Sequence] = []        # admitted and not released: their rows are the padded KV's
+        # transformers renamed forward's `past_key_values` to `cache` (5.2x); an older release ignores `cache`
+        # in its **kwargs and never fills the KV, so the name is the one this model's forward takes
+        self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
     @property
     def kv_usage(self) -> float:
@@ -90,7 +95,7 @@ class HFRunner:
         mask = torch.ones((1, len(prompt)), dtype=torch.long)
         where = torch.arange(cached, len(prompt))
         out = self.model(input_ids=rest, attention_mask=mask, position_ids=where.unsqueeze(0),
-                         cache=cache, use_cache=True, cache_position=where,
+                         **{self._cache_kw: cache}, use_cache=True, cache_position=where,
                          logits_to_keep=1)
         self.kv.merge(cache, mask)
         return out.logits[:, -1, :].float()
@@ -106,7 +111,7 @@ class HFRunner:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=self.model.config)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         cache=cache, use_cache=True, logits_to_keep=1)
+                         **{self._cache_kw: cache}, use_cache=True, logits_to_keep=1)
         self._remember(prompts, cache, width)
         self.kv.merge(cache, mask)
         return out.logits[:, -1, :].float()
@@ -128,6 +133,6 @@ class HFRunner:
         mask = self.kv.extend_mask()                               # (B, T + 1)
         ids = torch.tensor(last_tokens, dtype=torch.long).unsqueeze(-1)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         cache=self.kv.cache, use_cache=True,
+                         **{self._cache_kw: self.kv.cache}, use_cache=True,
                          cache_position=torch.arange(past, past + 1), logits_to_keep=1)
         return out.logits[:, -1, :].float()
