@@ -158,6 +158,22 @@ def test_the_agents_sdk_session(servers, tmp_path):
     assert "session ok" in run_agents_sdk(_SESSION_SCRIPT, [servers[0].v1, KEYS["alice"]], tmp_path)
 
 
+def test_a_response_made_on_one_process_is_continued_and_deleted_on_the_other(servers):
+    one, two = _client(servers[0]), _client(servers[1])
+    first = one.responses.create(model="tiny", input="Hello", max_output_tokens=4, temperature=0)
+    assert two.responses.retrieve(first.id).output == first.output           # read through the shared Redis
+    later = two.responses.create(model="tiny", input="Again", previous_response_id=first.id, max_output_tokens=4,
+                                 temperature=0)
+    items = [i.type for i in two.responses.input_items.list(later.id, order="asc")]
+    assert later.status in ("completed", "incomplete") and items == ["message"]
+    assert later.usage.input_tokens > first.usage.input_tokens             # the first turn is the head
+    with pytest.raises(openai.NotFoundError):
+        _client(servers[1], "bob").responses.retrieve(first.id)             # another key: as if unknown
+    two.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        one.responses.retrieve(first.id)
+
+
 def test_metrics_show_the_record_store(servers):
     text = httpx.get(f"{servers[0].url}/metrics", headers={"Authorization": f"Bearer {KEYS['root']}"}).text
     assert "conch_record_store_redis_up 1" in text
