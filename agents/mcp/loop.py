@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from contextlib import AsyncExitStack, suppress
+from contextlib import AsyncExitStack, aclosing, suppress
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 
 import anyio
 
@@ -170,15 +170,23 @@ def _arguments(text: str) -> dict[str, Any]:
 
 
 async def iterate(loop: McpLoop, resume: Sequence[Approval] = ()) -> AsyncIterator[LoopEvent | LoopOutcome]:
-    """The loop's events, then its outcome. The loop runs in a task of its own (its sessions' cancel scopes
-    never cross a yield); a consumer that stops early (a client gone) cancels it, and the call in flight."""
+    """The loop's events, then its outcome (see `pump`)."""
     queue: asyncio.Queue = asyncio.Queue()
-    done = object()
 
     async def emit(event: LoopEvent) -> None:
         await queue.put(event)
 
-    task = asyncio.create_task(loop.run(emit, resume))
+    async with aclosing(pump(queue, loop.run(emit, resume))) as items:
+        async for item in items:
+            yield item
+
+
+async def pump(queue: asyncio.Queue, work: Coroutine[Any, Any, Any]) -> AsyncGenerator[Any, None]:
+    """What `work` puts on `queue` as it comes, then its result. `work` runs in a task of its own (an MCP
+    session's cancel scopes never cross a yield); a consumer that stops early (a client gone) cancels it, and
+    the call in flight. Close it explicitly (`aclosing`) so that the cancel happens at once."""
+    done = object()
+    task = asyncio.create_task(work)
     task.add_done_callback(lambda _: queue.put_nowait(done))
     try:
         while (item := await queue.get()) is not done:

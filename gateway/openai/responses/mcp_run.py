@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import suppress
+from contextlib import aclosing
 from typing import Any, AsyncGenerator, AsyncIterator
 
 from agents.mcp import Limits
 from agents.mcp.events import Ending, LoopOutcome, ModelTurn, TurnInput
-from agents.mcp.loop import McpLoop
+from agents.mcp.loop import McpLoop, pump
 from agents.mcp.metrics import CallObserver
 from agents.mcp.transcript import as_messages, as_tools
 from gateway.conversation import build_generation
@@ -37,7 +37,6 @@ from gateway.openai.responses.run import Prepared, TurnExtras, builder, conversa
 
 log = logging.getLogger(__name__)
 
-_DONE = object()
 _ENDINGS = {Ending.TIMEOUT: "the MCP loop ran past its time bound",
             Ending.MAX_TURNS: "the model kept calling MCP tools past the gateway's bound on model turns"}
 _LISTING = ("response.mcp_list_tools.", "response.output_item.")
@@ -94,17 +93,10 @@ class McpRun:
 
     async def events(self) -> AsyncGenerator[Any, None]:
         """The output events as they happen, then the LoopOutcome; an exception of a turn raises here."""
-        task = asyncio.create_task(self.loop.run(self._emit, self.p.mcp.approvals if self.p.mcp else ()))
-        task.add_done_callback(lambda _: self.queue.put_nowait(_DONE))
-        try:
-            while (item := await self.queue.get()) is not _DONE:
+        work = self.loop.run(self._emit, self.p.mcp.approvals if self.p.mcp else ())
+        async with aclosing(pump(self.queue, work)) as items:
+            async for item in items:
                 yield item
-            yield task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-                with suppress(asyncio.CancelledError):
-                    await task
 
     def terminal(self, outcome: LoopOutcome | None) -> tuple[tuple[str, Any], dict[str, str] | None]:
         """(the response's status and incomplete_details, its error) for how the loop ended."""
