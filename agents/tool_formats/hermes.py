@@ -33,13 +33,10 @@ class HermesParser(ToolParser):
         self._state = self._read_call
 
     def _read_call(self) -> bool:
-        self._pos = self._reader.feed(self._buf, self._pos)
-        if self._reader.failed:
-            return self._fail(self._pos)
-        if self._reader.done:
-            self._state = self._close_tag
-            return True
-        return self._fail(len(self._buf)) if self._final else False
+        if (waiting := self._feed_call(self._reader)) is not None:
+            return waiting
+        self._state = self._close_tag
+        return True
 
     def _close_tag(self) -> bool:
         pos = skip_whitespace(self._buf, self._pos)

@@ -56,14 +56,11 @@ class Llama3Parser(ToolParser):
         self._state = self._read_call
 
     def _read_call(self) -> bool:
-        self._pos = self._reader.feed(self._buf, self._pos)
-        if self._reader.failed:
-            return self._fail(self._pos)
-        if self._reader.done:
-            self._complete(region_open=True)
-            self._state = self._separator
-            return True
-        return self._fail(len(self._buf)) if self._final else False
+        if (waiting := self._feed_call(self._reader)) is not None:
+            return waiting
+        self._complete(region_open=True)
+        self._state = self._separator
+        return True
 
     def _separator(self) -> bool:
         """After a call: another call (dropping the separator), the end, or content (keeping it)."""

@@ -76,11 +76,8 @@ class MistralParser(ToolParser):
         self._in_array, self._pos, self._state = in_array, pos, self._read_object
 
     def _read_object(self) -> bool:
-        self._pos = self._reader.feed(self._buf, self._pos)
-        if self._reader.failed:
-            return self._fail(self._pos)
-        if not self._reader.done:
-            return self._fail(len(self._buf)) if self._final else False
+        if (waiting := self._feed_call(self._reader)) is not None:
+            return waiting
         self._complete(region_open=self._in_array)
         if not self._in_array:
             return self._end_region()

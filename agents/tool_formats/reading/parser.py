@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from agents.tools.assemble import assemble
+from agents.tool_formats.reading.call_object import CallObjectReader
 from agents.tool_formats.reading.call_sink import CallSink
 from agents.tool_formats.reading.content import WHITESPACE, find_marker, held_from, skip_whitespace
 from agents.tools.types import ContentDelta, ParsedOutput, StreamEvent, ToolCallDelta
@@ -145,6 +146,16 @@ class ToolParser:
         self._seg = None
         self._state = self._content
         return True
+
+    def _feed_call(self, reader: CallObjectReader) -> bool | None:
+        """`reader` (the call being read) fed from `_pos`: None once its call is whole (the state goes on),
+        else what the state returns: a failure, or False to wait for more text (a failure after finish())."""
+        self._pos = reader.feed(self._buf, self._pos)
+        if reader.failed:
+            return self._fail(self._pos)
+        if not reader.done:
+            return self._fail(len(self._buf)) if self._final else False
+        return None
 
     def _fail(self, at: int) -> bool:
         """The text from `_seg` is not a valid call: give it back as content up to `at`, go on from `at`."""
