@@ -80,16 +80,21 @@ def _parser() -> argparse.ArgumentParser:
 
 def _mcp_config(args: argparse.Namespace):
     """The MCP settings, or SystemExit naming what in the flags or the file is wrong."""
-    from agents.mcp import Limits, McpConfig, McpRegistry, OriginPolicy
+    from agents.mcp import McpConfig
 
     try:
-        registry = McpRegistry.load(args.mcp_servers) if args.mcp_servers else McpRegistry()
-        if args.mcp_loop_timeout is not None and args.mcp_loop_timeout <= 0:
-            raise ValueError("--mcp-loop-timeout must be positive")
-        limits = Limits() if args.mcp_loop_timeout is None else Limits(loop_timeout_s=args.mcp_loop_timeout)
-        return McpConfig(registry=registry, origins=OriginPolicy.of(args.mcp_allow_origin), limits=limits)
+        return McpConfig.from_flags(args.mcp_servers, args.mcp_allow_origin, args.mcp_loop_timeout)
     except (OSError, ValueError) as exc:
         raise SystemExit(f"conch serve: MCP settings: {exc}") from None
+
+
+def _aliases(args: argparse.Namespace):
+    from gateway.aliases import ModelAliases
+
+    try:
+        return ModelAliases.parse(args.model_alias)
+    except ValueError as exc:
+        raise SystemExit(f"conch serve: --model-alias: {exc}") from None
 
 
 def _ray_arguments(serve: argparse.ArgumentParser) -> None:
@@ -102,14 +107,20 @@ def _ray_arguments(serve: argparse.ArgumentParser) -> None:
     ray.add_argument("--ray-num-cpus", type=int, default=None, help="CPUs a local Ray offers (default: all)")
     ray.add_argument("--ray-ingress-cpus", type=float, default=1.0, help="num_cpus of an ingress replica")
     ray.add_argument("--ray-model-cpus", type=float, default=None, help="default num_cpus of a model replica")
+    ray.add_argument("--ray-routing", choices=["affinity", "pow2"], default="affinity",
+                     help="which model replica takes a request: the one holding its conversation's KV, within "
+                          "--ray-affinity-slack (default), or Ray's power-of-two least loaded")
+    ray.add_argument("--ray-affinity-slack", type=int, default=None, metavar="N",
+                     help="requests a conversation's replica may run beyond the least loaded replica's before "
+                          "its next turn goes to the least loaded one (default 4)")
 
 
 def _serve_ray(args: argparse.Namespace) -> None:
-    for flag in ("model_control_mode", "metrics_port", "mcp_servers", "mcp_allow_origin", "mcp_loop_timeout"):
-        if getattr(args, flag) not in (None, "none", []):
+    for flag in ("model_control_mode", "metrics_port"):
+        if getattr(args, flag) not in (None, "none"):
             raise SystemExit(f"conch serve --ray: --{flag.replace('_', '-')} is not supported on Ray")
-    if args.model_alias or args.keep_billing_header:
-        raise SystemExit("conch serve --ray: --model-alias and --keep-billing-header are not supported on Ray yet")
+    _mcp_config(args)               # a bad flag or file is refused before Ray starts; each ingress replica
+    _aliases(args)                  # then builds its own from the same flags (RaySettings)
     if args.replicas is not None and args.replicas < 1 or args.ingress_replicas < 1:
         raise SystemExit("conch serve --ray: --replicas and --ingress-replicas must be >= 1")
     from gateway.ray.run import serve_ray
@@ -124,7 +135,11 @@ def _serve_ray(args: argparse.Namespace) -> None:
         response_store_mb=args.response_store_mb,
         api_keys=tuple(args.api_key), admin_keys=tuple(args.admin_key),
         api_keys_file=str(args.api_keys_file.resolve()) if args.api_keys_file else None,
-        max_queue_size=args.max_queue_size, metrics=not args.no_metrics, grpc_port=args.grpc_port)
+        max_queue_size=args.max_queue_size, metrics=not args.no_metrics, grpc_port=args.grpc_port,
+        routing=args.ray_routing, affinity_slack=args.ray_affinity_slack,
+        mcp_servers=str(args.mcp_servers.resolve()) if args.mcp_servers else None,
+        mcp_allow_origin=tuple(args.mcp_allow_origin), mcp_loop_timeout=args.mcp_loop_timeout,
+        model_alias=tuple(args.model_alias), keep_billing_header=args.keep_billing_header)
     from gateway.ray.capacity import FleetTooLarge
 
     try:
@@ -149,7 +164,6 @@ def main(argv: list[str] | None = None) -> None:
     mcp = _mcp_config(args)
     import uvicorn
 
-    from gateway.aliases import ModelAliases
     from gateway.app import build_app
 
     from engine.response_cache import open_cache
@@ -162,12 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     limiter = open_limiter(args.rate_limits, args.rate_limits_fallback, args.rate_limits_replicas or 1)
     gate = Gate(keys, limiter) if not keys.open else None
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
-    try:
-        aliases = ModelAliases.parse(args.model_alias)
-    except ValueError as exc:
-        raise SystemExit(f"conch serve: --model-alias: {exc}") from None
     settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
-                        metrics_host=args.metrics_host, mcp=mcp, aliases=aliases,
+                        metrics_host=args.metrics_host, mcp=mcp, aliases=_aliases(args),
                         keep_billing_header=args.keep_billing_header, trace_file=args.trace_file)
     app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics, control=control,
                     grpc_port=args.grpc_port, records=records)

@@ -9,6 +9,7 @@ A tool is offered only if every filter allows it: the request's `allowed_tools`,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping, Sequence
 from urllib.parse import urlsplit
 
@@ -53,6 +54,17 @@ class McpConfig:
     registry: McpRegistry = field(default_factory=McpRegistry)
     origins: OriginPolicy = field(default_factory=OriginPolicy)      # the CLI's --mcp-allow-origin
     limits: Limits = field(default_factory=Limits)
+
+    @classmethod
+    def from_flags(cls, servers: str | Path | None = None, allow_origins: Sequence[str] = (),
+                   loop_timeout_s: float | None = None) -> "McpConfig":
+        """From `conch serve`'s --mcp-servers FILE, --mcp-allow-origin (each) and --mcp-loop-timeout (None:
+        the default); OSError or ValueError naming what in the flags or the file is wrong."""
+        registry = McpRegistry.load(servers) if servers else McpRegistry()
+        if loop_timeout_s is not None and loop_timeout_s <= 0:
+            raise ValueError("--mcp-loop-timeout must be positive")
+        limits = Limits() if loop_timeout_s is None else Limits(loop_timeout_s=loop_timeout_s)
+        return cls(registry=registry, origins=OriginPolicy.of(allow_origins), limits=limits)
 
     @property
     def policy(self) -> OriginPolicy:

@@ -16,6 +16,7 @@ from gateway.ray.ingress import Ingress
 from gateway.ray.model import ModelServer
 from gateway.ray.multiplex import ModelGroup
 from gateway.ray.options import DeploymentOptions, deployment_options
+from gateway.ray.router import ROUTER_PATH
 from gateway.ray.settings import RaySettings
 
 
@@ -33,7 +34,7 @@ def application(settings: RaySettings) -> serve.Application:
             groups.setdefault(opts.multiplex_group, []).append(name)
             continue
         handles[name] = ModelServer.options(  # type: ignore[attr-defined]  # a Deployment, typed as the class
-            name=f"model-{name}", **opts.serve_options()).bind(
+            name=f"model-{name}", **opts.serve_options(), **router_options(settings)).bind(
             settings.repository, name, settings.max_queue_size)
     for group, names in groups.items():
         opts = options[names[0]]         # a group's first model (by name) carries its deployment options
@@ -46,6 +47,14 @@ def application(settings: RaySettings) -> serve.Application:
     return Ingress.options(  # type: ignore[attr-defined]  # a Deployment, typed as the class
         name="ingress", num_replicas=settings.ingress_replicas, max_ongoing_requests=settings.ingress_max_ongoing,
         ray_actor_options={"num_cpus": settings.ingress_cpus}).bind(settings, handles)
+
+
+def router_options(settings: RaySettings) -> dict[str, Any]:
+    """A model deployment's request router: session affinity (gateway/ray/router.py), or Ray's default."""
+    if settings.routing != "affinity":
+        return {}
+    kwargs = {"slack": settings.affinity_slack} if settings.affinity_slack is not None else {}
+    return {"request_router_config": {"request_router_class": ROUTER_PATH, "request_router_kwargs": kwargs}}
 
 
 def model_options(settings: RaySettings) -> dict[str, DeploymentOptions]:

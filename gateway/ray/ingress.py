@@ -73,6 +73,8 @@ class Ingress:
         self.settings, self.handles = settings, handles
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
+        from agents.mcp import McpConfig
+        from gateway.aliases import ModelAliases
         from gateway.app import build_app
         from gateway.auth import Gate, KeyRing
         from gateway.limits import open_limiter
@@ -88,7 +90,9 @@ class Ingress:
         limiter = open_limiter(s.rate_limits, s.rate_limits_fallback, s.ingress_replicas)
         gate = Gate(keys, limiter) if not keys.open else None
         records = open_records(s.response_store, s.response_store_ttl, s.response_store_mb)
-        app = build_app(engine, Settings(), load=sorted(self.handles), gate=gate, metrics=s.metrics,
+        faces = Settings(mcp=McpConfig.from_flags(s.mcp_servers, s.mcp_allow_origin, s.mcp_loop_timeout),
+                         aliases=ModelAliases.parse(list(s.model_alias)), keep_billing_header=s.keep_billing_header)
+        app = build_app(engine, faces, load=sorted(self.handles), gate=gate, metrics=s.metrics,
                         grpc_port=s.grpc_port, records=records)
         app.add_middleware(ReplicaHeader, ingress=replica_id())
         return app

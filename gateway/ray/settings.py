@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+ROUTINGS = ("affinity", "pow2")     # how the ingress picks a model replica (docs/ray.md, Session affinity)
 
 @dataclass(frozen=True)
 class RaySettings:
@@ -15,6 +16,9 @@ class RaySettings:
     ingress_max_ongoing: int = 256          # requests one ingress replica takes at once (Ray's default, 5,
                                              # would queue a c16 load at the proxy: TTFT x10 in bench_ray)
     model_cpus: float | None = None          # default num_cpus of a model replica (parameters.ray may override)
+    routing: str = "affinity"                # one of ROUTINGS: a session's turns to its replica, or Ray's default
+    affinity_slack: int | None = None        # requests the affine replica may run beyond the least loaded one's
+                                             # (None: gateway/ray/affinity.py's DEFAULT_SLACK)
     response_cache: str | None = None        # memory | redis://... (redis: shared by every ingress replica)
     rate_limits: str = "memory"              # memory | redis://... (redis: one limit across ingress replicas)
     rate_limits_fallback: str = "local"      # while Redis is down: local (1/ingress_replicas each), open, closed
@@ -27,6 +31,11 @@ class RaySettings:
     max_queue_size: int | None = None
     metrics: bool = True
     grpc_port: int | None = None             # served by the ingress (one ingress replica per node: one port)
+    mcp_servers: str | None = None           # the faces' flags, as `conch serve` takes them (docs/mcp.md,
+    mcp_allow_origin: tuple[str, ...] = ()   # docs/anthropic.md); the MCP file must be at this path on every
+    mcp_loop_timeout: float | None = None    # node that runs an ingress replica
+    model_alias: tuple[str, ...] = ()
+    keep_billing_header: bool = False
     max_replicas: tuple[tuple[str, int], ...] = ()   # filled by the builder: model -> its most replicas
     multiplexed: tuple[str, ...] = ()                # filled by the builder: models served by a group
 
@@ -39,3 +48,9 @@ class RaySettings:
             raise ValueError(f"conch ray args: unknown keys {unknown}; known: {sorted(known)}")
         values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in args.items()}
         return cls(**values)
+
+    def __post_init__(self) -> None:
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"conch ray: routing must be one of {list(ROUTINGS)}, not {self.routing!r}")
+        if self.affinity_slack is not None and self.affinity_slack < 0:
+            raise ValueError("conch ray: affinity_slack must be >= 0")

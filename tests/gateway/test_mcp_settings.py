@@ -41,9 +41,25 @@ def test_bad_settings_stop_the_server_at_start(tmp_path, flags, message):
     assert done.returncode != 0 and "MCP settings" in done.stderr and message in done.stderr
 
 
-def test_ray_refuses_the_mcp_flags():
-    with pytest.raises(SystemExit, match="--mcp-allow-origin is not supported on Ray"):
-        cli.main(["serve", "--ray", "--mcp-allow-origin", "https://a.example.com"])
+def test_ray_carries_the_face_flags_to_its_ingress(tmp_path, monkeypatch):
+    """`conch serve --ray` takes the MCP, alias and billing-header flags into RaySettings (each ingress replica
+    builds its faces from them), and refuses a bad one before Ray starts."""
+    import gateway.ray.run as run
+
+    path = tmp_path / "mcp.yaml"
+    path.write_text(yaml.safe_dump({"servers": {"calc": {"url": "http://127.0.0.1:9/mcp"}}}))
+    seen = []
+    monkeypatch.setattr(run, "serve_ray", lambda settings, *rest: seen.append(settings))
+    cli.main(["serve", "--ray", "--mcp-servers", str(path), "--mcp-allow-origin", "https://a.example.com",
+              "--mcp-loop-timeout", "30", "--model-alias", "claude-*=m", "--keep-billing-header"])
+    s = seen[0]
+    assert (s.mcp_servers, s.mcp_allow_origin, s.mcp_loop_timeout) == (str(path), ("https://a.example.com",), 30)
+    assert s.model_alias == ("claude-*=m",) and s.keep_billing_header
+    with pytest.raises(SystemExit, match="MCP settings: --mcp-loop-timeout must be positive"):
+        cli.main(["serve", "--ray", "--mcp-loop-timeout", "0"])
+    with pytest.raises(SystemExit, match="--model-alias"):
+        cli.main(["serve", "--ray", "--model-alias", "nomodel"])
+    assert len(seen) == 1
 
 
 def test_metrics_expose_mcp_calls(tmp_path):
