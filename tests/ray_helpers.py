@@ -3,13 +3,17 @@
 it, so that a test can also reach the replicas' actors."""
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import random
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 
 from tests.conftest import Server, free_port, start_server
 
@@ -72,3 +76,65 @@ def stop_ray_server(server: Server, graceful: bool = True) -> None:
         server.process.wait(60)
     except subprocess.TimeoutExpired:
         server.process.kill()
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of an agent session, as the client saw it."""
+
+    session: int
+    turn: int                     # 0 = the session's first request
+    prompt_tokens: int
+    cached_tokens: int            # usage.prompt_tokens_details.cached_tokens
+    ttft_s: float                 # to the first content delta
+
+
+def _system_prompt(session: int, words: int) -> str:
+    """A long instruction block of its own per session (no two sessions share more than its first words)."""
+    rng = random.Random(session)
+    vocab = ("tool", "file", "search", "plan", "step", "check", "repository", "answer", "review", "test", "write",
+             "read", "careful", "agent", "result", "report", "change", "error", "fix", "run")
+    return f"You are agent {session}. " + " ".join(rng.choice(vocab) for _ in range(words))
+
+
+async def _session(http: httpx.AsyncClient, url: str, model: str, session: int, turns: int,
+                   words: int) -> list[Turn]:
+    messages = [{"role": "system", "content": _system_prompt(session, words)},
+                {"role": "user", "content": f"Task {session}: look at the repository."}]
+    out = []
+    for turn in range(turns):
+        body = {"model": model, "messages": messages, "max_tokens": 4, "stream": True, "temperature": 0,
+                "stream_options": {"include_usage": True}}
+        start, first, text, usage = time.perf_counter(), None, [], None
+        async with http.stream("POST", url + "/v1/chat/completions", json=body) as r:
+            r.raise_for_status()
+            async for line in r.aiter_lines():
+                if not line.startswith("data: {"):
+                    continue
+                chunk = json.loads(line[6:])
+                usage = chunk.get("usage") or usage
+                for choice in chunk["choices"]:
+                    if choice["delta"].get("content"):
+                        first = first or time.perf_counter()
+                        text.append(choice["delta"]["content"])
+        assert usage is not None
+        out.append(Turn(session, turn, usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"],
+                        (first or time.perf_counter()) - start))
+        messages += [{"role": "assistant", "content": "".join(text)},
+                     {"role": "user", "content": f"Now step {turn + 2}."}]
+    return out
+
+
+async def agent_sessions(url: str, model: str, sessions: int = 16, turns: int = 4,
+                         words: int = 800) -> list[Turn]:
+    """`sessions` concurrent chat sessions of `turns` turns each (streamed, 4 new tokens a turn): each turn's
+    prompt is the whole conversation so far, so a replica that served the previous turn holds most of it."""
+    async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=sessions * 2)) as http:
+        runs = await asyncio.gather(*(_session(http, url, model, s, turns, words) for s in range(sessions)))
+    return [t for run in runs for t in run]
+
+
+def cached_ratio(turns: list[Turn]) -> float:
+    """cached_tokens / prompt_tokens over the sessions' later turns (their first turns have nothing to reuse)."""
+    later = [t for t in turns if t.turn > 0]
+    return sum(t.cached_tokens for t in later) / sum(t.prompt_tokens for t in later)

@@ -7,7 +7,9 @@ prompt is cut into BLOCK-token blocks, each block named by a hash chained over t
 vLLM's and llm-d's KV block hashes), and the table maps block hash -> the replica last sent a prompt holding
 that block. A request goes to the replica holding its deepest known block, unless that replica's queue is
 more than `slack` longer than the least loaded replica's (one hot session cannot pin a replica); with no
-known block it goes to the least loaded replica. Pure policy: gateway/ray/router.py plugs it into Ray Serve.
+known block it goes to the least loaded replica. The default slack is half a replica's batch: a turn's prompt
+recomputed elsewhere costs more than waiting behind a few more decoding rows.
+Pure policy: gateway/ray/router.py plugs it into Ray Serve.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import Generic, TypeVar
 BLOCK = 16                  # tokens per routing block (a prompt shorter than one block has no key)
 TEXT_BLOCK = 64             # characters per block when only the prompt's text is known
 MAX_BLOCKS = 1 << 17        # the table's bound: least recently routed blocks are forgotten first
-DEFAULT_SLACK = 4           # requests the affine replica may run beyond the least loaded one's
+SLACK_SHARE = 0.5           # default slack: this share of a replica's max_ongoing_requests (its batch)
 
 R = TypeVar("R", bound=Hashable)
 
@@ -58,6 +60,10 @@ class AffinityTable(Generic[R]):
             self._owner.move_to_end(key)
         while len(self._owner) > self.max_blocks:
             self._owner.popitem(last=False)
+
+
+def default_slack(max_ongoing_requests: int) -> int:
+    return max(1, int(max_ongoing_requests * SLACK_SHARE))
 
 
 def rank(affine: R | None, loads: Mapping[R, int], slack: int) -> list[list[R]]:

@@ -12,7 +12,7 @@ from typing import Any
 from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
 
 from engine.types import GenerationRequest
-from gateway.ray.affinity import DEFAULT_SLACK, TEXT_BLOCK, AffinityTable, block_keys, rank
+from gateway.ray.affinity import TEXT_BLOCK, AffinityTable, block_keys, default_slack, rank
 
 ROUTER_PATH = "gateway.ray.router:SessionAffinityRouter"
 
@@ -29,8 +29,8 @@ def request_keys(pending: PendingRequest | None) -> list[int]:
 
 
 class SessionAffinityRouter(RequestRouter):
-    def initialize_state(self, slack: int = DEFAULT_SLACK, **kwargs: Any) -> None:
-        self.slack = slack
+    def initialize_state(self, slack: int | None = None, **kwargs: Any) -> None:
+        self.slack = slack              # None: half the affine replica's max_ongoing_requests
         self.table: AffinityTable[ReplicaID] = AffinityTable()
 
     async def choose_replicas(self, candidate_replicas: list[RunningReplica],
@@ -39,7 +39,11 @@ class SessionAffinityRouter(RequestRouter):
         cache = self.replica_queue_len_cache
         loads = {rid: cache.get(rid) or 0 for rid in replicas}
         keys = request_keys(pending_request)
-        ranks = rank(self.table.lookup(keys, replicas), loads, self.slack)
+        affine = self.table.lookup(keys, replicas)
+        slack = self.slack
+        if slack is None:
+            slack = default_slack(replicas[affine].max_ongoing_requests) if affine is not None else 0
+        ranks = rank(affine, loads, slack)
         if keys and ranks:
             self.table.record(keys, ranks[0][0])       # corrected by on_request_routed if another took it
         return [[replicas[rid] for rid in tier] for tier in ranks if tier]

@@ -21,13 +21,14 @@ DEPLOYMENT = DeploymentID(name="model-m", app_name="conch")
 @dataclass
 class FakeReplica:
     replica_id: ReplicaID
+    max_ongoing_requests: int = 16
 
 
 def replicas(n: int) -> list[FakeReplica]:
     return [FakeReplica(ReplicaID(f"r{i}", DEPLOYMENT)) for i in range(n)]
 
 
-def router(slack: int = 4) -> SessionAffinityRouter:
+def router(slack: int | None = 4) -> SessionAffinityRouter:
     r = SessionAffinityRouter(DEPLOYMENT, DeploymentHandleSource.REPLICA, use_replica_queue_len_cache=True)
     r.initialize_state(slack=slack)
     return r
@@ -41,7 +42,7 @@ def pending(tokens: list[int]) -> SimpleNamespace:
 class Fleet:
     """Fake replicas whose queue lengths the test sets, as Ray's router would learn them."""
 
-    def __init__(self, n: int, slack: int = 4) -> None:
+    def __init__(self, n: int, slack: int | None = 4) -> None:
         self.replicas, self.router = replicas(n), router(slack)
         self.loads = {r.replica_id: 0 for r in self.replicas}
 
@@ -129,6 +130,13 @@ async def test_one_hot_session_cannot_pin_a_replica():
     assert chosen[:3] == [chosen[0]] * 3              # 0, 1, 2 running there: within the slack of 2
     assert max(fleet.loads.values()) - min(fleet.loads.values()) <= 3
     assert len(set(chosen)) == 2
+
+
+async def test_the_default_slack_is_half_a_replicas_batch():
+    fleet = Fleet(2, slack=None)                       # max_ongoing_requests 16: a slack of 8
+    prompt = conversation(0, 1)[0]
+    chosen = [await fleet.send(prompt) for _ in range(10)]
+    assert chosen[:9] == [chosen[0]] * 9 and chosen[9] != chosen[0]
 
 
 async def test_a_dead_replica_moves_only_its_own_sessions():
