@@ -60,8 +60,9 @@ def write_repository(root: Path, models: dict[str, dict]) -> Path:
     return root
 
 
-def start_server(args: list[str], log_dir: Path, timeout: float = 240.0, env: dict | None = None) -> Server:
-    port = free_port()
+def start_server(args: list[str], log_dir: Path, timeout: float = 240.0, env: dict | None = None,
+                 port: int | None = None) -> Server:
+    port = port or free_port()
     log = log_dir / f"server-{port}.log"
     cmd = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})

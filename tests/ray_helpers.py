@@ -28,6 +28,7 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "RAY_wor
 class RayHead:
     address: str                  # 127.0.0.1:PORT, the GCS
     process: subprocess.Popen
+    port: int | None = None       # Ray Serve's HTTP port, once a server has started on this head
 
     def stop(self) -> None:
         self.process.terminate()  # `ray start --block` stops the node's processes when it is terminated
@@ -59,9 +60,11 @@ def start_ray_head(log_dir: Path, num_cpus: int = 8) -> RayHead:
 
 
 def start_ray_server(head: RayHead, args: list[str], log_dir: Path) -> Server:
-    """`conch serve --ray` on `head`; replicas take a fraction of a CPU so that a 2-core machine fits them."""
+    """`conch serve --ray` on `head`; replicas take a fraction of a CPU so that a 2-core machine fits them.
+    Every server on one head answers on the head's first port: Ray Serve's proxy keeps the port it started on."""
+    head.port = head.port or free_port()
     return start_server(["--ray", "--address", head.address, "--ray-ingress-cpus", "0.5",
-                         "--ray-model-cpus", "0.5", *args], log_dir, timeout=300, env=RAY_ENV)
+                         "--ray-model-cpus", "0.5", *args], log_dir, timeout=300, env=RAY_ENV, port=head.port)
 
 
 def stop_ray_server(server: Server, graceful: bool = True) -> None:

@@ -1,4 +1,8 @@
-"""Issue 19's figures: Conch through the Ray Serve ingress vs the same Conch served directly, same run.
+"""Conch on Ray Serve: the Ray hop's cost (issue 19) and session affinity (issue 33).
+
+CONCH_BENCH_RAY_PART=hop|affinity runs one part (default both).
+
+Hop: Conch through the Ray Serve ingress vs the same Conch served directly, same run.
 
 Both serve the same model (SmolLM2 float32 by default; CONCH_BENCH_RAY_MODEL=tiny for the tiny random one),
 with one model replica behind one ingress on Ray, so the ratio is the cost of the Ray hop (proxy -> ingress
@@ -6,6 +10,12 @@ with one model replica behind one ingress on Ray, so the ratio is the cost of th
 (ignore_eos) at concurrency 16. Rounds alternate direct/ray (the order flipping each round); each figure is
 the median over rounds, the ratios the median of the rounds' ratios. RSS of every Ray replica process and of
 the direct server is read with psutil. Goal: Ray >= 0.9x of direct tokens/s at c16.
+
+Affinity: 16 concurrent agent sessions of 4 turns (each a ~850-token conversation growing by a few tokens a
+turn, tests/ray_helpers.py `agent_sessions`) on two model replicas, routed by session affinity
+(`--ray-routing affinity`) or by Ray's default power-of-two least-loaded choice (`pow2`, blind to the KV).
+Each round starts a fresh application (cold caches); rounds alternate the order. Figures over the later turns:
+cached_tokens / prompt_tokens and TTFT p50. Goals: ratio >= 0.9 with affinity; its TTFT p50 <= 0.6x pow2's.
 """
 from __future__ import annotations
 
@@ -20,7 +30,7 @@ import httpx
 import psutil
 
 from tests.conftest import start_server, write_repository
-from tests.ray_helpers import start_ray_head, start_ray_server, stop_ray_server
+from tests.ray_helpers import Turn, agent_sessions, cached_ratio, start_ray_head, start_ray_server, stop_ray_server
 
 CONCURRENCY = 16
 REQUESTS = 48
@@ -64,6 +74,14 @@ def _rss_gb(pattern: str) -> list[float]:
 
 def main() -> None:
     weights = "builtin:tiny" if os.environ.get("CONCH_BENCH_RAY_MODEL") == "tiny" else "builtin:smollm2"
+    part = os.environ.get("CONCH_BENCH_RAY_PART")
+    if part in (None, "hop"):
+        hop(weights)
+    if part in (None, "affinity"):
+        affinity(weights)
+
+
+def hop(weights: str) -> None:
     with tempfile.TemporaryDirectory(prefix="conch-bench-ray-") as tmp:
         root = write_repository(Path(tmp), {"m": {"weights": weights, "dtype": "float32",
                                                   "max_batch_size": CONCURRENCY}})
@@ -105,3 +123,39 @@ def _report(weights: str, figures: dict[str, list[dict[str, float]]], rss: dict[
 
 if __name__ == "__main__":
     main()
+
+
+def affinity(weights: str) -> None:
+    rounds = int(os.environ.get("CONCH_BENCH_RAY_AFFINITY_ROUNDS", "2"))
+    runs: dict[str, list[list[Turn]]] = {"pow2": [], "affinity": []}
+    with tempfile.TemporaryDirectory(prefix="conch-bench-ray-affinity-") as tmp:
+        root = write_repository(Path(tmp), {"m": {"weights": weights, "dtype": "float32", "max_batch_size": 16}})
+        head = start_ray_head(Path(tmp), num_cpus=4)
+        try:
+            for i in range(rounds):
+                for routing in (("pow2", "affinity") if i % 2 == 0 else ("affinity", "pow2")):
+                    server = start_ray_server(head, ["--model-repository", str(root), "--replicas", "2",
+                                                     "--ray-routing", routing], Path(tmp))
+                    try:
+                        runs[routing].append(asyncio.run(agent_sessions(server.url, "m")))
+                    finally:
+                        stop_ray_server(server)
+                    later = [t.ttft_s for t in runs[routing][-1] if t.turn > 0]
+                    print(f"  round {i + 1} {routing:8} cached {cached_ratio(runs[routing][-1]):.3f}  "
+                          f"later-turn TTFT p50 {statistics.median(later) * 1e3:.0f} ms", flush=True)
+        finally:
+            head.stop()
+    _report_affinity(weights, runs)
+
+
+def _report_affinity(weights: str, runs: dict[str, list[list[Turn]]]) -> None:
+    print(f"Session affinity on two Ray replicas, {weights}: 16 sessions x 4 turns, {len(runs['pow2'])} rounds "
+          f"each (later turns, medians over rounds)")
+    ttft = {k: statistics.median(statistics.median(t.ttft_s for t in run if t.turn > 0) for run in v)
+            for k, v in runs.items()}
+    ratio = {k: statistics.median(cached_ratio(run) for run in v) for k, v in runs.items()}
+    for k in runs:
+        print(f"  {k:8} cached/prompt {ratio[k]:.3f}   TTFT p50 {ttft[k] * 1e3:7.0f} ms")
+    speed = ttft["affinity"] / ttft["pow2"]
+    print(f"  goal: affinity cached/prompt >= 0.9: {'met' if ratio['affinity'] >= 0.9 else 'NOT met'}; "
+          f"TTFT p50 <= 0.6x pow2: {'met' if speed <= 0.6 else 'NOT met'} ({speed:.2f}x)")

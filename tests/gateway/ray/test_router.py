@@ -2,6 +2,7 @@
 (gateway/ray/router.py), driven with fake replicas and Ray's own queue-length cache; no cluster."""
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ from gateway.ray.router import ROUTER_PATH, SessionAffinityRouter
 from gateway.ray.settings import RaySettings
 
 DEPLOYMENT = DeploymentID(name="model-m", app_name="conch")
+IDS = itertools.count()
 
 
 @dataclass
@@ -34,29 +36,35 @@ def router(slack: int | None = 4) -> SessionAffinityRouter:
     return r
 
 
-def pending(tokens: list[int]) -> SimpleNamespace:
-    """What the router reads of a PendingRequest: its args, the GenerationRequest the ingress sent."""
-    return SimpleNamespace(args=[GenerationRequest(id="x", model="m", prompt_token_ids=tuple(tokens))])
+def pending(tokens: list[int] | None = None) -> SimpleNamespace:
+    """What the router reads of a PendingRequest: its args (the GenerationRequest the ingress sent, if any)
+    and its metadata's internal request id."""
+    request = GenerationRequest(id="x", model="m", prompt_token_ids=tuple(tokens)) if tokens is not None else None
+    return SimpleNamespace(args=[request] if request else [], metadata=SimpleNamespace(
+        internal_request_id=str(next(IDS))))
 
 
 class Fleet:
-    """Fake replicas whose queue lengths the test sets, as Ray's router would learn them."""
+    """Fake replicas, and the router's view of them: what it chose, and what completed."""
 
     def __init__(self, n: int, slack: int | None = 4) -> None:
         self.replicas, self.router = replicas(n), router(slack)
-        self.loads = {r.replica_id: 0 for r in self.replicas}
+        self.running: dict[ReplicaID, list[str]] = {r.replica_id: [] for r in self.replicas}
 
     async def send(self, tokens: list[int], alive: list[FakeReplica] | None = None) -> ReplicaID:
-        """Route one request and count it as running on the chosen replica (the first of the first rank)."""
-        for rid, n in self.loads.items():
-            self.router.replica_queue_len_cache.update(rid, n)
-        ranks = await self.router.choose_replicas(alive or self.replicas, pending(tokens))
+        """Route one request; it runs on the first replica of the first rank until `finish`."""
+        request = pending(tokens)
+        ranks = await self.router.choose_replicas(alive or self.replicas, request)
         chosen = ranks[0][0].replica_id
-        self.loads[chosen] += 1
+        self.running[chosen].append(request.metadata.internal_request_id)
         return chosen
 
     def finish(self, rid: ReplicaID) -> None:
-        self.loads[rid] -= 1
+        self.router.on_request_completed(rid, self.running[rid].pop())
+
+    @property
+    def loads(self) -> dict[ReplicaID, int]:
+        return {rid: len(ids) for rid, ids in self.running.items()}
 
 
 def conversation(seed: int, turns: int) -> list[list[int]]:
@@ -122,6 +130,15 @@ async def test_later_turns_land_on_the_replica_of_their_first_turn():
     assert min(list(homes.values()).count(r.replica_id) for r in fleet.replicas) >= 16 // 2 - 4
 
 
+async def test_a_burst_of_new_sessions_spreads_evenly():
+    """Sixteen first turns chosen before any was sent (Ray's queue-length cache knows nothing yet): the
+    router's own count of what it sent balances them."""
+    fleet = Fleet(2)
+    for s in range(16):
+        await fleet.send([s + 2] * (4 * BLOCK))
+    assert sorted(fleet.loads.values()) == [8, 8]
+
+
 async def test_one_hot_session_cannot_pin_a_replica():
     """A session whose requests pile up on its replica: past the slack, its next ones go to the other."""
     fleet = Fleet(2, slack=2)
@@ -156,12 +173,15 @@ async def test_a_dead_replica_moves_only_its_own_sessions():
 
 
 async def test_a_call_without_a_generation_request_goes_to_the_least_loaded():
+    """Loads are the larger of the router's own count and Ray's cache (other ingresses' requests)."""
     fleet = Fleet(3)
-    fleet.loads.update({fleet.replicas[0].replica_id: 2, fleet.replicas[2].replica_id: 1})
-    for rid, n in fleet.loads.items():
-        fleet.router.replica_queue_len_cache.update(rid, n)
-    ranks = await fleet.router.choose_replicas(fleet.replicas, SimpleNamespace(args=[]))
-    assert ranks[0] == [fleet.replicas[1]] and len(ranks[1]) == 2
+    r0, r1, r2 = (r.replica_id for r in fleet.replicas)
+    await fleet.send(conversation(0, 1)[0])              # one request of this router's, on some replica
+    busy = next(rid for rid, n in fleet.loads.items() if n)
+    idle = [rid for rid in (r0, r1, r2) if rid != busy]
+    fleet.router.replica_queue_len_cache.update(idle[0], 2)
+    ranks = await fleet.router.choose_replicas(fleet.replicas, pending())
+    assert ranks[0][0].replica_id == idle[1] and len(ranks[1]) == 2
 
 
 def test_the_model_deployments_get_the_router_unless_told_otherwise():
