@@ -112,7 +112,7 @@ def _ray_arguments(serve: argparse.ArgumentParser) -> None:
                           "--ray-affinity-slack (default), or Ray's power-of-two least loaded")
     ray.add_argument("--ray-affinity-slack", type=int, default=None, metavar="N",
                      help="requests a conversation's replica may run beyond the least loaded replica's before "
-                          "its next turn goes to the least loaded one (default: half its max_ongoing_requests)")
+                          "its next turn goes to the least loaded one (default: its max_ongoing_requests)")
 
 
 def _serve_ray(args: argparse.Namespace) -> None:

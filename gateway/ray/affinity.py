@@ -7,8 +7,10 @@ prompt is cut into BLOCK-token blocks, each block named by a hash chained over t
 vLLM's and llm-d's KV block hashes), and the table maps block hash -> the replica last sent a prompt holding
 that block. A request goes to the replica holding its deepest known block, unless that replica's queue is
 more than `slack` longer than the least loaded replica's (one hot session cannot pin a replica); with no
-known block it goes to the least loaded replica. The default slack is half a replica's batch: a turn's prompt
-recomputed elsewhere costs more than waiting behind a few more decoding rows.
+known block it goes to the least loaded replica. The default slack is a whole batch (max_ongoing_requests): a
+turn's prompt recomputed elsewhere costs more than waiting behind more decoding rows (half a batch moved a
+third of 16 SmolLM2 sessions' second turns off their replica as their first turns ended unevenly), and a full
+replica refuses the request anyway, which sends it to the next rank.
 Pure policy: gateway/ray/router.py plugs it into Ray Serve.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Generic, TypeVar
 BLOCK = 16                  # tokens per routing block (a prompt shorter than one block has no key)
 TEXT_BLOCK = 64             # characters per block when only the prompt's text is known
 MAX_BLOCKS = 1 << 17        # the table's bound: least recently routed blocks are forgotten first
-SLACK_SHARE = 0.5           # default slack: this share of a replica's max_ongoing_requests (its batch)
+SLACK_SHARE = 1.0           # default slack: this share of a replica's max_ongoing_requests (its batch)
 
 R = TypeVar("R", bound=Hashable)
 

@@ -34,7 +34,7 @@ def request_keys(pending: PendingRequest | None) -> list[int]:
 
 class SessionAffinityRouter(RequestRouter):
     def initialize_state(self, slack: int | None = None, **kwargs: Any) -> None:
-        self.slack = slack              # None: half the affine replica's max_ongoing_requests
+        self.slack = slack              # None: the affine replica's max_ongoing_requests
         self.table: AffinityTable[ReplicaID] = AffinityTable()
         self.sent: dict[str, tuple[ReplicaID, float]] = {}    # internal request id -> (its replica, when)
 

@@ -18,7 +18,7 @@ class RaySettings:
     model_cpus: float | None = None          # default num_cpus of a model replica (parameters.ray may override)
     routing: str = "affinity"                # one of ROUTINGS: a session's turns to its replica, or Ray's default
     affinity_slack: int | None = None        # requests the affine replica may run beyond the least loaded one's
-                                             # (None: half its max_ongoing_requests, affinity.py)
+                                             # (None: its max_ongoing_requests, affinity.py)
     response_cache: str | None = None        # memory | redis://... (redis: shared by every ingress replica)
     rate_limits: str = "memory"              # memory | redis://... (redis: one limit across ingress replicas)
     rate_limits_fallback: str = "local"      # while Redis is down: local (1/ingress_replicas each), open, closed

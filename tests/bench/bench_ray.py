@@ -129,7 +129,9 @@ def affinity(weights: str) -> None:
     rounds = int(os.environ.get("CONCH_BENCH_RAY_AFFINITY_ROUNDS", "2"))
     runs: dict[str, list[list[Turn]]] = {"pow2": [], "affinity": []}
     with tempfile.TemporaryDirectory(prefix="conch-bench-ray-affinity-") as tmp:
-        root = write_repository(Path(tmp), {"m": {"weights": weights, "dtype": "float32", "max_batch_size": 16}})
+        # the prefix cache holds a replica's 8 sessions (SmolLM2 float32: 39 MB an 850-token prompt; docs/ray.md)
+        root = write_repository(Path(tmp), {"m": {"weights": weights, "dtype": "float32", "max_batch_size": 16,
+                                                  "prefix_cache_mb": 1024}})
         head = start_ray_head(Path(tmp), num_cpus=4)
         try:
             for i in range(rounds):

@@ -149,11 +149,11 @@ async def test_one_hot_session_cannot_pin_a_replica():
     assert len(set(chosen)) == 2
 
 
-async def test_the_default_slack_is_half_a_replicas_batch():
-    fleet = Fleet(2, slack=None)                       # max_ongoing_requests 16: a slack of 8
+async def test_the_default_slack_is_a_replicas_batch():
+    fleet = Fleet(2, slack=None)                       # max_ongoing_requests 16: a slack of 16
     prompt = conversation(0, 1)[0]
-    chosen = [await fleet.send(prompt) for _ in range(10)]
-    assert chosen[:9] == [chosen[0]] * 9 and chosen[9] != chosen[0]
+    chosen = [await fleet.send(prompt) for _ in range(18)]
+    assert chosen[:17] == [chosen[0]] * 17 and chosen[17] != chosen[0]
 
 
 async def test_a_dead_replica_moves_only_its_own_sessions():
