@@ -1,26 +1,29 @@
 """`background: true`: a response that runs detached as an asyncio task of this process, stored as it goes
-(queued, in_progress, then its end) and polled with GET. Cancel cancels the task (the engine request is
-aborted with it) and stores the response as cancelled. The runs live on the app (one table per app, not a
+(queued, in_progress, then its end) and polled with GET. A response with MCP tools runs its whole loop in the
+task, and is stored again, with its output so far, each time an MCP item starts or ends (a GET shows the call
+that runs); the request's MCP headers live in the task's memory only (the stored echo leaves them out). Cancel
+cancels the task (the engine request, or the MCP call in flight, is cancelled with it) and stores the response
+as cancelled. The runs live on the app (one table per app, not a
 module global); a response queued on another replica is marked cancelled in the store, where its own replica
 sees it when it stores its end (the last write wins)."""
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from contextlib import aclosing
+from typing import Any, AsyncGenerator
 
 from fastapi import Request
 
-from engine import GenerationRequest
-from gateway.conversation import ToolPlan
 from gateway.errors import APIError
 from gateway.openai.responses import stored
-from gateway.openai.responses.run import Prepared, run_events
+from gateway.openai.responses.run import Prepared
 from gateway.state import conch_state
 
 log = logging.getLogger(__name__)
 
 _PENDING = ("queued", "in_progress")
+_ITEM_EVENTS = ("response.output_item.added", "response.output_item.done")
 
 
 def _runs(request: Request) -> dict[str, asyncio.Task]:
@@ -30,22 +33,30 @@ def _runs(request: Request) -> dict[str, asyncio.Task]:
     return runs
 
 
-async def start(p: Prepared, plan: ToolPlan, gen: GenerationRequest, request: Request) -> dict[str, Any]:
-    """The queued response, stored before the task starts (so a GET right after finds it)."""
+async def start(p: Prepared, events: AsyncGenerator[dict[str, Any], None], request: Request) -> dict[str, Any]:
+    """The queued response, stored before the task starts (so a GET right after finds it). `events` is the
+    response's run, not started yet (run_events or the MCP run): its terminal event stores the end."""
     queued = p.response("queued")
     await stored.save(p.store, p.owner, queued, p.input_items, p.context)
     runs = _runs(request)
-    task = asyncio.create_task(_run(p, plan, gen, conch_state(request).engine))
+    task = asyncio.create_task(_run(p, events))
     runs[p.response_id] = task
     task.add_done_callback(lambda _: runs.pop(p.response_id, None))
     return queued
 
 
-async def _run(p: Prepared, plan: ToolPlan, gen: GenerationRequest, engine) -> None:
+async def _run(p: Prepared, events: AsyncGenerator[dict[str, Any], None]) -> None:
     try:
         await stored.save(p.store, p.owner, p.response("in_progress"), p.input_items, p.context)
-        async for _ in run_events(p, plan, engine.generate(gen)):     # the last event stores the end
-            pass
+        output: dict[int, dict[str, Any]] = {}              # output_index -> the item as its last event showed it
+        async with aclosing(events):
+            async for event in events:
+                if event["type"] not in _ITEM_EVENTS:
+                    continue
+                output[event["output_index"]] = event["item"]
+                if event["item"]["type"].startswith("mcp_"):
+                    await stored.save(p.store, p.owner, p.response("in_progress", output=list(output.values())),
+                                      p.input_items, p.context)
     except asyncio.CancelledError:
         await asyncio.shield(stored.save(p.store, p.owner, p.response("cancelled"), p.input_items, p.context))
         raise

@@ -1,7 +1,8 @@
 """A response with MCP tools: agents/mcp/loop.py's loop, whose model turns are this face's engine requests.
 
-    events = await start(p, engine, limits, observer, use_cache)   # primed: a 4xx raises here
-    async for event in events: ...                                 # output events, then the terminal one
+    run = McpRun(p, engine, limits, observer, use_cache)
+    events = await primed(run)              # a 4xx raises here; unprimed(run) for a background response
+    async for event in events: ...          # output events, then the terminal one (the end stored)
 
 Each turn renders the request's conversation, the MCP tools offered now (as function tools: one tool plan and
 grammar for both, so a tool outside allowed_tools can never be called) and the loop's calls so far; its text
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import aclosing
-from typing import Any, AsyncGenerator, AsyncIterator
+from typing import Any, AsyncGenerator
 
 from agents.mcp import Limits
 from agents.mcp.events import Ending, LoopOutcome, ModelTurn, TurnInput
@@ -118,9 +119,9 @@ class McpRun:
         return usage_dict(total)
 
 
-async def start(p: Prepared, engine, limits: Limits, observer: CallObserver | None,
-                use_cache: bool) -> AsyncIterator[dict[str, Any]]:
-    run = McpRun(p, engine, limits, observer, use_cache)
+async def primed(run: McpRun) -> AsyncGenerator[dict[str, Any], None]:
+    """The run's events, once it has reached its first model output (or its end): an exception before then
+    raises here (a 4xx for the client)."""
     source = run.events()
     head: list[Any] = []
     try:
@@ -134,12 +135,18 @@ async def start(p: Prepared, engine, limits: Limits, observer: CallObserver | No
     return _rest(run, head, source)
 
 
+def unprimed(run: McpRun) -> AsyncGenerator[dict[str, Any], None]:
+    """The run's events, not started: every failure is the response's (a background response's run)."""
+    return _rest(run, [], run.events())
+
+
 def _listing(event: Any) -> bool:
     return isinstance(event, dict) and event["type"].startswith(_LISTING) and \
         event.get("item", {"type": "mcp_list_tools"})["type"] == "mcp_list_tools"
 
 
-async def _rest(run: McpRun, head: list[Any], source: AsyncGenerator[Any, None]) -> AsyncIterator[dict[str, Any]]:
+async def _rest(run: McpRun, head: list[Any],
+                source: AsyncGenerator[Any, None]) -> AsyncGenerator[dict[str, Any], None]:
     outcome, error, code = None, None, "server_error"
     try:
         for item in head:

@@ -6,7 +6,6 @@ from typing import Any, AsyncIterator, Awaitable, Literal
 from fastapi import APIRouter, Query, Request
 
 from gateway.openai.json_route import JSONBodyRoute
-from gateway.errors import APIError
 from gateway.openai.responses import background, mcp_run, stored
 from gateway.openai.responses.run import Prepared, generation, prepare, run_events
 from gateway.openai.responses.schemas import ResponsesRequest
@@ -23,9 +22,9 @@ async def create_response(body: ResponsesRequest, request: Request):
     if p.mcp is not None:
         return await _with_mcp(p, request)
     gen, plan = await generation(p, request, wants_cache(request))
-    if body.background:
-        return await background.start(p, plan, gen, request)
     deltas = conch_state(request).engine.generate(gen)
+    if body.background:
+        return await background.start(p, run_events(p, plan, deltas), request)
     if body.stream:                   # primed: an error before the first delta is a status, not an event
         return sse_response(_stream(p, run_events(p, plan, await prime(deltas))))
     # Not primed: a client that hangs up while the request waits in the queue aborts it there.
@@ -34,12 +33,14 @@ async def create_response(body: ResponsesRequest, request: Request):
 
 async def _with_mcp(p: Prepared, request: Request):
     """A response whose MCP loop runs here (gateway/openai/responses/mcp_run.py); primed, so a refusal or a bad
-    request before the first output is a 4xx."""
-    if p.body.background:
-        raise APIError(400, "background responses with mcp tools are not supported yet", param="background")
+    request before the first output is a 4xx. A background one is not: it answers `queued` at once, and what
+    goes wrong later is its failed response."""
     state = conch_state(request)
-    observer = getattr(request.app.state, "metrics", None)
-    events = mcp_run.start(p, state.engine, state.settings.mcp.limits, observer, wants_cache(request))
+    run = mcp_run.McpRun(p, state.engine, state.settings.mcp.limits, getattr(request.app.state, "metrics", None),
+                         wants_cache(request))
+    if p.body.background:
+        return await background.start(p, mcp_run.unprimed(run), request)
+    events = mcp_run.primed(run)
     if p.body.stream:
         return sse_response(_stream(p, await events))
     return await until_disconnect(request, _primed_last(events))

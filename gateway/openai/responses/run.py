@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 from fastapi import Request
 
@@ -121,7 +121,7 @@ def builder(p: Prepared, plan: ToolPlan, items: list[dict[str, Any]] | None = No
 
 
 async def run_events(p: Prepared, plan: ToolPlan,
-                     deltas: AsyncIterator[GenerationDelta]) -> AsyncIterator[dict[str, Any]]:
+                     deltas: AsyncIterator[GenerationDelta]) -> AsyncGenerator[dict[str, Any], None]:
     """The output's events, then the terminal one (response.completed / .incomplete / .failed, after an
     `error` event for a failure), whose `response` is the finished response, already stored."""
     out = builder(p, plan)

@@ -1,7 +1,9 @@
 """The `mcp` tool on /v1/responses through a real server (SmolLM2, keys, an MCP servers file) against real MCP
 servers (tests/mcp_servers/): the openai SDK whole and streamed, the loop running a real `add` call, approvals
 round trip by previous_response_id, function and MCP tools mixed, failures as items, the Agents SDK's
-HostedMCPTool, security drills (each a 4xx), a secret header nowhere, and a client gone cancelling the call.
+HostedMCPTool, security drills (each a 4xx), a secret header nowhere (the record store is a real Redis, read
+directly), a client gone cancelling the call, and background responses (polled, cancelled mid-call, paused on
+an approval and resumed).
 A small model rarely calls a tool unasked, so the tests force it (tool_choice naming it) and bound the loop
 (max_tool_calls 1: the turn after the call answers)."""
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 import httpx
 import openai
 import pytest
+import redis
 import yaml
 
 from engine.weights import DEFAULT_MODEL_ID as MODEL
@@ -41,7 +44,7 @@ def mcp_servers():
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory, mcp_servers):
+def gateway(tmp_path_factory, mcp_servers, redis_server):
     root = write_repository(tmp_path_factory.mktemp("repo"), {
         MODEL: {"weights": "builtin:smollm2", "dtype": "float32", "max_batch_size": 8}})
     down = f"http://127.0.0.1:{free_port()}"                       # allowed, but nothing listens there
@@ -52,7 +55,8 @@ def gateway(tmp_path_factory, mcp_servers):
         "servers": {"calc": {"url": mcp_servers["tools"].url, "headers_from_env": {"Authorization": "CALC_AUTH"}}},
         "keys": {"team-a": {"calc": "*", **{origin: "*" for origin in origins}}, "team-b": {"calc": ["lookup"]}}}))
     args = ["--model-repository", str(root), "--api-keys-file", str(root / "keys.yaml"), "--mcp-servers",
-            str(root / "mcp.yaml"), "--log-level", "debug", "--mcp-loop-timeout", "900"]   # 2 shared CPUs
+            str(root / "mcp.yaml"), "--log-level", "debug", "--mcp-loop-timeout", "900",   # 2 shared CPUs
+            "--response-store", redis_server.url]
     for origin in origins:
         args += ["--mcp-allow-origin", origin]
     server = start_server(args, root, env={"CALC_AUTH": REGISTERED_SECRET})
@@ -203,7 +207,7 @@ def test_security_drills(gateway, mcp_servers, tool, choice, key, param):
         assert reply.json()["error"]["param"] == param
 
 
-def test_a_secret_header_is_nowhere(client, gateway, mcp_servers):
+def test_a_secret_header_is_nowhere(client, gateway, mcp_servers, redis_server):
     tool = mcp_tool(mcp_servers["tools"].url, headers={"X-Conch-Test": SECRET}, authorization=SECRET)
     whole = post(gateway, request([tool], forced()))
     assert whole.status_code == 200 and whole.json()["output"][1]["status"] == "completed"
@@ -213,8 +217,70 @@ def test_a_secret_header_is_nowhere(client, gateway, mcp_servers):
     items = client.responses.input_items.list(whole.json()["id"]).model_dump_json()
     metrics = httpx.get(f"{gateway.url}/metrics", headers={"Authorization": f"Bearer {KEY_A}"}, timeout=30).text
     assert 'conch_mcp_calls{server="' + mcp_servers["tools"].origin + '",tool="add",outcome="ok"}' in metrics
-    for text in (whole.text, json.dumps(streamed), stored, items, metrics, gateway.log.read_text()):
+    detached = wait_for(client, client.responses.create(**request([tool], forced()), background=True).id)
+    assert detached.status == "completed" and detached.output[1].status == "completed"
+    records = redis_records(redis_server)
+    assert whole.json()["id"] in records and detached.id in records                 # the store was read
+    for text in (whole.text, json.dumps(streamed), stored, items, metrics, gateway.log.read_text(), records):
         assert SECRET not in text and REGISTERED_SECRET not in text
+
+
+def redis_records(server) -> str:
+    """Every record Conch wrote to the store, as one text."""
+    link = redis.Redis.from_url(server.url)
+    return "\n".join(link.get(key).decode() for key in link.scan_iter("*"))
+
+
+def wait_for(client, response_id: str, until=lambda r: r.status not in ("queued", "in_progress")):
+    """The background response once `until` holds (polled), or the test fails after a generous bound."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        polled = client.responses.retrieve(response_id)
+        if until(polled):
+            return polled
+        time.sleep(0.3)
+    pytest.fail(f"{response_id} stayed {polled.status}")
+
+
+def test_background_response_runs_the_loop(client, mcp_servers):
+    queued = client.responses.create(**request([mcp_tool(mcp_servers["tools"].url)], forced()), background=True)
+    assert queued.status == "queued" and queued.background and queued.output == []
+    done = wait_for(client, queued.id)
+    assert done.status == "completed" and done.background
+    assert [item.type for item in done.output][:2] == ["mcp_list_tools", "mcp_call"]
+    check_add(done.output[1].model_dump())
+    assert done.output[-1].type == "message"
+
+
+def test_background_cancel_cancels_the_mcp_call(client, gateway, mcp_servers):
+    tool = mcp_tool(mcp_servers["hanging"].url, label="slow", allowed_tools=["wait"])
+    series = 'conch_mcp_calls{server="' + mcp_servers["hanging"].origin + '",tool="wait",outcome="cancelled"}'
+    before = metric(gateway, series)
+    queued = client.responses.create(**request([tool], forced("slow", "wait"), input="Wait."), background=True)
+    running = wait_for(client, queued.id, lambda r: any(
+        item.type == "mcp_call" and item.status == "in_progress" for item in r.output))
+    assert running.status == "in_progress" and running.output[0].type == "mcp_list_tools"   # a GET shows the call
+    cancelled = client.with_options(timeout=60).responses.cancel(queued.id)        # the call sleeps an hour
+    assert cancelled.status == "cancelled" and client.responses.retrieve(queued.id).status == "cancelled"
+    assert metric(gateway, series) == before + 1                                   # the MCP call was cancelled
+
+
+def metric(gateway, series: str) -> float:
+    text = httpx.get(f"{gateway.url}/metrics", headers={"Authorization": f"Bearer {KEY_A}"}, timeout=30).text
+    lines = [line for line in text.splitlines() if line.startswith(series + " ")]
+    return float(lines[0].split()[-1]) if lines else 0.0
+
+
+def test_background_approval_ends_it_and_resumes(client, mcp_servers):
+    tool = mcp_tool(mcp_servers["tools"].url, require_approval="always")
+    first = wait_for(client, client.responses.create(**request([tool], forced()), background=True).id)
+    assert first.status == "completed" and [i.type for i in first.output] == ["mcp_list_tools", "mcp_approval_request"]
+    resumed = client.responses.create(**request([tool], "auto", input=[
+        {"type": "mcp_approval_response", "approval_request_id": first.output[1].id, "approve": True}]),
+        previous_response_id=first.id, background=True)
+    done = wait_for(client, resumed.id)
+    assert done.status == "completed" and done.output[0].type == "mcp_call"
+    check_add(done.output[0].model_dump())
 
 
 def test_a_client_gone_cancels_the_call(gateway, mcp_servers):
