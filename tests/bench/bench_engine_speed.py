@@ -155,10 +155,10 @@ def _chat_requests(concurrency: int) -> list[list[dict]]:
     return by_level[concurrency]
 
 
-async def warm_up(url: str) -> None:
-    """64 requests of 4 tokens at once, so every engine has used each of its KV slots (or blocks) once and
-    no figure after it pays for faulting in fresh pages."""
-    await _closed_loop(url, _chat_requests(64), 4, 64)
+async def warm_up(url: str, concurrency: int = 64) -> None:
+    """The requests of level `concurrency`, 4 tokens each, at once: every engine has then used each KV slot (or
+    block) that level needs, and no figure after it pays for faulting in fresh pages."""
+    await _closed_loop(url, _chat_requests(concurrency), 4, concurrency)
 
 
 async def chat_levels(url: str, levels: tuple[int, ...] = (1, 16, 64)) -> dict:
@@ -190,9 +190,10 @@ def _conch(runner: str) -> tuple[list[str], Path]:
 
 
 def start_conch(runner: str) -> Server:
-    """Conch serving SmolLM2 with `runner` ("auto": the flattened Llama runner; "hf": the HF forward)."""
+    """Conch serving SmolLM2 with `runner` ("auto": the flattened Llama runner; "hf": the HF forward). Up to
+    15 minutes to start: the first start after a change to the native kernels compiles them."""
     args, root = _conch(runner)
-    return start_server(args, root, env={"HF_HUB_OFFLINE": "1"})
+    return start_server(args, root, timeout=900, env={"HF_HUB_OFFLINE": "1"})
 
 
 def start_vllm() -> Server:

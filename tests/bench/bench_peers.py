@@ -7,7 +7,7 @@ so that the machine's drift over the run shows beside the ratios):
   llama-server  llama.cpp's server over the same weights as an f16 GGUF, both built by
                 scripts/setup-llama-cpp.sh (`make llama-cpp`) into .llama-cpp/ (or CONCH_BENCH_LLAMA_CPP);
                 64 slots, 256 tokens of context each, 2 threads, the GGUF's chat template through --jinja
-Workload: bench_engine_speed's (a) after its 64-at-once warm-up: 32 chat prompts x 64 tokens, greedy,
+Workload: bench_engine_speed's (a), after its warm-up at the highest level run: 32 chat prompts x 64 tokens, greedy,
 ignore_eos, streamed over HTTP with the openai SDK, at c1 (8 prompts), c16 (32) and c64 (64 requests);
 CONCH_BENCH_LEVELS (default 1,16,64) picks the levels. Figures: tokens/s, TTFT p50 and inter-token p50 of each
 server, then Conch / peer for each (Conch: the mean of its runs). A peer that is not built is left out, and
@@ -63,7 +63,7 @@ PEERS: dict[str, tuple[Callable[[], Server], Callable[[], str | None]]] = {
 
 
 async def _chat(url: str, levels: tuple[int, ...]) -> dict:
-    await warm_up(url)
+    await warm_up(url, max(levels))
     return await chat_levels(url, levels)
 
 
@@ -88,7 +88,7 @@ def _report(runs: list[tuple[str, dict]], levels: tuple[int, ...]) -> None:
         for c in levels:
             ours = {key: statistics.mean(f[f"chat c{c}"][key] for f in conch) for key, _, _ in FIGURES}
             print(f"  Conch / {peer:12} c{c:<3} " + "  ".join(
-                f"{title} {ours[key] / theirs[f'chat c{c}'][key]:.2f}x" for key, title, _ in FIGURES))
+                f"{key} {ours[key] / theirs[f'chat c{c}'][key]:.2f}x" for key, _, _ in FIGURES))
 
 
 def main() -> None:
