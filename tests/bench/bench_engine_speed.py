@@ -26,11 +26,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import openai
 
 from engine.weights import ensure_smollm2
-from tests.conftest import free_port, start_server, write_repository
+from tests.conftest import Server, free_port, start_server, wait_ready, write_repository
 
 TOPICS = ["the sea", "a robot", "autumn", "a city at night", "coffee", "mountains", "a lost key", "the moon"]
 CHAT = [f"Write a short paragraph about {t}{'!' * (i % 4)}" for i, t in enumerate(TOPICS * 4)]
@@ -89,7 +88,8 @@ async def _closed_loop(url: str, conversations: list[list[dict]], max_tokens: in
         start = time.perf_counter()
         await asyncio.gather(*[one(m) for m in conversations])
         wall = time.perf_counter() - start
-    return {"tok/s": run.tokens / wall, "ttft_p50": statistics.median(run.ttft), "wall": wall}
+    return {"tok/s": run.tokens / wall, "ttft_p50": statistics.median(run.ttft),
+            "itl_p50": statistics.median(run.itl), "wall": wall}
 
 
 def _agent_conversations(tails_seed: int) -> list[list[dict]]:
@@ -147,17 +147,30 @@ async def _mixed(url: str, seconds_between: float = 3.0) -> dict:
             "long_ttft_p50": statistics.median(longs.ttft) if longs.ttft else float("nan")}
 
 
+def _chat_requests(concurrency: int) -> list[list[dict]]:
+    """(a)'s requests at `concurrency`: CONCH_BENCH_C1_PROMPTS (default 8) of the 32 prompts at c1, all 32 at
+    c16, each twice at c64 (64 requests, all at once)."""
+    chat = [[{"role": "user", "content": p}] for p in CHAT]
+    by_level = {1: chat[:int(os.environ.get("CONCH_BENCH_C1_PROMPTS", "8"))], 16: chat, 64: chat * 2}
+    return by_level[concurrency]
+
+
+async def warm_up(url: str, concurrency: int = 64) -> None:
+    """The requests of level `concurrency`, 4 tokens each, at once: every engine has then used each KV slot (or
+    block) that level needs, and no figure after it pays for faulting in fresh pages."""
+    await _closed_loop(url, _chat_requests(concurrency), 4, concurrency)
+
+
+async def chat_levels(url: str, levels: tuple[int, ...] = (1, 16, 64)) -> dict:
+    """(a) at each of `levels` (1, 16 or 64), one after another: {"chat cN": figures}."""
+    return {f"chat c{c}": await _closed_loop(url, _chat_requests(c), 64, c) for c in levels}
+
+
 async def _workloads(url: str, names: list[str]) -> dict:
     out = {}
-    chat = [[{"role": "user", "content": p}] for p in CHAT]
-    # warm up: 64 at once, so every engine has used each of its KV slots (or blocks) once and none of the
-    # figures below pays for faulting in fresh pages
-    await _closed_loop(url, chat * 2, 4, 64)
+    await warm_up(url)
     if "chat" in names:
-        c1 = int(os.environ.get("CONCH_BENCH_C1_PROMPTS", "8"))
-        out["chat c1"] = await _closed_loop(url, chat[:c1], 64, 1)
-        out["chat c16"] = await _closed_loop(url, chat, 64, 16)
-        out["chat c64"] = await _closed_loop(url, chat * 2, 64, 64)                 # 64 requests, all at once
+        out.update(await chat_levels(url))
     if "agent" in names:
         for c in (16, 64):
             out[f"agent c{c}"] = await _closed_loop(url, _agent_conversations(tails_seed=c), 128, c)
@@ -176,53 +189,51 @@ def _conch(runner: str) -> tuple[list[str], Path]:
     return ["--model-repository", str(root)], root
 
 
-def _vllm_server():
+def start_conch(runner: str) -> Server:
+    """Conch serving SmolLM2 with `runner` ("auto": the flattened Llama runner; "hf": the HF forward). Up to
+    15 minutes to start: the first start after a change to the native kernels compiles them."""
+    args, root = _conch(runner)
+    return start_server(args, root, timeout=900, env={"HF_HUB_OFFLINE": "1"})
+
+
+def start_vllm() -> Server:
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="bench16-vllm-")) / "vllm.log"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
     proc = subprocess.Popen([VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(ensure_smollm2()),
                              "--served-model-name", "m", "--dtype", "bfloat16", "--port", str(port)],
                             stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return url, proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    proc.kill()
-    raise RuntimeError(f"vLLM did not start:\n{log.read_text()[-3000:]}")
+    return wait_ready(proc, f"http://127.0.0.1:{port}", log, 900, what="vLLM", poll=2)
 
 
-def _vllm_usable() -> bool:
+def stop(server: Server) -> None:
+    """Terminate and wait up to a minute (vLLM takes its engine process down with it), then kill."""
+    server.process.terminate()
+    try:
+        server.process.wait(60)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+
+
+def vllm_usable() -> bool:
     return Path(VLLM_PYTHON).exists() and subprocess.run([VLLM_PYTHON, "-c", "import vllm"],
                                                          capture_output=True, timeout=300).returncode == 0
 
 
 def _measure(engine: str, names: list[str]) -> dict:
-    if engine == "vllm":
-        url, proc = _vllm_server()
-        try:
-            return asyncio.run(_workloads(url, names))
-        finally:
-            proc.terminate()
-            proc.wait(60)
     if engine == "conch-hf":
         names = [n for n in names if n in os.environ.get("CONCH_BENCH_HF_WORKLOADS", "chat,mixed").split(",")]
-    args, root = _conch("auto" if engine == "conch" else "hf")
-    server = start_server(args, root, env={"HF_HUB_OFFLINE": "1"})
+    server = start_vllm() if engine == "vllm" else start_conch("auto" if engine == "conch" else "hf")
     try:
         return asyncio.run(_workloads(server.url, names))
     finally:
-        server.stop()
+        stop(server)
 
 
 def main() -> None:
     engines = os.environ.get("CONCH_BENCH_ENGINES", "conch,vllm,conch-hf").split(",")
     names = os.environ.get("CONCH_BENCH_WORKLOADS", "chat,agent,mixed,turns").split(",")
-    if "vllm" in engines and not _vllm_usable():
+    if "vllm" in engines and not vllm_usable():
         print(f"vllm: {VLLM_PYTHON} does not import vllm; measured without it", flush=True)
         engines.remove("vllm")
     results = {}
