@@ -7,9 +7,11 @@ What is left is checked here, on the bytes of the accepted tokens:
 - a key never completes (its closing quote) in an object that already holds it (raw bytes compared, so
   `"a"` and `"\\u0061"` count as two keys);
 - an object holding `limit` keys that no `properties` of the schema declares takes no further `,`: a
-  looping model must close it (every output of the grammar that closes it there is still valid).
-`restrict` clears the tokens that would break either from a mask row, unless that would leave the row
-empty (a grammar that allows only a duplicate or a comma there keeps its row); `allows` agrees with it.
+  looping model must close it (every output of the grammar that closes it there is still valid);
+- a key grows to at most `max_key_bytes` bytes (a looping model otherwise writes one endless key).
+`restrict` clears the tokens that would break any of these from a mask row, unless that would leave the row
+empty (a grammar that allows only a duplicate or a comma there keeps its row); `allows` agrees with it on
+the first two (the key length is the mask's alone: `accept` may take more than the mask, never less).
 Per token this costs a walk over the token's bytes, plus, inside an object with keys, a dry run of the
 few tokens that hold two quotes (20 of SmolLM2's 49,152) and a prefix search of the sorted vocabulary.
 """
@@ -57,12 +59,15 @@ class KeyRules:
     """What the check needs from one schema: the names it declares, and the bound on the others."""
     declared: frozenset[bytes]       # every `properties` name, as its JSON string's raw bytes
     limit: int | None                # undeclared keys per object (GenerationBounds.max_extra_keys)
+    max_key_bytes: int | None        # a key's raw bytes (max_string_length, or the longest declared name)
 
     @classmethod
-    def for_schema(cls, schema: Any, limit: int | None) -> "KeyRules":
+    def for_schema(cls, schema: Any, limit: int | None, max_key_length: int | None) -> "KeyRules":
         names = {name for _, node in iter_nodes(schema) if isinstance(node.get("properties"), dict)
                  for name in node["properties"]}
-        return cls(frozenset(json.dumps(name, ensure_ascii=False)[1:-1].encode() for name in names), limit)
+        declared = frozenset(json.dumps(name, ensure_ascii=False)[1:-1].encode() for name in names)
+        longest = max((len(name) for name in declared), default=0)
+        return cls(declared, limit, None if max_key_length is None else max(max_key_length, longest))
 
 
 class KeyVocabulary:
@@ -77,6 +82,9 @@ class KeyVocabulary:
         usable = [(i, raw) for i, raw in enumerate(info.token_bytes) if i not in excluded]
         self.quoted = np.array([i for i, raw in usable if raw.count(b'"') >= 2], dtype=np.int64)   # may hold a key
         self.commas = np.array([i for i, raw in usable if b"," in raw], dtype=np.int64)
+        # (V,) the bytes a token adds to a key: up to its first quote, else all of it (0 for special tokens)
+        self.key_growth = np.array([0 if i in excluded else raw.find(b'"') if b'"' in raw else len(raw)
+                                    for i, raw in enumerate(info.token_bytes)], dtype=np.int64)
 
     def starting_with(self, prefix: bytes) -> np.ndarray:
         """Ids of the tokens whose bytes start with `prefix`."""
@@ -164,24 +172,35 @@ class KeyCheck:
         if forbidden.size == 0:
             return
         kept = words.copy()
-        np.bitwise_and.at(words, forbidden >> 5, (~(np.int64(1) << (forbidden & 31))).astype(np.int32))
+        cleared = np.zeros(words.size * 32, dtype=bool)
+        cleared[forbidden] = True
+        words &= ~np.packbits(cleared, bitorder="little").view(np.int32)
         if not words.any():
             words[:] = kept
             self._lenient = True
 
     def _forbidden(self, words: np.ndarray) -> np.ndarray:
         state = self._states[-1]
+        found = [self._growing_a_key_too_long(state)]
         objects = [frame for frame in state.stack if frame.keys is not None]
         limit = self._rules.limit
         at_limit = limit is not None and any(frame.extra >= limit for frame in objects)
         if not at_limit and not any(frame.keys for frame in objects):
-            return np.empty(0, dtype=np.int64)
-        found = [self._completing_a_held_key(state)]
+            return found[0]
+        found.append(self._completing_a_held_key(state))
         candidates = np.concatenate([self._vocab.quoted, self._vocab.commas]) if at_limit else self._vocab.quoted
         allowed = candidates[(words[candidates >> 5] >> (candidates & 31)) & 1 == 1]
         found.append(np.array([i for i in allowed.tolist()
                                if _feed(state, self._vocab.token_bytes[i], self._rules) is None], dtype=np.int64))
         return np.concatenate(found)
+
+    def _growing_a_key_too_long(self, state: _State) -> np.ndarray:
+        """In a key: the tokens that would make it longer than `max_key_bytes` (an escaped quote counts as
+        its end, so a key may pass the bound by one token's bytes)."""
+        if state.mode != _KEY or self._rules.max_key_bytes is None:
+            return np.empty(0, dtype=np.int64)
+        left = max(self._rules.max_key_bytes - len(state.key), 0)   # past it (a lenient step), only closing
+        return np.flatnonzero(self._vocab.key_growth > left)
 
     def _completing_a_held_key(self, state: _State) -> np.ndarray:
         """In a key: the tokens that close it as a key its object already holds."""

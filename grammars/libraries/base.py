@@ -67,13 +67,15 @@ class Library(ABC):
         start = time.perf_counter()
         factory = builders[type(lowered)](lowered)
         if isinstance(lowered, JsonSchema):
-            factory = self._checking_keys(factory, KeyRules.for_schema(lowered.as_dict(), bounds.max_extra_keys))
+            rules = KeyRules.for_schema(lowered.as_dict(), bounds.max_extra_keys, bounds.max_string_length)
+            factory = self._checking_keys(factory, rules)
         elapsed = time.perf_counter() - start
         return CompiledGrammar(lowered, self.name, self.tokenizer.fingerprint, elapsed, factory)
 
     def _checking_keys(self, factory: MatcherFactory, rules: KeyRules) -> MatcherFactory:
-        """Matchers with the key check beside the grammar (json_keys.py). Its bound is the model's own
-        `max_extra_keys`, for every library: `bounds_for` drops it only from the generation form."""
+        """Matchers with the key check beside the grammar (json_keys.py). Its bounds are the model's own
+        `max_extra_keys` and `max_string_length`, for every library: `bounds_for` drops them only from the
+        generation form."""
         vocabulary = self.key_vocabulary
         return lambda: factory().checking_keys(KeyCheck(vocabulary, rules))
 

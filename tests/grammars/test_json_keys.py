@@ -141,3 +141,19 @@ def test_a_grammar_that_allows_only_a_duplicate_keeps_its_row():
     matcher.fill_bitmask(bitmask, 0)
     assert bitmask.any()
     assert _accepted(matcher, '"') == '"'
+
+
+def test_a_key_grows_no_longer_than_the_string_bound():
+    """A looping model can write one endless key (`"id:1,name:x,age:12,age:12,...`); past max_string_length
+    bytes only a token that closes the key is left."""
+    info = load_info()
+    matcher = _compiler("llguidance").compile(JsonSchema.from_dict(ANY)).matcher()
+    grammar = _compiler("llguidance").compile(JsonSchema.from_dict(ANY))
+    text = _looping_model(grammar, '{"age:12,age:12,age:12,age:12,age:12,age:12,age:12', seed=0)
+    value = parse_unique(text)
+    assert all(len(key) <= BOUNDS.max_string_length for key in value), text
+    assert _accepted(matcher, '{"abcdefgh') == '{"abcdefgh'
+    bitmask = allocate_bitmask(1, info.vocab_size)
+    matcher.fill_bitmask(bitmask, 0)
+    allowed = np.flatnonzero(allowed_ids(bitmask[0].numpy(), info.vocab_size))
+    assert allowed.size > 0 and all(info.token_bytes[i].startswith(b'"') for i in allowed)
