@@ -17,7 +17,7 @@ from typing import Any, Mapping
 class GenerationBounds:
     max_string_length: int | None = 256   # characters, for a string with no maxLength/enum/const/pattern/format
     max_items: int | None = 16            # items, for an array with no maxItems
-    max_extra_keys: int | None = 16       # undeclared keys of an open object with no maxProperties
+    max_extra_keys: int | None = 16       # undeclared keys per open object (json_keys.py; maxProperties)
     max_ref_depth: int | None = 8         # times a recursive $ref is followed (grammars/recursion.py)
     max_integer_digits: int | None = 15   # digits of a number's integer part where it has no minimum/maximum
     max_fraction_digits: int | None = 6   # digits after the point of a `number` with no multipleOf

@@ -11,7 +11,8 @@ Every value this form allows is valid under the prepared schema (each change onl
 - an array with no maxItems (and no prefixItems) gets `maxItems`;
 - an open object (undeclared keys allowed) with no maxProperties, whose declared properties are all
   required (where llguidance can count keys), gets `maxProperties`: its properties plus `max_extra_keys`,
-  so a model that repeats a key closes the object instead of looping to max_tokens;
+  so a model that repeats a key closes the object instead of looping to max_tokens (for the others,
+  the key check beside the grammar bounds them: json_keys.py);
 - an integer or number with no lower (upper) bound gets one `max_integer_digits` digits away;
   a number with no multipleOf gets `multipleOf: 10**-max_fraction_digits`;
 - a `$ref` on a cycle is unrolled `max_ref_depth` times (recursion.py), so nesting ends.

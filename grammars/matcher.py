@@ -8,6 +8,8 @@ The EOS rules live here, once, so that every library behaves the same:
 - `rollback(n)` undoes the last n accepted tokens, EOS included.
 A library adapter implements the five `_` primitives over non-EOS tokens only, so a library's
 own EOS handling (outlines-core raises on EOS in a final state) is never reached.
+A JSON schema's matcher also carries the key check (json_keys.py): the mask and `accept` refuse a key
+its object already holds, and a `,` past an open object's bound on undeclared keys.
 A matcher belongs to one sequence and is not shared between threads.
 """
 
@@ -18,6 +20,7 @@ from abc import ABC, abstractmethod
 import torch
 
 from .bitmask import check_bitmask, set_tokens
+from .json_keys import KeyCheck
 from .tokenizer import TokenizerInfo
 
 
@@ -30,6 +33,12 @@ class Matcher(ABC):
         self._keep = keep_row  # (W,) int32: the vocabulary minus special tokens and EOS
         self._history: list[int] = []  # accepted token ids; EOS, if there, is last
         self._ended = False  # EOS accepted
+        self._keys: KeyCheck | None = None  # follows the non-EOS tokens of a JSON output
+
+    def checking_keys(self, check: KeyCheck) -> "Matcher":
+        """This matcher, with `check` beside its grammar (before the first token)."""
+        self._keys = check
+        return self
 
     # -- what each library provides (non-EOS tokens only) --------------------------------------
     @abstractmethod
@@ -64,6 +73,8 @@ class Matcher(ABC):
         bitmask[row] &= self._keep
         if self._accepting():
             set_tokens(bitmask, row, self._eos_ids, allowed=True)
+        if self._keys is not None:
+            self._keys.restrict(bitmask[row])
 
     def accept(self, token_id: int) -> bool:
         """Advance by one token; False (and no change) if the grammar does not allow it here."""
@@ -73,8 +84,10 @@ class Matcher(ABC):
             if not self._accepting():
                 return False
             self._ended = True
-        elif not self._advance(token_id):
+        elif (self._keys is not None and not self._keys.allows(token_id)) or not self._advance(token_id):
             return False
+        elif self._keys is not None:
+            self._keys.accept(token_id)
         self._history.append(token_id)
         return True
 
@@ -99,6 +112,8 @@ class Matcher(ABC):
             self._ended, num_tokens = False, num_tokens - 1
         if num_tokens:
             self._undo(num_tokens)
+            if self._keys is not None:
+                self._keys.rollback(num_tokens)
 
     @property
     def num_tokens(self) -> int:

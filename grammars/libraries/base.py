@@ -14,6 +14,7 @@ from typing import Callable, ClassVar
 from ..bitmask import vocabulary_row
 from ..bounds import DEFAULT_BOUNDS, GenerationBounds
 from ..compiled import CompiledGrammar
+from ..json_keys import KeyCheck, KeyRules, key_vocabulary
 from ..lowering import LoweredSpec, lower
 from ..matcher import Matcher
 from ..spec import Grammar, GrammarSpec, JsonSchema, Regex
@@ -30,6 +31,7 @@ class Library(ABC):
         self.tokenizer = tokenizer
         # (W,) int32 every matcher ANDs into its row: no special tokens, no EOS, nothing past V.
         self.keep_row = vocabulary_row(tokenizer.vocab_size, tokenizer.special_token_ids)
+        self.key_vocabulary = key_vocabulary(tokenizer)  # for the key check of JSON outputs (json_keys.py)
 
     @classmethod
     def check(cls, spec: GrammarSpec, bounds: GenerationBounds = DEFAULT_BOUNDS) -> None:
@@ -64,8 +66,18 @@ class Library(ABC):
         }
         start = time.perf_counter()
         factory = builders[type(lowered)](lowered)
+        if isinstance(lowered, JsonSchema):
+            rules = KeyRules.for_schema(lowered.as_dict(), bounds.max_extra_keys, bounds.max_string_length)
+            factory = self._checking_keys(factory, rules)
         elapsed = time.perf_counter() - start
         return CompiledGrammar(lowered, self.name, self.tokenizer.fingerprint, elapsed, factory)
+
+    def _checking_keys(self, factory: MatcherFactory, rules: KeyRules) -> MatcherFactory:
+        """Matchers with the key check beside the grammar (json_keys.py). Its bounds are the model's own
+        `max_extra_keys` and `max_string_length`, for every library: `bounds_for` drops them only from the
+        generation form."""
+        vocabulary = self.key_vocabulary
+        return lambda: factory().checking_keys(KeyCheck(vocabulary, rules))
 
     @abstractmethod
     def _build_json(self, spec: JsonSchema) -> MatcherFactory: ...

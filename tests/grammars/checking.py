@@ -71,3 +71,13 @@ def validate_output(schema: dict[str, Any], text: str) -> Any:
     validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     validator(schema, format_checker=FORMAT_CHECKER).validate(instance)
     return instance
+
+
+def parse_unique(text: str) -> Any:
+    """`json.loads(text)`, failing if any object in it holds a key twice (json.loads would keep the last)."""
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in pairs]
+        assert len(keys) == len(set(keys)), f"a key appears twice: {keys}"
+        return dict(pairs)
+
+    return json.loads(text, object_pairs_hook=unique_keys)
