@@ -1,9 +1,13 @@
 """What batch invariance costs: one forward step of Conch's flattened Llama runner with `batch_invariant` on
-and off, in alternating rounds in one process (SmolLM2-135M bf16, 2 threads): decode at batch 1, 16, 64 over
-200- and 1,000-token contexts, and a 1,500-token prefill. Prints each median step time, decode tokens/s and the
-median off / on time ratio (< 1: invariance costs that fraction)."""
+and off, in alternating rounds in one process (SmolLM2-135M bf16): decode at batch 1, 16, 64 over 200- and
+1,000-token contexts, and a 1,500-token prefill. Prints each median step time, decode tokens/s and the median
+off / on time ratio (< 1: invariance costs that fraction).
+
+CONCH_BENCH_THREADS (default 2): on a machine shared past its cores use 1, since OpenMP's barriers then wait
+out other processes' time slices and a 2-thread step takes 10-100x its quiet time."""
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -76,7 +80,7 @@ def _rounds(on: Callable[[], None], off: Callable[[], None]) -> tuple[float, flo
 
 @torch.inference_mode()
 def main() -> None:
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("CONCH_BENCH_THREADS", "2")))
     model = AutoModelForCausalLM.from_pretrained(ensure_smollm2(), dtype=torch.bfloat16,
                                                  attn_implementation="sdpa").eval()
     on, off = LlamaForward(model, batch_invariant=True), LlamaForward(model, batch_invariant=False)

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from engine.backends.transformers.backend import TransformersBackend
-from engine.backends.transformers.llama import LlamaForward
 from engine.backends.transformers.prefix_cache import BLOCK
 from engine.backends.transformers.slot_store import SlotKVStore
 from engine.backends.transformers.step import Span, Step
@@ -124,3 +123,19 @@ def test_a_rows_logits_are_the_same_bits_in_any_step(cached):
     following.append(forward(_step(crowd, list(range(14))), kv)[1])
     for rows in (last, following):
         assert all(torch.equal(r, rows[0]) for r in rows[1:])
+
+
+def test_a_verify_span_gives_each_row_the_bits_of_decoding_it(cached):
+    """Speculative decoding's verify pass: k + 1 tokens of one sequence in one span, logits at every one, equal
+    to decoding them one step at a time (each token attends to its slot's columns up to its own position)."""
+    forward = cached.runner.forward_pass
+    c = cached.runner.model.config
+    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**26, 2)
+    a, b = kv.admit(_Cell(), 128), kv.admit(_Cell(), 128)
+    prompt, drafts = PROMPTS[1], [5, 901, 77, 4000]
+    n = len(prompt)
+    for slot in (a, b):
+        forward(_step([(slot, 0, prompt)], [n - 1]), kv)
+    verify = forward(_step([(a, n, drafts)], list(range(len(drafts)))), kv)
+    one_by_one = [forward(_step([(b, n + i, [t])], [0]), kv)[0] for i, t in enumerate(drafts)]
+    assert all(torch.equal(v, d) for v, d in zip(verify, one_by_one, strict=True))
