@@ -18,7 +18,7 @@ class Kernels:
     fused: Any = None         # native/fused_ops.cpp: residual add + RMSNorm, SiLU x up
 
     @classmethod
-    def load(cls, dtype: torch.dtype, head_dim: int, batch_invariant: bool = True) -> Kernels:
+    def load(cls, dtype: torch.dtype, head_dim: int, batch_invariant: bool = False) -> Kernels:
         """batch_invariant: one-token rows (decode) run `rows` rather than `decode` where the prefill kernel
         serves, so every token's attention is computed by the same arithmetic (llama.py's Numerics)."""
         if dtype != torch.bfloat16:

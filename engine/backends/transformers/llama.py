@@ -46,7 +46,7 @@ class LlamaForward:
     head_dim other than 64/128, no AVX512-BF16: SDPA serves) batched and alone may differ in the last bit."""
 
     @torch.inference_mode()
-    def __init__(self, model: Any, batch_invariant: bool = True) -> None:   # an HF Llama-family model
+    def __init__(self, model: Any, batch_invariant: bool = False) -> None:   # an HF Llama-family model
         c = model.config
         self.heads, self.kv_heads = c.num_attention_heads, c.num_key_value_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads

@@ -20,6 +20,7 @@ ASKS = ["Write a short poem about the sea.", "List three uses of a paperclip.", 
 def client(tmp_path_factory):
     root = tmp_path_factory.mktemp("repo")
     write_repository(root, {MODEL: {"weights": "builtin:smollm2", "dtype": "bfloat16", "response_cache": False,
+                                    "batch_invariant": True,
                                     "max_batch_size": 16}})
     server = start_server(["--model-repository", str(root)], root)
     yield openai.OpenAI(base_url=server.v1, api_key="none", max_retries=0)

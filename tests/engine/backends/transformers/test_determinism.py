@@ -41,7 +41,8 @@ async def _started(config: ModelConfig) -> TransformersBackend:
 @pytest.fixture(scope="module")
 async def cached():
     """The default config: kept slots and the prefix cache on, whole prompts in one step."""
-    backend = await _started(ModelConfig(name="m", weights="builtin:smollm2", dtype="bfloat16"))
+    backend = await _started(ModelConfig(name="m", weights="builtin:smollm2", dtype="bfloat16",
+                                         batch_invariant=True))
     yield backend
     await backend.stop()
 
@@ -50,7 +51,7 @@ async def cached():
 async def chunked():
     """No cache of any kind, prompts prefilled 24 tokens a step."""
     backend = await _started(ModelConfig(name="m", weights="builtin:smollm2", dtype="bfloat16", max_step_tokens=24,
-                                         prefix_cache_mb=0))
+                                         prefix_cache_mb=0, batch_invariant=True))
     yield backend
     await backend.stop()
 
@@ -139,3 +140,13 @@ def test_a_verify_span_gives_each_row_the_bits_of_decoding_it(cached):
     verify = forward(_step([(a, n, drafts)], list(range(len(drafts)))), kv)
     one_by_one = [forward(_step([(b, n + i, [t])], [0]), kv)[0] for i, t in enumerate(drafts)]
     assert all(torch.equal(v, d) for v, d in zip(verify, one_by_one, strict=True))
+
+
+def test_batch_invariant_is_a_typed_setting_of_the_transformers_backend():
+    from engine.errors import InvalidRequest
+
+    assert ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "batch_invariant": "true"}).batch_invariant
+    with pytest.raises(InvalidRequest, match="config key 'batch_invariant' must be"):
+        ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "batch_invariant": "sometimes"})
+    with pytest.raises(InvalidRequest, match="'batch_invariant' is the transformers backend's"):
+        ModelConfig.from_mapping("m", {"backend": "vllm", "weights": "x", "batch_invariant": True})
