@@ -42,8 +42,11 @@ class LlamaForward:
     among 64, a prefill chunk however cut, beside other requests' chunks, a kept slot's or a cached prefix's
     next token): the matmuls never run a lone row (weights.py's Dense), every token's attention is the prefill
     kernel's arithmetic (attention.py), the norms and SiLU are per row (fused_ops.cpp). So greedy decoding
-    gives the same tokens whatever the batch and the caches. Elsewhere (float32, float16, no compiler,
-    head_dim other than 64/128, no AVX512-BF16: SDPA serves) batched and alone may differ in the last bit."""
+    gives the same tokens whatever the batch and the caches. Off (the default; it costs 12-35% of a decode
+    step, docs/performance.md), a lone decode row's matmuls and a kept slot's next token (the decode kernel,
+    not the prefill kernel) may differ in the last bf16 bit from the same token computed elsewhere, enough to
+    flip a close argmax. Without the native prefill kernel (float32, float16, no compiler, head_dim other
+    than 64/128, no AVX512-BF16: SDPA serves) it is not invariant either way."""
 
     @torch.inference_mode()
     def __init__(self, model: Any, batch_invariant: bool = False) -> None:   # an HF Llama-family model
