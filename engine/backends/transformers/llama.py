@@ -42,7 +42,7 @@ class LlamaForward:
     among 64, a prefill chunk however cut, beside other requests' chunks, a kept slot's or a cached prefix's
     next token): the matmuls never run a lone row (weights.py's Dense), every token's attention is the prefill
     kernel's arithmetic (attention.py), the norms and SiLU are per row (fused_ops.cpp). So greedy decoding
-    gives the same tokens whatever the batch and the caches. Off (the default; it costs 12-35% of a decode
+    gives the same tokens whatever the batch and the caches. Off (the default; it costs 12-45% of a decode
     step, docs/performance.md), a lone decode row's matmuls and a kept slot's next token (the decode kernel,
     not the prefill kernel) may differ in the last bf16 bit from the same token computed elsewhere, enough to
     flip a close argmax. Without the native prefill kernel (float32, float16, no compiler, head_dim other
