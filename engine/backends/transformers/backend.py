@@ -106,10 +106,12 @@ class TransformersBackend:
         prefixes = PrefixCache(c.prefix_cache_mb * 2**20)
         if c.runner == "auto" and llama.supports(model):
             policy = None if c.kv_store == "auto" else StorePolicy(c.kv_store)
-            runner = FlatRunner(model, c.max_batch_size, c.kv_cache_mb * 2**20, prefixes, policy)
+            runner = FlatRunner(model, c.max_batch_size, c.kv_cache_mb * 2**20, prefixes, policy, c.batch_invariant)
             log.info("model %s: the flattened runner, its KV store %s", c.name, runner.kv.policy.value)
             return runner
         log.info("model %s: the HF runner (architecture %s, runner %s)", c.name, model.config.model_type, c.runner)
+        if c.batch_invariant:
+            log.warning("model %s: batch_invariant holds for the flattened runner only, not the HF runner", c.name)
         return HFRunner(model, pad, prefixes, c.max_batch_size * self.context_length)
 
     async def stop(self) -> None:

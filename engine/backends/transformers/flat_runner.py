@@ -8,6 +8,7 @@ leaves (`release`), which keeps its tokens' KV there for the next turn. Each ste
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -20,6 +21,8 @@ from engine.backends.transformers.sequence import Sequence
 from engine.backends.transformers.step import Span, Step
 from engine.errors import BackendUnavailable
 
+log = logging.getLogger(__name__)
+
 
 class FlatRunner:
     """Keeps the Runner contract (runner.py). Owns the model's flattened forward and the KV store. Not
@@ -28,12 +31,15 @@ class FlatRunner:
     whole_prompts = False
 
     def __init__(self, model: Any, max_slots: int, kv_budget_bytes: int, prefix_cache: PrefixCache,
-                 policy: StorePolicy | None = None) -> None:
+                 policy: StorePolicy | None = None, batch_invariant: bool = False) -> None:
         """`policy` None: RESERVED when the native decode kernel serves this model (it never reads past a
-        slot's length), else ZEROED (SDPA masks what it reads)."""
+        slot's length), else ZEROED (SDPA masks what it reads). `batch_invariant`: llama.py's Numerics."""
         c = model.config
         self.model = model
-        self.forward_pass = LlamaForward(model)
+        self.forward_pass = LlamaForward(model, batch_invariant)
+        if batch_invariant and self.forward_pass.kernels.rows is None:
+            log.warning("batch_invariant: no native prefill kernel for this model here (bf16, head_dim 64 or 128, "
+                        "AVX512-BF16, a C++ compiler): SDPA serves, and a row's last bits may follow its batch")
         if policy is None:
             policy = StorePolicy.ZEROED if self.forward_pass.kernels.decode is None else StorePolicy.RESERVED
         elif policy is StorePolicy.RESERVED and self.forward_pass.kernels.decode is None:

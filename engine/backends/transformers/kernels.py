@@ -14,15 +14,21 @@ class Kernels:
     """The native kernels this model's dtype and head size can use; None: torch's ops and SDPA serve."""
     decode: Any = None        # native/decode_attention.cpp: decode rows over their slots' columns
     prefill: Any = None       # native/prefill_attention.cpp: a prefill chunk, causal, over its slot
+    rows: Any = None          # native/prefill_attention.cpp: one-token rows batched, each as a chunk computes it
     fused: Any = None         # native/fused_ops.cpp: residual add + RMSNorm, SiLU x up
 
     @classmethod
-    def load(cls, dtype: torch.dtype, head_dim: int) -> Kernels:
+    def load(cls, dtype: torch.dtype, head_dim: int, batch_invariant: bool = False) -> Kernels:
+        """batch_invariant: one-token rows (decode) run `rows` rather than `decode` where the prefill kernel
+        serves, so every token's attention is computed by the same arithmetic (llama.py's Numerics)."""
         if dtype != torch.bfloat16:
             return cls()
         decode = native.load("decode_attention")
         prefill = native.load("prefill_attention") if head_dim in (64, 128) else None
+        if prefill is not None and not prefill.available():
+            prefill = None
         return cls(decode=decode.decode_attention if decode is not None else None,
-                   prefill=prefill.prefill_attention if prefill is not None and prefill.available() else None,
+                   prefill=prefill.prefill_attention if prefill is not None else None,
+                   rows=prefill.attention_rows if prefill is not None and batch_invariant else None,
                    fused=native.load("fused_ops"))
 

@@ -35,11 +35,21 @@ class LlamaForward:
     """Not thread-safe: the engine thread only. Shapes in comments: T tokens, H heads, G kv heads, D head_dim.
 
     Numerics: RMSNorm rounds as HF's does (native/fused_ops.cpp in bf16, else torch's rms_norm) and RoPE is a
-    float32 complex multiply, so logits match HF's forward to rounding (bf16), not bit for bit; batched and
-    alone stay bit-equal."""
+    float32 complex multiply, so logits match HF's forward to rounding (bf16), not bit for bit.
+
+    Batch invariance (`batch_invariant`, bf16 with the native prefill kernel): a token's every value depends on
+    its own id, position and the K/V before it, never on the step it is computed in (a decode row alone or
+    among 64, a prefill chunk however cut, beside other requests' chunks, a kept slot's or a cached prefix's
+    next token): the matmuls never run a lone row (weights.py's Dense), every token's attention is the prefill
+    kernel's arithmetic (attention.py), the norms and SiLU are per row (fused_ops.cpp). So greedy decoding
+    gives the same tokens whatever the batch and the caches. Off (the default; it costs 12-45% of a decode
+    step, docs/performance.md), a lone decode row's matmuls and a kept slot's next token (the decode kernel,
+    not the prefill kernel) may differ in the last bf16 bit from the same token computed elsewhere, enough to
+    flip a close argmax. Without the native prefill kernel (float32, float16, no compiler, head_dim other
+    than 64/128, no AVX512-BF16: SDPA serves) it is not invariant either way."""
 
     @torch.inference_mode()
-    def __init__(self, model: Any) -> None:   # an HF Llama-family model
+    def __init__(self, model: Any, batch_invariant: bool = False) -> None:   # an HF Llama-family model
         c = model.config
         self.heads, self.kv_heads = c.num_attention_heads, c.num_key_value_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
@@ -47,11 +57,11 @@ class LlamaForward:
         self.dtype = model.lm_head.weight.dtype
         self.embed = model.model.embed_tokens.weight
         self.norm = model.model.norm.weight
-        pack = can_pack(self.dtype)
-        self.lm_head = Dense.of(model.lm_head.weight, None, pack)
-        self.layers = [fused_layer(b, pack, self.heads, self.kv_heads) for b in model.model.layers]
+        pack, lone = can_pack(self.dtype), not batch_invariant
+        self.lm_head = Dense.of(model.lm_head.weight, None, pack, lone)
+        self.layers = [fused_layer(b, pack, self.heads, self.kv_heads, lone) for b in model.model.layers]
         self.rotation = self._rope_table(model, c.max_position_embeddings)
-        self.kernels = Kernels.load(self.dtype, self.head_dim)
+        self.kernels = Kernels.load(self.dtype, self.head_dim, batch_invariant)
 
     def _rope_table(self, model, length: int) -> torch.Tensor:
         """(P, D/2) complex64 cos + i sin for every position, from the model's own rotary embedding (its scaling

@@ -28,18 +28,29 @@ def can_pack(dtype: torch.dtype) -> bool:
 class Dense:
     """y = x @ weight.T + bias for x (T, in). The weight is a copy packed once into oneDNN's blocked layout
     where oneDNN takes the dtype (opaque: only `_linear_pointwise` reads it); decode matmuls stream it from
-    memory 1.4-1.7x faster than aten's plain (out, in) layout on this CPU, bit for bit equal in bf16."""
+    memory 1.4-1.7x faster than aten's plain (out, in) layout on this CPU, bit for bit equal in bf16.
+
+    Batch invariance (`lone_row` False): oneDNN computes a lone row (x of shape (1, in)) through another
+    reduction order than any x of 2 rows or more when in > 1024 (the last bf16 bit of ~15% of SmolLM2's down
+    projection rows differs), while every x of 2..2100 rows gives each row the same bits (measured, 1 and 2
+    threads). So a lone row is computed beside a zero row: a row's result never depends on the rows beside it."""
     weight: torch.Tensor
     bias: torch.Tensor | None
     packed: bool
+    lone_row: bool = True       # False: never run a (1, in) product (batch-invariant)
 
     @classmethod
-    def of(cls, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool) -> Dense:
+    def of(cls, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_row: bool = True) -> Dense:
         if pack:
-            return cls(torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_HINT), bias, True)
-        return cls(weight, bias, False)
+            return cls(torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_HINT), bias, True, lone_row)
+        return cls(weight, bias, False, lone_row)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] == 1 and not self.lone_row:
+            return self._product(torch.cat([x, torch.zeros_like(x)]))[:1]
+        return self._product(x)
+
+    def _product(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed:
             return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
         return F.linear(x, self.weight, self.bias)
@@ -69,7 +80,7 @@ def _pair_order(n: int, heads: int) -> torch.Tensor:
     return torch.arange(n).view(heads, 2, n // heads // 2).transpose(1, 2).reshape(n)
 
 
-def fused_layer(block: Any, pack: bool, heads: int, kv_heads: int) -> Layer:
+def fused_layer(block: Any, pack: bool, heads: int, kv_heads: int, lone_row: bool = True) -> Layer:
     a, m = block.self_attn, block.mlp
     if any(getattr(x, "bias", None) is not None for x in (m.gate_proj, m.up_proj, m.down_proj)):
         raise ValueError("MLP biases are not supported")
@@ -78,9 +89,10 @@ def fused_layer(block: Any, pack: bool, heads: int, kv_heads: int) -> Layer:
                       torch.arange(q + k, q + k + a.v_proj.out_features)])    # fused q/k/v rows, q/k interleaved
     qkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])[rows]
     bias = _cat_bias(a.q_proj, a.k_proj, a.v_proj)
-    return Layer(norm1=block.input_layernorm.weight, qkv=Dense.of(qkv, None if bias is None else bias[rows], pack),
-                 o=Dense.of(a.o_proj.weight, a.o_proj.bias, pack),
+    return Layer(norm1=block.input_layernorm.weight,
+                 qkv=Dense.of(qkv, None if bias is None else bias[rows], pack, lone_row),
+                 o=Dense.of(a.o_proj.weight, a.o_proj.bias, pack, lone_row),
                  norm2=block.post_attention_layernorm.weight,
-                 gate_up=Dense.of(torch.cat([m.gate_proj.weight, m.up_proj.weight]), None, pack),
-                 down=Dense.of(m.down_proj.weight, None, pack))
+                 gate_up=Dense.of(torch.cat([m.gate_proj.weight, m.up_proj.weight]), None, pack, lone_row),
+                 down=Dense.of(m.down_proj.weight, None, pack, lone_row))
 

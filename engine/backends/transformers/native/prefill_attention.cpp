@@ -131,7 +131,10 @@ inline void softmax_block(const float* s, int64_t valid, float log2e_scale, floa
 }
 
 // One task: up to kTokens query tokens (M = tokens x R rows) of kv head g against packed K/V blocks 0..last.
+// noinline: prefill_attention and attention_rows run this one compiled copy (-ffast-math may compile two
+// inlined copies to different instruction orders), so a row's bits never depend on which entry computed it.
 template <int D>
+__attribute__((noinline))
 void attend_block(const uint16_t* q, int64_t q_stride, int64_t t0, int64_t tokens, int64_t g, int64_t R,
                   int64_t start, const uint16_t* kp, const uint16_t* vp, float scale, c10::BFloat16* out,
                   int64_t H) {
@@ -283,10 +286,58 @@ void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const tor
   });
 }
 
+// Rows of one token each (decode rows), batched: row n is the token at position positions[n] of slot slots[n],
+// over that slot's columns 0..positions[n] (its own K/V already written). q and out (N, H, D) as above. Each
+// (row, kv head) packs its slot's keys and values and runs the very arithmetic prefill_attention runs for that
+// token in a chunk: a token's attention output is the same whatever span, step or batch computes it.
+void attention_rows(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                    const torch::Tensor& slots, const torch::Tensor& positions, double scale, torch::Tensor& out) {
+  TORCH_CHECK(kBuilt, "built without AVX512-BF16");
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 4 && v.sizes() == k.sizes() && out.sizes() == q.sizes(),
+              "q and out (N, H, D), k and v (S, G, C, D)");
+  TORCH_CHECK(q.scalar_type() == at::kBFloat16 && k.scalar_type() == at::kBFloat16 &&
+              v.scalar_type() == at::kBFloat16 && out.scalar_type() == at::kBFloat16, "bf16 only");
+  TORCH_CHECK(q.stride(2) == 1 && q.stride(1) == q.size(2), "q's heads must be contiguous");
+  TORCH_CHECK(k.is_contiguous() && v.is_contiguous() && out.is_contiguous(), "contiguous store and out");
+  const int64_t N = q.size(0), H = q.size(1), D = q.size(2), G = k.size(1), C = k.size(2);
+  TORCH_CHECK(D == 64 || D == 128, "head_dim 64 or 128");
+  TORCH_CHECK(k.size(3) == D && H % G == 0, "q and the store disagree on D or the head grouping");
+  TORCH_CHECK(slots.scalar_type() == at::kLong && positions.scalar_type() == at::kLong &&
+              slots.numel() == N && positions.numel() == N, "slots and positions: (N,) int64");
+  auto slot_c = slots.contiguous();
+  auto pos_c = positions.contiguous();
+  const int64_t* sp = slot_c.data_ptr<int64_t>();
+  const int64_t* pp = pos_c.data_ptr<int64_t>();
+  int64_t longest = 1;
+  for (int64_t n = 0; n < N; ++n) {
+    TORCH_CHECK(sp[n] >= 0 && sp[n] < k.size(0) && pp[n] >= 0 && pp[n] < C, "a row's slot or position is out of range");
+    longest = std::max(longest, pp[n] + 1);
+  }
+  const int64_t R = H / G, packed = (longest + kKeys - 1) / kKeys * kKeys * D;
+  const auto* qd = reinterpret_cast<const uint16_t*>(q.data_ptr<at::BFloat16>());
+  const auto* kd = reinterpret_cast<const uint16_t*>(k.data_ptr<at::BFloat16>());
+  const auto* vd = reinterpret_cast<const uint16_t*>(v.data_ptr<at::BFloat16>());
+  auto* od = reinterpret_cast<c10::BFloat16*>(out.data_ptr<at::BFloat16>());
+  const float s = static_cast<float>(scale);
+  at::parallel_for(0, N * G, 1, [&](int64_t lo, int64_t hi) {
+    std::unique_ptr<uint16_t[]> kp(new uint16_t[packed]), vp(new uint16_t[packed]);
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t n = i / G, g = i % G, end = pp[n] + 1, base = (sp[n] * G + g) * C * D;
+      pack_keys(kd + base, end, D, kp.get());
+      pack_values(vd + base, end, D, vp.get());
+      const uint16_t* qn = qd + n * q.stride(0);
+      if (D == 64) attend_block<64>(qn, 0, 0, 1, g, R, pp[n], kp.get(), vp.get(), s, od + n * H * D, H);
+      else attend_block<128>(qn, 0, 0, 1, g, R, pp[n], kp.get(), vp.get(), s, od + n * H * D, H);
+    }
+  });
+}
+
 // The kernel runs without the GIL (they touch no Python object): the server's event loop and its worker
 // threads keep serving requests while a step computes.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("available", &available, "whether this build has the AVX512-BF16 path");
   m.def("prefill_attention", &prefill_attention, "causal attention of a prefill chunk over the slot KV store (bf16)",
+        py::call_guard<py::gil_scoped_release>());
+  m.def("attention_rows", &attention_rows, "one-token rows over their slots, prefill_attention's arithmetic (bf16)",
         py::call_guard<py::gil_scoped_release>());
 }

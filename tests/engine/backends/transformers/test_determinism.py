@@ -1,0 +1,152 @@
+"""Batch-invariant greedy decoding (llama.py's Numerics): SmolLM2-135M bf16 answers every prompt with the same
+greedy tokens alone, again from its kept slot, inside a batch of 16 different requests, prefilled in small
+chunks beside other requests, and after a prefix-cache hit; and a row's logits are the same bits whatever step
+computes it."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from engine.backends.transformers.backend import TransformersBackend
+from engine.backends.transformers.prefix_cache import BLOCK
+from engine.backends.transformers.slot_store import SlotKVStore
+from engine.backends.transformers.step import Span, Step
+from engine.repository import ModelConfig
+from engine.types import GenerationRequest, SamplingParams
+
+TOKENS = 12
+_gen = torch.Generator().manual_seed(33)
+PROMPTS = [torch.randint(100, 40000, (n,), generator=_gen).tolist() for n in (20, 40, 95, 150)]
+OTHERS = [torch.randint(100, 40000, (n,), generator=_gen).tolist() for n in range(20, 140, 10)]   # 12 more
+LONG = torch.randint(100, 40000, (5 * BLOCK + 30,), generator=_gen).tolist()     # long enough to be cached
+
+
+async def _greedy(backend: TransformersBackend, ids: list[int], n: int = TOKENS) -> list[int]:
+    req = GenerationRequest(id=f"r{id(ids)}-{len(ids)}", model="m", prompt_token_ids=tuple(ids),
+                            params=SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True))
+    return [t async for d in backend.generate(req) for t in d.token_ids]
+
+
+async def _started(config: ModelConfig) -> TransformersBackend:
+    backend = TransformersBackend(config)
+    await backend.start()
+    if backend.runner.forward_pass.kernels.rows is None:
+        await backend.stop()
+        pytest.skip("no native prefill kernel here (AVX512-BF16 and a C++ compiler): SDPA is not batch-invariant")
+    return backend
+
+
+@pytest.fixture(scope="module")
+async def cached():
+    """The default config: kept slots and the prefix cache on, whole prompts in one step."""
+    backend = await _started(ModelConfig(name="m", weights="builtin:smollm2", dtype="bfloat16",
+                                         batch_invariant=True))
+    yield backend
+    await backend.stop()
+
+
+@pytest.fixture(scope="module")
+async def chunked():
+    """No cache of any kind, prompts prefilled 24 tokens a step."""
+    backend = await _started(ModelConfig(name="m", weights="builtin:smollm2", dtype="bfloat16", max_step_tokens=24,
+                                         prefix_cache_mb=0, batch_invariant=True))
+    yield backend
+    await backend.stop()
+
+
+@pytest.fixture(scope="module")
+async def alone(chunked) -> list[list[int]]:
+    """Each prompt's greedy tokens, alone and cold."""
+    return [await _greedy(chunked, p) for p in PROMPTS + [LONG]]
+
+
+async def test_alone_then_from_its_kept_slot(cached, alone):
+    for prompt, want in zip(PROMPTS, alone, strict=False):
+        assert await _greedy(cached, prompt) == want                 # cold, whole in one step
+        hits = cached.stats().prefix_cache_hits
+        assert await _greedy(cached, prompt) == want                 # its kept slot: only the last token computed
+        assert cached.stats().prefix_cache_hits - hits == len(prompt) - 1
+
+
+async def test_inside_a_batch_of_16_different_requests(cached, alone):
+    got = await asyncio.gather(*[_greedy(cached, p) for p in PROMPTS + OTHERS])
+    assert got[:len(PROMPTS)] == alone[:len(PROMPTS)]
+
+
+async def test_chunked_prefill_beside_other_requests(chunked, alone):
+    """24-token steps: decode rows share steps with other prompts' chunks, each prompt is cut several ways."""
+    got = await asyncio.gather(*[_greedy(chunked, p) for p in OTHERS[:5] + PROMPTS])
+    assert got[5:] == alone[:len(PROMPTS)]
+
+
+async def test_after_a_prefix_cache_hit(cached, alone):
+    """A prompt sharing LONG's first blocks runs first; LONG then starts from the prefix cache (its head's KV
+    copied into a fresh slot: the shared head is under half of what that prompt's slot keeps)."""
+    head = 4 * BLOCK
+    await _greedy(cached, LONG[:head] + OTHERS[-1] * 3, n=1)
+    hits = cached.stats().prefix_cache_hits
+    assert await _greedy(cached, LONG) == alone[-1]
+    assert cached.stats().prefix_cache_hits - hits == head
+
+
+class _Cell:
+    computed = 0        # a slot's occupant (a Sequence, in the runner)
+
+
+def _step(spans: list[tuple[int, int, list[int]]], want: list[int]) -> Step:
+    """spans: (slot, start, ids) laid out one after another; want: flattened indices whose logits are kept."""
+    ids, positions, slots, out = [], [], [], []
+    for slot, start, toks in spans:
+        out.append(Span(slot, start, len(ids), len(toks)))
+        ids += toks
+        positions += range(start, start + len(toks))
+        slots += [slot] * len(toks)
+    return Step(torch.tensor(ids), torch.tensor(positions), torch.tensor(slots), tuple(out), torch.tensor(want))
+
+
+def test_a_rows_logits_are_the_same_bits_in_any_step(cached):
+    """The prompt's last token: in its whole prompt, as a lone decode row, beside another prompt's chunk; then
+    its next token alone and among 14 decode rows."""
+    forward = cached.runner.forward_pass
+    c = cached.runner.model.config
+    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**27, 20)
+    slots = [kv.admit(_Cell(), 256) for _ in range(20)]
+    prompt, other = PROMPTS[3], LONG[:200]
+    n = len(prompt)
+    last = [forward(_step([(slots[0], 0, prompt)], [n - 1]), kv)[0]]
+    forward(_step([(slots[1], 0, prompt[:-1])], [n - 2]), kv)
+    last.append(forward(_step([(slots[1], n - 1, prompt[-1:])], [0]), kv)[0])
+    last.append(forward(_step([(slots[2], 0, other), (slots[3], 0, prompt)], [199, 199 + n]), kv)[1])
+    following = [forward(_step([(slots[0], n, [5])], [0]), kv)[0]]
+    crowd = [(slots[1], n, [5]), (slots[3], n, [5])] + [(s, 0, [7 + s]) for s in slots[6:18]]
+    following.append(forward(_step(crowd, list(range(14))), kv)[1])
+    for rows in (last, following):
+        assert all(torch.equal(r, rows[0]) for r in rows[1:])
+
+
+def test_a_verify_span_gives_each_row_the_bits_of_decoding_it(cached):
+    """Speculative decoding's verify pass: k + 1 tokens of one sequence in one span, logits at every one, equal
+    to decoding them one step at a time (each token attends to its slot's columns up to its own position)."""
+    forward = cached.runner.forward_pass
+    c = cached.runner.model.config
+    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**26, 2)
+    a, b = kv.admit(_Cell(), 128), kv.admit(_Cell(), 128)
+    prompt, drafts = PROMPTS[1], [5, 901, 77, 4000]
+    n = len(prompt)
+    for slot in (a, b):
+        forward(_step([(slot, 0, prompt)], [n - 1]), kv)
+    verify = forward(_step([(a, n, drafts)], list(range(len(drafts)))), kv)
+    one_by_one = [forward(_step([(b, n + i, [t])], [0]), kv)[0] for i, t in enumerate(drafts)]
+    assert all(torch.equal(v, d) for v, d in zip(verify, one_by_one, strict=True))
+
+
+def test_batch_invariant_is_a_typed_setting_of_the_transformers_backend():
+    from engine.errors import InvalidRequest
+
+    assert ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "batch_invariant": "true"}).batch_invariant
+    with pytest.raises(InvalidRequest, match="config key 'batch_invariant' must be"):
+        ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "batch_invariant": "sometimes"})
+    with pytest.raises(InvalidRequest, match="'batch_invariant' is the transformers backend's"):
+        ModelConfig.from_mapping("m", {"backend": "vllm", "weights": "x", "batch_invariant": True})
