@@ -62,6 +62,12 @@ class ModelConfig:
                                         # against 1.8-1.9 s at 1024)
     prefill_stall: float = 2.0          # while rows decode, a prefilling step may take this many decode-only
                                         # steps' time (stall_budget.py); 0 = no bound (throughput first)
+    speculative_tokens: int = 4         # multi-token decode steps (transformers, Llama family): most tokens a
+                                        # sequence proposes a step (0 = off); engine/backends/transformers/speculation
+    prompt_lookup_min: int = 2          # the shortest and longest suffix the prompt lookup proposes from
+    prompt_lookup_max: int = 4
+    speculative_grammar: bool = True    # propose the tokens a request's grammar forces
+    speculative_max_batch: int = 4      # no proposals in a step where more sequences decode
     queue_timeout: float | None = None  # seconds a request may wait for a slot; None = no limit
     response_cache: bool = True
     grammar_bounds: GenerationBounds = GenerationBounds()  # how far unbounded JSON may grow (grammars/bounds.py)
@@ -91,6 +97,10 @@ class ModelConfig:
             raise InvalidRequest(f"model '{self.name}': config key 'prefill_stall' must be 0 (no bound) or a "
                                  f"number >= 1", param="prefill_stall")
         check_instances(self.instance_count, self.backend, self.name)
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise InvalidRequest(f"model '{self.name}': config key 'prompt_lookup_min' ({self.prompt_lookup_min}) "
+                                 f"must not exceed 'prompt_lookup_max' ({self.prompt_lookup_max})",
+                                 param="prompt_lookup_min")
         for key, allowed in (("runner", RUNNERS), ("kv_store", KV_STORES)):
             if getattr(self, key) not in allowed:
                 raise InvalidRequest(f"model '{self.name}': config key '{key}' must be one of {', '.join(allowed)}, "
