@@ -39,6 +39,8 @@ class BackendStats:
     kv_cache_usage: float | None = None   # fraction 0..1 of the KV budget in use; None if unknown
     prefix_cache_queries: int = 0    # cumulative tokens looked up in the prefix cache
     prefix_cache_hits: int = 0       # cumulative tokens found there
+    spec_proposed_tokens: int = 0    # cumulative tokens proposed to multi-token decode steps (speculation)
+    spec_accepted_tokens: int = 0    # cumulative proposed tokens the steps' sampling kept
 
 
 @runtime_checkable

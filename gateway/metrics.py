@@ -12,6 +12,8 @@ Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_late
   conch_num_requests_running, conch_num_requests_waiting, conch_kv_cache_usage_ratio (gauges, read from the
   backend's stats(): engine/backend.py BackendStats; the KV gauge is absent for a backend that cannot tell);
   conch_prefix_cache_queries, conch_prefix_cache_hits (counters, tokens; from stats() too);
+  conch_spec_proposed_tokens, conch_spec_accepted_tokens (counters, tokens; from stats(): the transformers
+  backend's multi-token decode steps, proposed and kept);
   conch_request_cancelled, conch_rate_limit_rejections{limit}, conch_response_cache_errors (counters);
   conch_upstream_healthy, conch_upstream_inflight (gauges, labels model, deployment: an openai backend's);
   conch_mcp_calls (counter) and conch_mcp_call_duration_seconds (histogram), labels server (a registered
@@ -174,7 +176,7 @@ class _Collector:
 
     def _llm_gauges(self, models):
         engine = self.m.engine
-        running, waiting, kv, queries, hits = [], [], [], [], []
+        running, waiting, kv, queries, hits, proposed, accepted = [], [], [], [], [], [], []
         for name, _, lm in models:
             stats, labels = lm.backend.stats(), {"model": name}
             running.append((labels, stats.running))
@@ -183,11 +185,15 @@ class _Collector:
                 kv.append((labels, stats.kv_cache_usage))
             queries.append((labels, stats.prefix_cache_queries))
             hits.append((labels, stats.prefix_cache_hits))
+            proposed.append((labels, stats.spec_proposed_tokens))
+            accepted.append((labels, stats.spec_accepted_tokens))
         yield _metric("conch_num_requests_running", "Sequences in the running batch", "gauge", running)
         yield _metric("conch_num_requests_waiting", "Sequences and requests waiting to run", "gauge", waiting)
         yield _metric("conch_kv_cache_usage_ratio", "Fraction of the KV cache budget in use", "gauge", kv)
         yield _metric("conch_prefix_cache_queries", "Prompt tokens looked up in the prefix cache", "counter", queries)
         yield _metric("conch_prefix_cache_hits", "Prompt tokens whose KV came from the prefix cache", "counter", hits)
+        yield _metric("conch_spec_proposed_tokens", "Tokens proposed to multi-token decode steps", "counter", proposed)
+        yield _metric("conch_spec_accepted_tokens", "Proposed tokens the decode steps kept", "counter", accepted)
 
     def _gateway_counters(self):
         gate, cache = self.m.gate, self.m.engine.cache

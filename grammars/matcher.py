@@ -61,6 +61,10 @@ class Matcher(ABC):
     def _undo(self, num_tokens: int) -> None:
         """Roll back the last `num_tokens` non-EOS tokens."""
 
+    def _forced(self) -> list[int]:
+        """Tokens the grammar forces next, as the library tokenizes the forced text; [] if it cannot say."""
+        return []
+
     # -- the interface the sampler uses ----------------------------------------------------------
     def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
         """Write the tokens allowed next into bitmask[row] ((B, W) int32 on CPU)."""
@@ -90,6 +94,12 @@ class Matcher(ABC):
             self._keys.accept(token_id)
         self._history.append(token_id)
         return True
+
+    def forced_tokens(self) -> list[int]:
+        """Tokens the grammar forces next (possibly fewer than it forces: a library may hold back a last token
+        that the text after it could merge with); a hint, not a mask: the library's tokenization of the forced
+        text, which another tokenization of it may also spell."""
+        return [] if self.is_finished() else self._forced()
 
     def is_finished(self) -> bool:
         """EOS was accepted, or the grammar allows nothing but EOS (the output is complete)."""

@@ -64,6 +64,12 @@ class ModelConfig:
                                         # 12-45% slower (transformers, Llama family, bf16: llama.py)
     prefill_stall: float = 2.0          # while rows decode, a prefilling step may take this many decode-only
                                         # steps' time (stall_budget.py); 0 = no bound (throughput first)
+    speculative_tokens: int = 4         # multi-token decode steps (transformers, Llama family): most tokens a
+                                        # sequence proposes a step (0 = off); engine/backends/transformers/speculation
+    prompt_lookup_min: int = 2          # the shortest and longest suffix the prompt lookup proposes from
+    prompt_lookup_max: int = 4
+    speculative_grammar: bool = True    # propose the tokens a request's grammar forces
+    speculative_max_batch: int = 4      # no proposals in a step where more sequences decode
     queue_timeout: float | None = None  # seconds a request may wait for a slot; None = no limit
     response_cache: bool = True
     grammar_bounds: GenerationBounds = GenerationBounds()  # how far unbounded JSON may grow (grammars/bounds.py)
@@ -96,6 +102,10 @@ class ModelConfig:
         if self.batch_invariant and self.backend != "transformers":
             raise InvalidRequest(f"model '{self.name}': config key 'batch_invariant' is the transformers backend's "
                                  f"(vLLM's own switch: VLLM_BATCH_INVARIANT=1)", param="batch_invariant")
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise InvalidRequest(f"model '{self.name}': config key 'prompt_lookup_min' ({self.prompt_lookup_min}) "
+                                 f"must not exceed 'prompt_lookup_max' ({self.prompt_lookup_max})",
+                                 param="prompt_lookup_min")
         for key, allowed in (("runner", RUNNERS), ("kv_store", KV_STORES)):
             if getattr(self, key) not in allowed:
                 raise InvalidRequest(f"model '{self.name}': config key '{key}' must be one of {', '.join(allowed)}, "

@@ -22,6 +22,7 @@ class Rule:
     kind: type                       # int, float, bool or str
     low: float | None = None         # the least value (inclusive unless low_open)
     low_open: bool = False
+    high: float | None = None        # the greatest value (inclusive)
     optional: bool = False           # None (the default: off, or from elsewhere) is allowed
 
     def read(self, value: Any) -> Any:
@@ -33,12 +34,16 @@ class Rule:
         out: Any = _READ[self.kind](value)
         if self.low is not None and (out <= self.low if self.low_open else out < self.low):
             raise ValueError(f"must be {'above' if self.low_open else 'at least'} {self.low:g}")
+        if self.high is not None and out > self.high:
+            raise ValueError(f"must be at most {self.high:g}")
         return out
 
     def describe(self) -> str:
         what = _TYPE_NAMES[self.kind]
         if self.low is not None:
             what += f" {'>' if self.low_open else '>='} {self.low:g}"
+        if self.high is not None:
+            what += f"{' and' if self.low is not None else ''} <= {self.high:g}"
         return what + (" (or null)" if self.optional else "")
 
 
@@ -92,6 +97,9 @@ RULES: dict[str, Rule] = {
     "prefill_stall": Rule(float, 0),          # 0 (no bound) or >= 1: ModelConfig checks the gap
     "queue_timeout": Rule(float, 0, low_open=True, optional=True),
     "response_cache": Rule(bool), "decoupled": Rule(bool), "batch_invariant": Rule(bool),
+    "speculative_tokens": Rule(int, 0, high=16),   # 0: off; a verify span is 1 + this many tokens
+    "prompt_lookup_min": Rule(int, 1, high=16), "prompt_lookup_max": Rule(int, 1, high=16),
+    "speculative_grammar": Rule(bool), "speculative_max_batch": Rule(int, 1),
     "num_threads": Rule(int, 1, optional=True),
     "runner": Rule(str), "kv_store": Rule(str),   # their values: config.py's RUNNERS and KV_STORES
 }

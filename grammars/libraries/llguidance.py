@@ -115,3 +115,6 @@ class LLGuidanceMatcher(Matcher):
 
     def _undo(self, num_tokens: int) -> None:
         self._inner.rollback(num_tokens)
+
+    def _forced(self) -> list[int]:
+        return self._inner.compute_ff_tokens()

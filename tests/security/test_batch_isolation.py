@@ -128,7 +128,7 @@ def _step(seqs: list[Sequence], logits: torch.Tensor):
     for seq in seqs:
         scheduler.add(seq)
     batch = scheduler.schedule()
-    deltas = scheduler.update(batch, Sampler(_Tokenizer(), V).sample(batch.seqs, logits[:len(batch.seqs)]))
+    deltas = scheduler.update(batch, lambda seqs, rows: Sampler(_Tokenizer(), V).sample(seqs, logits[rows]))
     return {d.request_id: d for d in deltas}
 
 

@@ -33,6 +33,7 @@ from engine.backends.transformers.runner import Runner
 from engine.backends.transformers.sampler import Sampler
 from engine.backends.transformers.scheduler import Scheduler
 from engine.backends.transformers.sequence import Sequence
+from engine.backends.transformers.speculation import Speculation
 from engine.pipeline.length_bound import max_token_span
 from engine.repository.config import ModelConfig
 from engine.types import GenerationDelta, GenerationRequest
@@ -94,8 +95,10 @@ class TransformersBackend:
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.runner = self._runner(model, pad)
-        self.scheduler = Scheduler(self.runner, self.config.max_batch_size, self.config.max_step_tokens,
-                                   self.config.prefill_stall)
+        c = self.config
+        speculation = Speculation(c.speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max,
+                                  c.speculative_grammar, c.speculative_max_batch)
+        self.scheduler = Scheduler(self.runner, c.max_batch_size, c.max_step_tokens, c.prefill_stall, speculation)
         self.sampler = Sampler(self.tokenizer, model.config.vocab_size)
         self._eos = frozenset(_eos_ids(model, self.tokenizer))
 
@@ -133,7 +136,8 @@ class TransformersBackend:
         return BackendStats(
             running=sum(not seq.status.is_finished for seq in running), waiting=self.scheduler.num_waiting,
             kv_cache_usage=self.runner.kv_usage, prefix_cache_queries=prefixes.queried_tokens,
-            prefix_cache_hits=prefixes.hit_tokens)
+            prefix_cache_hits=prefixes.hit_tokens, spec_proposed_tokens=self.scheduler.proposed_tokens,
+            spec_accepted_tokens=self.scheduler.accepted_tokens)
 
     # -- requests --------------------------------------------------------------------------------------
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
@@ -265,9 +269,9 @@ class TransformersBackend:
         if batch.empty:
             return self.scheduler.drain_dropped()
         start = time.perf_counter()
-        logits = self.runner.forward(batch)          # the decode rows and the prefill chunks
+        logits = self.runner.forward(batch)          # the decode rows (and their proposals), the prefill chunks
         forwarded = time.perf_counter()
-        deltas = self.scheduler.update(batch, self.sampler.sample(batch.sampling, logits))
+        deltas = self.scheduler.update(batch, lambda seqs, rows: self.sampler.sample(seqs, logits[rows]))
         elapsed = time.perf_counter() - start
         self.steps += 1
         self.forward_seconds += forwarded - start

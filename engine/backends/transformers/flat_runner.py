@@ -81,8 +81,9 @@ class FlatRunner:
             seq.slot = None
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        """Logits (len(batch.sampling), V) float32, in `batch.sampling` order (the scheduler's update then
-        counts the spans' tokens as computed)."""
+        """Logits (R, V) float32: per sequence of `batch.sampling`, in order, a row at its last token and one at
+        each token it proposed (`batch.drafts`); the scheduler's update then counts the spans' tokens as
+        computed, and the proposals it accepted."""
         logits = self.forward_pass(self._layout(batch), self.kv)
         for seq, (start, n) in zip(batch.seqs, batch.spans, strict=True):
             if start + n <= len(seq.prompt_ids) and n > 1:
@@ -90,17 +91,20 @@ class FlatRunner:
         return logits
 
     def _layout(self, batch: Batch) -> Step:
+        """A decode row's span holds its last token and its proposals (they need the sequence's room in the
+        store: Speculation.draft keeps them within its reservation)."""
         ids: list[int] = []
-        spans, last = [], []
-        for seq, (start, n) in zip(batch.seqs, batch.spans, strict=True):
+        spans, wanted = [], []    # type: list[Span], list[int]
+        for i, (seq, (start, n)) in enumerate(zip(batch.seqs, batch.spans, strict=True)):
             assert seq.slot is not None
-            spans.append(Span(seq.slot, start, len(ids), n))
-            ids += seq.tokens(start, n)
+            draft = batch.draft(i)
+            spans.append(Span(seq.slot, start, len(ids), n + len(draft)))
+            ids += seq.tokens(start, n) + list(draft)
             if start + n == seq.num_tokens:
-                last.append(len(ids) - 1)
+                wanted.extend(range(len(ids) - 1 - len(draft), len(ids)))
         positions = torch.cat([torch.arange(s.start, s.start + s.n) for s in spans])
         slots = torch.cat([torch.full((s.n,), s.slot, dtype=torch.long) for s in spans])
-        return Step(torch.tensor(ids), positions, slots, tuple(spans), torch.tensor(last, dtype=torch.long))
+        return Step(torch.tensor(ids), positions, slots, tuple(spans), torch.tensor(wanted, dtype=torch.long))
 
     def _remember(self, seq: Sequence, computed: int) -> None:
         """Offer the prompt head computed so far to the prefix cache (block-aligned; it copies)."""

@@ -40,7 +40,8 @@ class Runner(Protocol):
         ...
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        """Logits (len(batch.sampling), V) float32, in `batch.sampling` order; stores the batch's new KV."""
+        """Logits (R, V) float32, in `batch.sampling` order: a row per sequence, and one more per token it
+        proposed (`batch.drafts`, which a runner with `whole_prompts` is never given); stores the new KV."""
         ...
 
     @property

@@ -1,12 +1,15 @@
 """Continuous batching. There is no prefill phase and decode phase: every step, the sequences that
 finished since the last step leave, waiting sequences join while there are free slots, and every running
-sequence past its prompt gets one token. Prompts are prefilled whole in the step that admits them (a runner
-with `whole_prompts`, the HF one), or in chunks under a per-step token budget mixed with the decode rows (the
-flattened runner).
+sequence past its prompt gets one token (or, with the flattened runner, up to k proposed ones after its last
+token, of which it keeps those sampling agrees with, and one token more: speculation/). Prompts are prefilled
+whole in the step that admits them (a runner with `whole_prompts`, the HF one), or in chunks under a per-step
+token budget mixed with the decode rows (the flattened runner).
 
 Invariants: `seq.computed` tokens of every running sequence have their KV stored (the runner sets it on
 admission and first chunk, `update` after each step); with `whole_prompts`, `running[i]` owns row i of the
-runner's KV after `Batch.keep` has been applied.
+runner's KV after `Batch.keep` has been applied. A decode row that accepted a proposals this step has the KV
+of its a accepted tokens too (computed from the right tokens); the KV of the rejected ones lies past
+`computed`, where the store's columns are overwritten by later steps.
 """
 from __future__ import annotations
 
@@ -17,8 +20,10 @@ import time
 from engine.backends.transformers.batch import Batch, make_batch
 from engine.backends.transformers.runner import Runner
 from engine.backends.transformers.sequence import Sequence
+from engine.backends.transformers.speculation import Speculation, verify
+from engine.backends.transformers.speculation.verify import Sample, Sampled
 from engine.backends.transformers.stall_budget import Allotment, StallBudget
-from engine.types import GenerationDelta, PositionLogprobs, RequestStatus
+from engine.types import GenerationDelta, RequestStatus
 
 
 class Scheduler:
@@ -37,8 +42,13 @@ class Scheduler:
     MIN_CHUNK = 32        # prompt tokens a step computes even when the decode rows use the whole budget
     WHOLE_PREFILL_TOKENS = 4096     # whole prompts one step prefills (beyond the first newcomer's)
 
-    def __init__(self, runner: Runner, max_batch_size: int, step_tokens: int = 2048, stall: float = 2.0) -> None:
+    def __init__(self, runner: Runner, max_batch_size: int, step_tokens: int = 2048, stall: float = 2.0,
+                 speculation: Speculation | None = None) -> None:
         self.runner = runner
+        # proposals of decode rows (chunked mode only: the flattened runner); None: none
+        self.speculation = speculation if speculation is not None else Speculation()
+        self.proposed_tokens = 0             # cumulative proposals computed, and those accepted (stats())
+        self.accepted_tokens = 0
         self.max_batch_size = max_batch_size
         self.step_tokens = step_tokens
         self.budget = StallBudget(stall=stall, min_tokens=self.MIN_CHUNK)
@@ -105,9 +115,11 @@ class Scheduler:
 
     def _schedule_chunked(self, keep: list[int], continuing: list[Sequence]) -> Batch:
         decode = [s for s in continuing if s.computed >= len(s.prompt_ids)]
+        drafts = self.speculation.drafts(decode)
         waiting = len(continuing) - len(decode) + len(self._waiting)
         allot = self.budget.allot(len(decode), waiting)
-        tokens = max(self.step_tokens - len(decode), self.MIN_CHUNK)      # and the step's token cap
+        rows = len(decode) + sum(map(len, drafts))
+        tokens = max(self.step_tokens - rows, self.MIN_CHUNK)      # and the step's token cap
         chunks: list[tuple[Sequence, int]] = []
         for seq in continuing:
             if seq.computed < len(seq.prompt_ids) and tokens > 0 and allot.open:
@@ -124,7 +136,7 @@ class Scheduler:
             chunks.append((newcomer, self._chunk(newcomer, tokens, allot)))
             tokens -= chunks[-1][1]
         self.running = continuing + admitted
-        return make_batch(keep, decode, chunks)
+        return make_batch(keep, decode, chunks, drafts)
 
     def _chunk(self, seq: Sequence, tokens: int, allot: Allotment) -> int:
         """Prompt tokens `seq` computes this step (at least 1: a cached head leaves one to compute)."""
@@ -168,25 +180,35 @@ class Scheduler:
         if not self.runner.whole_prompts:
             self.budget.observe(len(batch.decode), list(batch.spans[len(batch.decode):]), seconds)
 
-    def update(self, batch: Batch, sampled: list[tuple[int, PositionLogprobs | None] | None]) -> list[GenerationDelta]:
-        """Record one token per sequence (None: its sampling failed); return a delta per sequence that has news.
+    def update(self, batch: Batch, sample: Sample) -> list[GenerationDelta]:
+        """Record the step's tokens: `sample(seqs, rows)` gives a token (None: its sampling failed) per sequence
+        from the runner's logits rows `rows`; a decode row with proposals is sampled row by row while they
+        match (speculation/verify.py). Returns a delta per sequence that has news.
 
         A sequence whose grammar matcher raises (or rejects the token) ends alone, with its error."""
         sampling = batch.sampling
-        for seq, (start, n) in zip(batch.seqs, batch.spans, strict=True):
-            seq.computed = max(seq.computed, start + n)
-        for seq, row in zip(sampling, sampled, strict=True):
-            if seq.status.is_finished or row is None:   # aborted during the forward pass, or failed
-                continue
-            try:
-                if seq.matcher is not None and not seq.matcher.accept(row[0]):
-                    seq.fail("grammar rejected a sampled token")
-                    continue
-                seq.append(*row)
-            except Exception as exc:
-                seq.fail(f"this request's grammar failed: {exc}")
+        accepted = verify(sampling, batch.drafts, sample, self._record)
+        self.proposed_tokens += sum(map(len, batch.drafts))
+        self.accepted_tokens += sum(accepted)
+        for i, (seq, (start, n)) in enumerate(zip(batch.seqs, batch.spans, strict=True)):
+            seq.computed = max(seq.computed, start + n + (accepted[i] if i < len(batch.decode) else 0))
         news = [s for s in batch.seqs if s.status.is_finished or s in sampling]
         return [d for d in map(Sequence.drain, news) if d is not None] + self.drain_dropped()
+
+    @staticmethod
+    def _record(seq: Sequence, row: Sampled | None) -> bool:
+        """Take a sampled token into `seq` (its matcher, then its output); False if it was not taken or `seq`
+        has finished."""
+        if seq.status.is_finished or row is None:   # aborted during the forward pass, or failed
+            return False
+        try:
+            if seq.matcher is not None and not seq.matcher.accept(row[0]):
+                seq.fail("grammar rejected a sampled token")
+                return False
+            seq.append(*row)
+        except Exception as exc:
+            seq.fail(f"this request's grammar failed: {exc}")
+        return not seq.status.is_finished
 
     def drain_dropped(self) -> list[GenerationDelta]:
         deltas = [d for d in map(Sequence.drain, self._dropped) if d is not None]

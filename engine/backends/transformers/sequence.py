@@ -31,6 +31,7 @@ class Sequence:
     computed: int = 0                        # tokens whose KV is stored; the next step computes from here
     cached: int = 0                          # prompt tokens it found stored (a kept slot, the prefix cache)
     started: bool = False                    # its first prompt chunk has been scheduled (chunked prefill)
+    lookup: Any = None                       # its prompt lookup's index (speculation/ngram.py), once it proposes
     # Produced but not yet delivered; drained into one GenerationDelta per step.
     _ids: list[int] = field(default_factory=list)
     _logprobs: list[PositionLogprobs] = field(default_factory=list)
@@ -53,6 +54,13 @@ class Sequence:
         """The most tokens this sequence may reach: what its KV reservation must hold."""
         limit = self.params.max_tokens
         return min(len(self.prompt_ids) + (limit if limit is not None else self.max_total), self.max_total)
+
+    @property
+    def room(self) -> int:
+        """Tokens it may still produce before its length limits (max_tokens, the context length) end it."""
+        limit = self.params.max_tokens
+        left = self.max_total - self.num_tokens
+        return min(left, limit - len(self.output_ids)) if limit is not None else left
 
     def tokens(self, start: int, n: int) -> list[int]:
         """Token ids start..start+n-1 of prompt + output."""

@@ -24,5 +24,6 @@ class Step:
     positions: torch.Tensor  # (T,)
     slots: torch.Tensor      # (T,) the slot of each token
     spans: tuple[Span, ...]
-    logits_at: torch.Tensor  # (R,) flattened indices whose logits are wanted (each sampling span's last token)
+    logits_at: torch.Tensor  # (R,) flattened indices whose logits are wanted: each sampling span's last token,
+                             # or its last 1 + k where it ends in k proposed tokens
 

@@ -18,7 +18,7 @@ def _seq(rid: str, prompt: int, max_tokens: int = 4, deadline: float | None = No
 
 def _step(s: Scheduler, token: int = 7):
     batch = s.schedule()
-    deltas = s.update(batch, [(token, None) for _ in batch.sampling])
+    deltas = s.update(batch, lambda seqs, rows: [(token, None) for _ in seqs])
     return batch, deltas
 
 
