@@ -68,7 +68,8 @@ async def test_metrics_move_as_requests_flow(server):
     assert _value(after, "nv_inference_count", model="tiny") >= 3
     assert _value(after, "nv_cache_num_misses_per_model", model="tiny") >= 1
     assert _value(after, "nv_cache_num_hits_per_model", model="tiny") >= 1
-    assert _value(after, "nv_inference_exec_count", model="tiny") >= 6          # decode steps of the miss
+    # the miss's steps: its 6 tokens take at least 2 (a step makes 1 + up to speculative_tokens (4) tokens)
+    assert _value(after, "nv_inference_exec_count", model="tiny") >= 2
     assert _value(after, "nv_inference_pending_request_count", model="tiny") == 0
 
     def count(metrics: str, histogram: str) -> float:

@@ -44,7 +44,8 @@ ensemble_scheduling { step [ { model_name: "preprocess" input_map { key: "prompt
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("repo")
-    write_repository(root, {"smollm2": {"weights": "builtin:tiny", "dtype": "float32"}})
+    # one token a step (no multi-token steps), so a streamed delta is one token and pieces count them
+    write_repository(root, {"smollm2": {"weights": "builtin:tiny", "dtype": "float32", "speculative_tokens": 0}})
     for name in ("preprocess", "postprocess", "assistant"):
         shutil.copytree(EXAMPLE / name, root / name)
     (root / "postprocess" / "1" / "model.py").write_text(BRACKETS)

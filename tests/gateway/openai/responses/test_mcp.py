@@ -285,20 +285,20 @@ def test_background_approval_ends_it_and_resumes(client, mcp_servers):
 
 def test_a_client_gone_cancels_the_call(gateway, mcp_servers):
     tool = mcp_tool(mcp_servers["hanging"].url, label="slow", allowed_tools=["wait"])
+    series = 'conch_mcp_calls{server="' + mcp_servers["hanging"].origin + '",tool="wait",outcome="cancelled"}'
+    before = metric(gateway, series)              # the background cancel test counts on the same series
     body = {**request([tool], forced("slow", "wait"), input="Wait."), "stream": True}
     with httpx.stream("POST", f"{gateway.v1}/responses", json=body, headers={"Authorization": f"Bearer {KEY_A}"},
                       timeout=600) as reply:
         for line in reply.iter_lines():
             if "response.mcp_call.in_progress" in line:
                 break                                  # the call is running: hang up
-    series = 'conch_mcp_calls{server="' + mcp_servers["hanging"].origin + '",tool="wait",outcome="cancelled"} 1.0'
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        metrics = httpx.get(f"{gateway.url}/metrics", headers={"Authorization": f"Bearer {KEY_A}"}, timeout=30)
-        if series in metrics.text:
+        if metric(gateway, series) == before + 1:
             return
         time.sleep(0.5)
-    pytest.fail(f"the call was not cancelled: {series} missing")
+    pytest.fail(f"the call was not cancelled: {series} stayed at {metric(gateway, series)}")
 
 
 _AGENT_SCRIPT = """
