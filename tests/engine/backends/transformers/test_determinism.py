@@ -12,9 +12,9 @@ import torch
 from engine.backends.transformers.backend import TransformersBackend
 from engine.backends.transformers.prefix_cache import BLOCK
 from engine.backends.transformers.slot_store import SlotKVStore
-from engine.backends.transformers.step import Span, Step
 from engine.repository import ModelConfig
 from engine.types import GenerationRequest, SamplingParams
+from tests.engine.backends.transformers.steps import Occupant, make_step
 
 TOKENS = 12
 _gen = torch.Generator().manual_seed(33)
@@ -91,37 +91,24 @@ async def test_after_a_prefix_cache_hit(cached, alone):
     assert cached.stats().prefix_cache_hits - hits == head
 
 
-class _Cell:
-    computed = 0        # a slot's occupant (a Sequence, in the runner)
 
 
-def _step(spans: list[tuple[int, int, list[int]]], want: list[int]) -> Step:
-    """spans: (slot, start, ids) laid out one after another; want: flattened indices whose logits are kept."""
-    ids, positions, slots, out = [], [], [], []
-    for slot, start, toks in spans:
-        out.append(Span(slot, start, len(ids), len(toks)))
-        ids += toks
-        positions += range(start, start + len(toks))
-        slots += [slot] * len(toks)
-    return Step(torch.tensor(ids), torch.tensor(positions), torch.tensor(slots), tuple(out), torch.tensor(want))
-
-
-def test_a_rows_logits_are_the_same_bits_in_any_step(cached):
+def test_a_rows_logits_are_the_same_bits_in_anymake_step(cached):
     """The prompt's last token: in its whole prompt, as a lone decode row, beside another prompt's chunk; then
     its next token alone and among 14 decode rows."""
     forward = cached.runner.forward_pass
     c = cached.runner.model.config
     kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**27, 20)
-    slots = [kv.admit(_Cell(), 256) for _ in range(20)]
+    slots = [kv.admit(Occupant(), 256) for _ in range(20)]
     prompt, other = PROMPTS[3], LONG[:200]
     n = len(prompt)
-    last = [forward(_step([(slots[0], 0, prompt)], [n - 1]), kv)[0]]
-    forward(_step([(slots[1], 0, prompt[:-1])], [n - 2]), kv)
-    last.append(forward(_step([(slots[1], n - 1, prompt[-1:])], [0]), kv)[0])
-    last.append(forward(_step([(slots[2], 0, other), (slots[3], 0, prompt)], [199, 199 + n]), kv)[1])
-    following = [forward(_step([(slots[0], n, [5])], [0]), kv)[0]]
+    last = [forward(make_step([(slots[0], 0, prompt)], [n - 1]), kv)[0]]
+    forward(make_step([(slots[1], 0, prompt[:-1])], [n - 2]), kv)
+    last.append(forward(make_step([(slots[1], n - 1, prompt[-1:])], [0]), kv)[0])
+    last.append(forward(make_step([(slots[2], 0, other), (slots[3], 0, prompt)], [199, 199 + n]), kv)[1])
+    following = [forward(make_step([(slots[0], n, [5])], [0]), kv)[0]]
     crowd = [(slots[1], n, [5]), (slots[3], n, [5])] + [(s, 0, [7 + s]) for s in slots[6:18]]
-    following.append(forward(_step(crowd, list(range(14))), kv)[1])
+    following.append(forward(make_step(crowd, list(range(14))), kv)[1])
     for rows in (last, following):
         assert all(torch.equal(r, rows[0]) for r in rows[1:])
 
@@ -132,13 +119,13 @@ def test_a_verify_span_gives_each_row_the_bits_of_decoding_it(cached):
     forward = cached.runner.forward_pass
     c = cached.runner.model.config
     kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**26, 2)
-    a, b = kv.admit(_Cell(), 128), kv.admit(_Cell(), 128)
+    a, b = kv.admit(Occupant(), 128), kv.admit(Occupant(), 128)
     prompt, drafts = PROMPTS[1], [5, 901, 77, 4000]
     n = len(prompt)
     for slot in (a, b):
-        forward(_step([(slot, 0, prompt)], [n - 1]), kv)
-    verify = forward(_step([(a, n, drafts)], list(range(len(drafts)))), kv)
-    one_by_one = [forward(_step([(b, n + i, [t])], [0]), kv)[0] for i, t in enumerate(drafts)]
+        forward(make_step([(slot, 0, prompt)], [n - 1]), kv)
+    verify = forward(make_step([(a, n, drafts)], list(range(len(drafts)))), kv)
+    one_by_one = [forward(make_step([(b, n + i, [t])], [0]), kv)[0] for i, t in enumerate(drafts)]
     assert all(torch.equal(v, d) for v, d in zip(verify, one_by_one, strict=True))
 
 

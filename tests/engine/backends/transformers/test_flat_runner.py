@@ -13,10 +13,10 @@ from engine.backends.transformers.flat_runner import FlatRunner
 from engine.backends.transformers.hf_runner import HFRunner
 from engine.backends.transformers.slot_store import SlotKVStore
 from engine.backends.transformers.llama import LlamaForward
-from engine.backends.transformers.step import Span, Step
 from engine.weights import ensure_tiny_model
 from engine.repository import ModelConfig
 from engine.types import GenerationRequest, SamplingParams
+from tests.engine.backends.transformers.steps import Occupant, make_step
 
 
 @pytest.fixture(scope="module")
@@ -24,19 +24,6 @@ def model():
     return AutoModelForCausalLM.from_pretrained(ensure_tiny_model(), dtype=torch.float32).eval()
 
 
-class _Cell:
-    computed = 0        # a slot's occupant (a Sequence, in the runner)
-
-
-def _step(spans: list[tuple[int, int, list[int]]], want: list[int]) -> Step:
-    """spans: (slot, start, ids) laid out one after another."""
-    ids, positions, slots, out = [], [], [], []
-    for slot, start, toks in spans:
-        out.append(Span(slot, start, len(ids), len(toks)))
-        ids += toks
-        positions += range(start, start + len(toks))
-        slots += [slot] * len(toks)
-    return Step(torch.tensor(ids), torch.tensor(positions), torch.tensor(slots), tuple(out), torch.tensor(want))
 
 
 def test_whole_chunked_and_batched_decode_logits_equal_the_hf_forward(model):
@@ -46,11 +33,11 @@ def test_whole_chunked_and_batched_decode_logits_equal_the_hf_forward(model):
     prompt = list(range(100, 190))
     with torch.inference_mode():
         ref = model(input_ids=torch.tensor([prompt + [5]])).logits[0]
-    a, b = kv.admit(_Cell(), 128), kv.admit(_Cell(), 128)
-    whole = forward(_step([(a, 0, prompt)], [89]), kv)
-    forward(_step([(b, 0, prompt[:50])], [49]), kv)                    # the same prompt in two chunks
-    chunked = forward(_step([(b, 50, prompt[50:])], [39]), kv)
-    both = forward(_step([(a, 90, [5]), (b, 90, [5])], [0, 1]), kv)     # two decode rows in one call
+    a, b = kv.admit(Occupant(), 128), kv.admit(Occupant(), 128)
+    whole = forward(make_step([(a, 0, prompt)], [89]), kv)
+    forward(make_step([(b, 0, prompt[:50])], [49]), kv)                    # the same prompt in two chunks
+    chunked = forward(make_step([(b, 50, prompt[50:])], [39]), kv)
+    both = forward(make_step([(a, 90, [5]), (b, 90, [5])], [0, 1]), kv)     # two decode rows in one call
     for got, want in ((whole[0], ref[89]), (chunked[0], ref[89]), (both[0], ref[90]), (both[1], ref[90])):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
@@ -111,8 +98,8 @@ def test_qwen2_qkv_biases_follow_their_reordered_rows():
     forward = LlamaForward(qwen)
     kv = SlotKVStore(2, 2, forward.head_dim, torch.float32, 2**24, 2)
     ids = list(range(10, 60))
-    slot = kv.admit(_Cell(), 64)
-    got = forward(_step([(slot, 0, ids)], [49]), kv)
+    slot = kv.admit(Occupant(), 64)
+    got = forward(make_step([(slot, 0, ids)], [49]), kv)
     with torch.inference_mode():
         want = qwen(input_ids=torch.tensor([ids])).logits[0, 49]
     torch.testing.assert_close(got[0], want, atol=1e-4, rtol=1e-4)
@@ -132,10 +119,10 @@ def test_a_bf16_model_with_64_wide_heads_prefills_through_the_native_kernel():
         pytest.skip("no native prefill kernel on this CPU (AVX512-BF16)")
     kv = SlotKVStore(2, 1, forward.head_dim, torch.bfloat16, 2**24, 2)
     ids = [(7 * i) % 290 + 5 for i in range(150)]
-    a, b = kv.admit(_Cell(), 160), kv.admit(_Cell(), 160)
-    whole = forward(_step([(a, 0, ids)], [63, 149]), kv)
-    first = forward(_step([(b, 0, ids[:64])], [63]), kv)
-    rest = forward(_step([(b, 64, ids[64:])], [85]), kv)
+    a, b = kv.admit(Occupant(), 160), kv.admit(Occupant(), 160)
+    whole = forward(make_step([(a, 0, ids)], [63, 149]), kv)
+    first = forward(make_step([(b, 0, ids[:64])], [63]), kv)
+    rest = forward(make_step([(b, 64, ids[64:])], [85]), kv)
     assert torch.equal(first[0], whole[0]) and torch.equal(rest[0], whole[1])
     with torch.inference_mode():
         want = llama(input_ids=torch.tensor([ids])).logits[0, [63, 149]].float()
