@@ -26,7 +26,6 @@ def server(request, tmp_path_factory):
         MODEL: {"weights": "builtin:smollm2", "dtype": request.param, "max_batch_size": 4,
                 "batch_invariant": request.param == "bfloat16"}})
     s = start_inprocess(root, timeout=900)
-    s.dtype = request.param
     openai.OpenAI(base_url=s.v1, api_key="none", max_retries=0).chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=1)     # waits for the model's load
     yield s
