@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import openai
 
 from engine.weights import ensure_smollm2
@@ -47,8 +48,11 @@ class Run:
 
 
 def _client(url: str) -> openai.AsyncOpenAI:
-    """Closed by `async with` inside the run's event loop (not left to the garbage collector after it)."""
-    return openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=3600)
+    """Closed by `async with` inside the run's event loop (not left to the garbage collector after it). A new
+    connection for every request, for every server alike: llama-server closes a kept-alive connection after a
+    streamed answer, and a request sent on it meanwhile fails ('Server disconnected'; no retries here)."""
+    http = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), timeout=3600)
+    return openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=3600, http_client=http)
 
 
 def _text(rng: random.Random, words: int) -> str:

@@ -53,6 +53,9 @@ class Attention:
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q (T, H, D); k, v the layer's store (slots, G, capacity, D). Returns (T, H, D)."""
+        if not self.chunks and self.kernels.rows is None and self.kernels.decode is not None:
+            (G, R), D = self.groups, q.shape[2]                       # decode rows only: the rows are 0..T-1
+            return self.kernels.decode(q.view(-1, G, R, D), k, v, self.slots, self.lengths, D ** -0.5).view(q.shape)
         out = q.new_empty(q.shape)
         if len(self.decode_rows) and self.kernels.rows is not None:
             o = q.new_empty((len(self.decode_rows),) + q.shape[1:])

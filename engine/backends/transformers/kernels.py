@@ -16,6 +16,7 @@ class Kernels:
     prefill: Any = None       # native/prefill_attention.cpp: a prefill chunk, causal, over its slot
     rows: Any = None          # native/prefill_attention.cpp: one-token rows batched, each as a chunk computes it
     fused: Any = None         # native/fused_ops.cpp: residual add + RMSNorm, SiLU x up
+    narrow: Any = None        # native/narrow_matmul.cpp: products of a few rows (decode), not batch-invariant
 
     @classmethod
     def load(cls, dtype: torch.dtype, head_dim: int, batch_invariant: bool = False) -> Kernels:
@@ -27,8 +28,11 @@ class Kernels:
         prefill = native.load("prefill_attention") if head_dim in (64, 128) else None
         if prefill is not None and not prefill.available():
             prefill = None
+        narrow = None if batch_invariant else native.load("narrow_matmul")
+        if narrow is not None and not narrow.available():
+            narrow = None
         return cls(decode=decode.decode_attention if decode is not None else None,
                    prefill=prefill.prefill_attention if prefill is not None else None,
                    rows=prefill.attention_rows if prefill is not None and batch_invariant else None,
-                   fused=native.load("fused_ops"))
+                   fused=native.load("fused_ops"), narrow=narrow)
 

@@ -18,7 +18,7 @@ from engine.backends.transformers.attention import Attention
 from engine.backends.transformers.kernels import Kernels
 from engine.backends.transformers.slot_store import SlotKVStore
 from engine.backends.transformers.step import Step
-from engine.backends.transformers.weights import Dense, Layer, can_pack, fused_layer
+from engine.backends.transformers.weights import Dense, can_pack, fused_layer
 
 SUPPORTED = frozenset({"llama", "qwen2", "mistral"})
 
@@ -57,11 +57,12 @@ class LlamaForward:
         self.dtype = model.lm_head.weight.dtype
         self.embed = model.model.embed_tokens.weight
         self.norm = model.model.norm.weight
-        pack, lone = can_pack(self.dtype), not batch_invariant
-        self.lm_head = Dense.of(model.lm_head.weight, None, pack, lone)
-        self.layers = [fused_layer(b, pack, self.heads, self.kv_heads, lone) for b in model.model.layers]
-        self.rotation = self._rope_table(model, c.max_position_embeddings)
         self.kernels = Kernels.load(self.dtype, self.head_dim, batch_invariant)
+        pack, lone, narrow = can_pack(self.dtype), not batch_invariant, self.kernels.narrow
+        self.lm_head = Dense.of(model.lm_head.weight, None, pack, lone, narrow)
+        self.layers = [fused_layer(b, pack, self.heads, self.kv_heads, lone, narrow) for b in model.model.layers]
+        self.rotation = self._rope_table(model, c.max_position_embeddings)
+        self.rotation_pairs = torch.view_as_real(self.rotation).contiguous()     # (P, D/2, 2) cos, sin
 
     def _rope_table(self, model, length: int) -> torch.Tensor:
         """(P, D/2) complex64 cos + i sin for every position, from the model's own rotary embedding (its scaling
@@ -96,24 +97,27 @@ class LlamaForward:
     def __call__(self, step: Step, kv: SlotKVStore) -> torch.Tensor:
         """Logits (R, V) float32 at `step.logits_at`; writes the step's K/V into `kv`."""
         x = self.embed[step.ids]                                         # (T, hidden), the residual stream
-        rotation = self.rotation[step.positions].unsqueeze(1)            # (T, 1, D/2) complex
+        at = step.positions if self.kernels.fused is not None else self.rotation[step.positions].unsqueeze(1)
         attend = Attention(step, kv, self.heads, self.kv_heads, self.kernels)
         rows = kv.rows(step.slots, step.positions)                      # where this step's K/V go
         h = self._rms(x, self.layers[0].norm1)
         for i, layer in enumerate(self.layers):
-            h = self._add_rms(x, self._attention(i, layer, h, rotation, kv, rows, attend), layer.norm2)
+            q = self._rope_store(i, layer.qkv(h), at, kv, rows)         # (T, H, D)
+            h = self._add_rms(x, layer.o(attend(q, kv.k[i], kv.v[i]).flatten(1)), layer.norm2)
             mlp = layer.down(self._silu_mul(layer.gate_up(h)))
             following = self.layers[i + 1].norm1 if i + 1 < len(self.layers) else self.norm
             h = self._add_rms(x, mlp, following)                         # the next layer's input, or the final norm
         return self.lm_head(h[step.logits_at]).float()
 
-    def _attention(self, i: int, layer: Layer, x: torch.Tensor, rotation: torch.Tensor, kv: SlotKVStore,
-                   rows: torch.Tensor, attend: Attention) -> torch.Tensor:
-        T, H, G, D = x.shape[0], self.heads, self.kv_heads, self.head_dim
-        qkv = layer.qkv(x)                                               # (T, (H + 2G) D), q/k pairs interleaved
+    def _rope_store(self, i: int, qkv: torch.Tensor, at: torch.Tensor, kv: SlotKVStore,
+                    rows: torch.Tensor) -> torch.Tensor:
+        """qkv (T, (H + 2G) D), q/k in RoPE pairs -> q (T, H, D) rotated; the rotated keys and the values go
+        into layer i's store at `rows`. at: the step's positions (the native kernel: one call), or their
+        (T, 1, D/2) complex rotations (torch: the same float32 arithmetic in ~10 ops)."""
+        if self.kernels.fused is not None:
+            return self.kernels.fused.rope_store(qkv, self.rotation_pairs, at, rows, kv.k[i], kv.v[i])
+        T, H, G, D = qkv.shape[0], self.heads, self.kv_heads, self.head_dim
         pairs = qkv[:, :(H + G) * D].float().reshape(T, H + G, D // 2, 2)
-        qk = torch.view_as_real(torch.view_as_complex(pairs) * rotation).view(T, H + G, D).to(self.dtype)
+        qk = torch.view_as_real(torch.view_as_complex(pairs) * at).view(T, H + G, D).to(self.dtype)
         kv.write(i, rows, qk[:, H:], qkv[:, (H + G) * D:].view(T, G, D))
-        out = attend(qk[:, :H], kv.k[i], kv.v[i])                         # (T, H, D)
-        return layer.o(out.reshape(T, H * D))
-
+        return qk[:, :H]

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 PACK_HINT = 64       # the batch size oneDNN lays packed weights out for; measured best over decode 1..64 here
+NARROW_ROWS = 8      # up to this many rows the narrow kernel (native/narrow_matmul.cpp) beats oneDNN here
 
 
 def can_pack(dtype: torch.dtype) -> bool:
@@ -25,6 +26,23 @@ def can_pack(dtype: torch.dtype) -> bool:
 
 
 @dataclass(frozen=True)
+class Narrow:
+    """A weight's copy in native/narrow_matmul.cpp's streaming layout, for products of a few rows."""
+    kernel: Any                 # the compiled module
+    weight: torch.Tensor        # pack()'s (out, in)
+    bias: torch.Tensor | None   # (out,) float32
+
+    @classmethod
+    def of(cls, kernel: Any, weight: torch.Tensor, bias: torch.Tensor | None) -> Narrow | None:
+        if kernel is None or weight.dtype != torch.bfloat16 or not kernel.fits(*weight.shape):
+            return None
+        return cls(kernel, kernel.pack(weight.detach()), None if bias is None else bias.detach().float())
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.kernel.matmul(x.contiguous(), self.weight, self.bias)
+
+
+@dataclass(frozen=True)
 class Dense:
     """y = x @ weight.T + bias for x (T, in). The weight is a copy packed once into oneDNN's blocked layout
     where oneDNN takes the dtype (opaque: only `_linear_pointwise` reads it); decode matmuls stream it from
@@ -33,19 +51,30 @@ class Dense:
     Batch invariance (`lone_row` False): oneDNN computes a lone row (x of shape (1, in)) through another
     reduction order than any x of 2 rows or more when in > 1024 (the last bf16 bit of ~15% of SmolLM2's down
     projection rows differs), while every x of 2..2100 rows gives each row the same bits (measured, 1 and 2
-    threads). So a lone row is computed beside a zero row: a row's result never depends on the rows beside it."""
+    threads). So a lone row is computed beside a zero row: a row's result never depends on the rows beside it.
+
+    Narrow products (`narrow`, bf16 with the native kernel, not batch-invariant): up to NARROW_ROWS rows go
+    through native/narrow_matmul.cpp over a second copy of the weight in its streaming layout (1.4x oneDNN's
+    speed for one row: a decode step reads every weight once), more through oneDNN. The two round alike to the
+    bf16 bit in most rows, not in all: a row's bits then depend on how many rows share its product."""
     weight: torch.Tensor
     bias: torch.Tensor | None
     packed: bool
     lone_row: bool = True       # False: never run a (1, in) product (batch-invariant)
+    narrow: Narrow | None = None
 
     @classmethod
-    def of(cls, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_row: bool = True) -> Dense:
+    def of(cls, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_row: bool = True,
+           narrow: Any = None) -> Dense:
+        """narrow: native/narrow_matmul.cpp's module, or None; taken only with lone_row (not batch-invariant)."""
+        fast = Narrow.of(narrow, weight, bias) if lone_row else None
         if pack:
-            return cls(torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_HINT), bias, True, lone_row)
-        return cls(weight, bias, False, lone_row)
+            return cls(torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_HINT), bias, True, lone_row, fast)
+        return cls(weight, bias, False, lone_row, fast)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.narrow is not None and x.shape[0] <= NARROW_ROWS:
+            return self.narrow(x)
         if x.shape[0] == 1 and not self.lone_row:
             return self._product(torch.cat([x, torch.zeros_like(x)]))[:1]
         return self._product(x)
@@ -80,7 +109,7 @@ def _pair_order(n: int, heads: int) -> torch.Tensor:
     return torch.arange(n).view(heads, 2, n // heads // 2).transpose(1, 2).reshape(n)
 
 
-def fused_layer(block: Any, pack: bool, heads: int, kv_heads: int, lone_row: bool = True) -> Layer:
+def fused_layer(block: Any, pack: bool, heads: int, kv_heads: int, lone_row: bool = True, narrow: Any = None) -> Layer:
     a, m = block.self_attn, block.mlp
     if any(getattr(x, "bias", None) is not None for x in (m.gate_proj, m.up_proj, m.down_proj)):
         raise ValueError("MLP biases are not supported")
@@ -90,9 +119,9 @@ def fused_layer(block: Any, pack: bool, heads: int, kv_heads: int, lone_row: boo
     qkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])[rows]
     bias = _cat_bias(a.q_proj, a.k_proj, a.v_proj)
     return Layer(norm1=block.input_layernorm.weight,
-                 qkv=Dense.of(qkv, None if bias is None else bias[rows], pack, lone_row),
-                 o=Dense.of(a.o_proj.weight, a.o_proj.bias, pack, lone_row),
+                 qkv=Dense.of(qkv, None if bias is None else bias[rows], pack, lone_row, narrow),
+                 o=Dense.of(a.o_proj.weight, a.o_proj.bias, pack, lone_row, narrow),
                  norm2=block.post_attention_layernorm.weight,
-                 gate_up=Dense.of(torch.cat([m.gate_proj.weight, m.up_proj.weight]), None, pack, lone_row),
-                 down=Dense.of(m.down_proj.weight, None, pack, lone_row))
+                 gate_up=Dense.of(torch.cat([m.gate_proj.weight, m.up_proj.weight]), None, pack, lone_row, narrow),
+                 down=Dense.of(m.down_proj.weight, None, pack, lone_row, narrow))
 

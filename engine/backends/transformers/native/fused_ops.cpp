@@ -6,6 +6,13 @@
 //   bf16, times the weight, rounded again (HF's LlamaRMSNorm order).
 // silu_mul(h): h (T, 2I) = [gate | up] -> silu(gate) * up (T, I), silu rounded to bf16 before the product
 //   (torch's F.silu(gate) * up).
+// rope_store(qkv, rotation, positions, rows, k, v): a step's q/k rotated, its K/V written into a layer's store.
+//   qkv (T, (H + 2G) D): per token H query heads, G key heads (each in RoPE pairs (2i, 2i + 1), weights.py's
+//   order), G value heads; rotation (P, D/2, 2) float32 (cos, sin) per position; positions (T,); rows (T G,)
+//   the store rows (SlotKVStore.rows) of each token's kv heads in k, v (slots, G, capacity, D). Each pair is
+//   rotated in float32, (a cos - b sin, a sin + b cos), rounded to bf16; returns q (T, H, D); the keys and the
+//   values go to k and v at `rows`. One call replaces ~10 torch ops a layer (casts, a complex multiply, two
+//   index copies).
 // Rows are independent and computed in a fixed order: a row's result does not depend on its batch.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
@@ -35,6 +42,15 @@ void silu_mul_row(const c10::BFloat16* h, c10::BFloat16* out, int64_t I) {
   for (int64_t i = 0; i < I; ++i) {
     const float g = f32(h[i]);
     out[i] = bf(f32(bf(g / (1.f + std::exp(-g)))) * f32(h[I + i]));
+  }
+}
+
+// n pairs of src rotated by (cos, sin) pairs into dst.
+void rotate(const c10::BFloat16* src, const float* cs, c10::BFloat16* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = f32(src[2 * i]), b = f32(src[2 * i + 1]), c = cs[2 * i], s = cs[2 * i + 1];
+    dst[2 * i] = bf(a * c - b * s);
+    dst[2 * i + 1] = bf(a * s + b * c);
   }
 }
 
@@ -76,9 +92,49 @@ torch::Tensor silu_mul(const torch::Tensor& h) {
   return out;
 }
 
+torch::Tensor rope_store(const torch::Tensor& qkv, const torch::Tensor& rotation, const torch::Tensor& positions,
+                         const torch::Tensor& rows, torch::Tensor& k, torch::Tensor& v) {
+  check_rows(qkv, "qkv");
+  TORCH_CHECK(k.dim() == 4 && k.is_contiguous() && k.scalar_type() == at::kBFloat16 && v.sizes() == k.sizes() &&
+              v.is_contiguous() && v.scalar_type() == at::kBFloat16, "k, v: contiguous (slots, G, capacity, D) bf16");
+  const int64_t T = qkv.size(0), G = k.size(1), D = k.size(3), width = qkv.size(1);
+  TORCH_CHECK(D % 2 == 0 && width % D == 0 && width / D > 2 * G, "qkv: (T, (H + 2G) D)");
+  const int64_t H = width / D - 2 * G, rows_total = k.numel() / D;
+  TORCH_CHECK(rotation.dim() == 3 && rotation.size(1) == D / 2 && rotation.size(2) == 2 && rotation.is_contiguous() &&
+              rotation.scalar_type() == at::kFloat, "rotation: (P, D/2, 2) float32");
+  TORCH_CHECK(positions.dim() == 1 && positions.size(0) == T && positions.scalar_type() == at::kLong &&
+              positions.is_contiguous(), "positions: (T,) int64");
+  TORCH_CHECK(rows.dim() == 1 && rows.size(0) == T * G && rows.scalar_type() == at::kLong && rows.is_contiguous(),
+              "rows: (T G,) int64");
+  const int64_t* pp = positions.data_ptr<int64_t>();
+  const int64_t* rp = rows.data_ptr<int64_t>();
+  for (int64_t i = 0; i < T; ++i) TORCH_CHECK(pp[i] >= 0 && pp[i] < rotation.size(0), "a position past the table");
+  for (int64_t i = 0; i < T * G; ++i) TORCH_CHECK(rp[i] >= 0 && rp[i] < rows_total, "a row past the store");
+  auto q = torch::empty({T, H, D}, qkv.options());
+  const auto* xp = qkv.data_ptr<at::BFloat16>();
+  const float* cp = rotation.data_ptr<float>();
+  auto* qp = q.data_ptr<at::BFloat16>();
+  auto* kp = k.data_ptr<at::BFloat16>();
+  auto* vp = v.data_ptr<at::BFloat16>();
+  at::parallel_for(0, T, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const c10::BFloat16* x = xp + t * width;
+      const float* cs = cp + pp[t] * D;
+      for (int64_t h = 0; h < H; ++h) rotate(x + h * D, cs, qp + (t * H + h) * D, D / 2);
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t row = rp[t * G + g];
+        rotate(x + (H + g) * D, cs, kp + row * D, D / 2);
+        std::memcpy(vp + row * D, x + (H + G + g) * D, D * sizeof(c10::BFloat16));
+      }
+    }
+  });
+  return q;
+}
+
 // These keep the GIL: a call takes ~10 us, too short for another thread to use, and each release would
 // let one in that the engine thread must then wait out (the attention kernels, ms long, release it).
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("add_rms_norm", &add_rms_norm, "x += delta in place; rms_norm(x) * weight (bf16)");
   m.def("silu_mul", &silu_mul, "silu(gate) * up over h = [gate | up] (bf16)");
+  m.def("rope_store", &rope_store, "q/k rotated, K/V written at the store's rows; returns q (T, H, D) (bf16)");
 }

@@ -56,3 +56,41 @@ def test_shapes_and_dtypes_are_checked(ops):
         ops.add_rms_norm(x.float(), x.float(), torch.ones(64), 1e-5)
     with pytest.raises(RuntimeError, match="2 x intermediate"):
         ops.silu_mul(_bf16(4, 63, seed=6))
+
+
+def _torch_rope(qkv: torch.Tensor, rotation: torch.Tensor, positions: torch.Tensor, H: int, G: int, D: int):
+    """llama.py's torch path: q/k pairs rotated by a float32 complex multiply, rounded to bf16."""
+    T = qkv.shape[0]
+    pairs = qkv[:, :(H + G) * D].float().reshape(T, H + G, D // 2, 2)
+    turn = torch.view_as_complex(rotation[positions].unsqueeze(1).contiguous())
+    qk = torch.view_as_real(torch.view_as_complex(pairs) * turn).view(T, H + G, D).to(torch.bfloat16)
+    return qk[:, :H], qk[:, H:], qkv[:, (H + G) * D:].view(T, G, D)
+
+
+def test_rope_store_rotates_as_torch_and_writes_the_rows(ops):
+    H, G, D, T = 9, 3, 64, 21
+    qkv = _bf16(T, (H + 2 * G) * D, seed=7)
+    angles = torch.arange(300).unsqueeze(1) * torch.logspace(0, -4, D // 2).unsqueeze(0)
+    rotation = torch.stack([angles.cos(), angles.sin()], dim=-1).float().contiguous()     # (P, D/2, 2)
+    positions = torch.randint(0, 300, (T,), generator=torch.Generator().manual_seed(8))
+    k, v = torch.zeros(4, G, 32, D, dtype=torch.bfloat16), torch.zeros(4, G, 32, D, dtype=torch.bfloat16)
+    slots, columns = torch.randint(0, 4, (T,)), torch.randperm(32)[:T]                    # distinct cells
+    rows = ((slots.unsqueeze(1) * G + torch.arange(G)) * 32 + columns.unsqueeze(1)).reshape(-1)
+    q = ops.rope_store(qkv, rotation, positions, rows, k, v)
+    want_q, want_k, want_v = _torch_rope(qkv, rotation, positions, H, G, D)
+    assert q.shape == (T, H, D)
+    assert (q == want_q).float().mean() > 0.999      # a fused multiply-add may round one element otherwise
+    torch.testing.assert_close(q, want_q, atol=0.02, rtol=0.02)
+    for t in range(T):
+        torch.testing.assert_close(k[slots[t], :, columns[t]], want_k[t], atol=0.02, rtol=0.02)
+        assert torch.equal(v[slots[t], :, columns[t]], want_v[t])
+    assert torch.equal(ops.rope_store(qkv[5:6].contiguous(), rotation, positions[5:6], rows[15:18], k, v)[0], q[5])
+
+
+def test_rope_store_refuses_what_is_out_of_range(ops):
+    qkv, rotation = _bf16(1, 15 * 64, seed=9), torch.zeros(10, 32, 2)
+    k = v = torch.zeros(1, 3, 8, 64, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="past the table"):
+        ops.rope_store(qkv, rotation, torch.tensor([10]), torch.tensor([0, 8, 16]), k, v)
+    with pytest.raises(RuntimeError, match="past the store"):
+        ops.rope_store(qkv, rotation, torch.tensor([0]), torch.tensor([0, 8, 24]), k, v)
