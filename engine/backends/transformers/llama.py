@@ -18,7 +18,8 @@ from engine.backends.transformers.attention import Attention
 from engine.backends.transformers.kernels import Kernels
 from engine.backends.transformers.slot_store import SlotKVStore
 from engine.backends.transformers.step import Step
-from engine.backends.transformers.weights import Dense, can_pack, fused_layer
+from engine.backends.transformers.huge_pages import HugePageArena
+from engine.backends.transformers.weights import Dense, NarrowPacking, can_pack, fused_layer
 
 SUPPORTED = frozenset({"llama", "qwen2", "mistral"})
 
@@ -58,7 +59,8 @@ class LlamaForward:
         self.embed = model.model.embed_tokens.weight
         self.norm = model.model.norm.weight
         self.kernels = Kernels.load(self.dtype, self.head_dim, batch_invariant)
-        pack, lone, narrow = can_pack(self.dtype), not batch_invariant, self.kernels.narrow
+        pack, lone = can_pack(self.dtype), not batch_invariant
+        narrow = None if self.kernels.narrow is None else NarrowPacking(self.kernels.narrow, HugePageArena())
         self.lm_head = Dense.of(model.lm_head.weight, None, pack, lone, narrow)
         self.layers = [fused_layer(b, pack, self.heads, self.kv_heads, lone, narrow) for b in model.model.layers]
         self.rotation = self._rope_table(model, c.max_position_embeddings)

@@ -10,6 +10,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from engine.backends.transformers.huge_pages import HugePageArena
+
 PACK_HINT = 64       # the batch size oneDNN lays packed weights out for; measured best over decode 1..64 here
 NARROW_ROWS = 8      # up to this many rows the narrow kernel (native/narrow_matmul.cpp) beats oneDNN here
 
@@ -26,17 +28,25 @@ def can_pack(dtype: torch.dtype) -> bool:
 
 
 @dataclass(frozen=True)
+class NarrowPacking:
+    """How narrow copies are made: native/narrow_matmul.cpp's layout, in huge pages (huge_pages.py)."""
+    kernel: Any                 # the compiled module
+    arena: HugePageArena
+
+
+@dataclass(frozen=True)
 class Narrow:
     """A weight's copy in native/narrow_matmul.cpp's streaming layout, for products of a few rows."""
-    kernel: Any                 # the compiled module
-    weight: torch.Tensor        # pack()'s (out, in)
+    kernel: Any
+    weight: torch.Tensor        # pack()'s (out, in), in the arena
     bias: torch.Tensor | None   # (out,) float32
 
     @classmethod
-    def of(cls, kernel: Any, weight: torch.Tensor, bias: torch.Tensor | None) -> Narrow | None:
-        if kernel is None or weight.dtype != torch.bfloat16 or not kernel.fits(*weight.shape):
+    def of(cls, packing: NarrowPacking | None, weight: torch.Tensor, bias: torch.Tensor | None) -> Narrow | None:
+        if packing is None or weight.dtype != torch.bfloat16 or not packing.kernel.fits(*weight.shape):
             return None
-        return cls(kernel, kernel.pack(weight.detach()), None if bias is None else bias.detach().float())
+        packed = packing.arena.copy(packing.kernel.pack(weight.detach()))
+        return cls(packing.kernel, packed, None if bias is None else bias.detach().float())
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.kernel.matmul(x.contiguous(), self.weight, self.bias)
@@ -65,8 +75,8 @@ class Dense:
 
     @classmethod
     def of(cls, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_row: bool = True,
-           narrow: Any = None) -> Dense:
-        """narrow: native/narrow_matmul.cpp's module, or None; taken only with lone_row (not batch-invariant)."""
+           narrow: NarrowPacking | None = None) -> Dense:
+        """narrow: how to make the narrow copy, or None; taken only with lone_row (not batch-invariant)."""
         fast = Narrow.of(narrow, weight, bias) if lone_row else None
         if pack:
             return cls(torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_HINT), bias, True, lone_row, fast)
@@ -109,7 +119,8 @@ def _pair_order(n: int, heads: int) -> torch.Tensor:
     return torch.arange(n).view(heads, 2, n // heads // 2).transpose(1, 2).reshape(n)
 
 
-def fused_layer(block: Any, pack: bool, heads: int, kv_heads: int, lone_row: bool = True, narrow: Any = None) -> Layer:
+def fused_layer(block: Any, pack: bool, heads: int, kv_heads: int, lone_row: bool = True,
+                narrow: NarrowPacking | None = None) -> Layer:
     a, m = block.self_attn, block.mlp
     if any(getattr(x, "bias", None) is not None for x in (m.gate_proj, m.up_proj, m.down_proj)):
         raise ValueError("MLP biases are not supported")

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from engine.backends.transformers import native
-from engine.backends.transformers.weights import NARROW_ROWS, Dense
+from engine.backends.transformers.huge_pages import HugePageArena
+from engine.backends.transformers.weights import NARROW_ROWS, Dense, NarrowPacking
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +54,10 @@ def test_shapes_it_cannot_lay_out_are_refused(kernel):
 
 
 def test_dense_takes_it_for_few_rows_unless_batch_invariant(kernel):
-    w = _bf16(64, 128, seed=8, scale=0.05)
-    plain, invariant = Dense.of(w, None, False, True, kernel), Dense.of(w, None, False, False, kernel)
+    w, packing = _bf16(64, 128, seed=8, scale=0.05), NarrowPacking(kernel, HugePageArena())
+    plain, invariant = Dense.of(w, None, False, True, packing), Dense.of(w, None, False, False, packing)
     assert plain.narrow is not None and invariant.narrow is None
-    assert Dense.of(w.float(), None, False, True, kernel).narrow is None      # bf16 only
+    assert Dense.of(w.float(), None, False, True, packing).narrow is None      # bf16 only
     for rows in (1, NARROW_ROWS, NARROW_ROWS + 1):
         x = _bf16(rows, 128, seed=rows)
         torch.testing.assert_close(plain(x), F.linear(x, w), atol=0.05, rtol=0.02)
