@@ -16,7 +16,7 @@ class Kernels:
     prefill: Any = None       # native/prefill_attention.cpp: a prefill chunk, causal, over its slot
     rows: Any = None          # native/prefill_attention.cpp: one-token rows batched, each as a chunk computes it
     fused: Any = None         # native/fused_ops.cpp: residual add + RMSNorm, SiLU x up
-    narrow: Any = None        # native/narrow_matmul.cpp: products of a few rows (decode), not batch-invariant
+    narrow: Any = None        # native/narrow_matmul.cpp: products of a few rows (every product if batch-invariant)
 
     @classmethod
     def load(cls, dtype: torch.dtype, head_dim: int, batch_invariant: bool = False) -> Kernels:
@@ -28,7 +28,7 @@ class Kernels:
         prefill = native.load("prefill_attention") if head_dim in (64, 128) else None
         if prefill is not None and not prefill.available():
             prefill = None
-        narrow = None if batch_invariant else native.load("narrow_matmul")
+        narrow = native.load("narrow_matmul")
         if narrow is not None and not narrow.available():
             narrow = None
         return cls(decode=decode.decode_attention if decode is not None else None,

@@ -63,10 +63,12 @@ class Dense:
     projection rows differs), while every x of 2..2100 rows gives each row the same bits (measured, 1 and 2
     threads). So a lone row is computed beside a zero row: a row's result never depends on the rows beside it.
 
-    Narrow products (`narrow`, bf16 with the native kernel, not batch-invariant): up to NARROW_ROWS rows go
-    through native/narrow_matmul.cpp over a second copy of the weight in its streaming layout (1.4x oneDNN's
-    speed for one row: a decode step reads every weight once), more through oneDNN. The two round alike to the
-    bf16 bit in most rows, not in all: a row's bits then depend on how many rows share its product."""
+    Narrow products (`narrow`, bf16 with the native kernel): up to NARROW_ROWS rows go through
+    native/narrow_matmul.cpp over a second copy of the weight in its streaming layout, in huge pages (~1.9x
+    oneDNN's speed for one row: a decode step reads every weight once), more through oneDNN. The two round
+    alike to the bf16 bit in most rows, not in all: a row's bits then depend on how many rows share its
+    product. Batch-invariant (lone_row False) with the native kernel, every product goes through it, whose
+    rows are independent by construction (oneDNN and the zero row serve only where it is missing)."""
     weight: torch.Tensor
     bias: torch.Tensor | None
     packed: bool
@@ -77,14 +79,14 @@ class Dense:
     def of(cls, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_row: bool = True,
            narrow: NarrowPacking | None = None) -> Dense:
         """narrow: how to make the narrow copy, or None; taken only with lone_row (not batch-invariant)."""
-        fast = Narrow.of(narrow, weight, bias) if lone_row else None
+        fast = Narrow.of(narrow, weight, bias)
         if pack:
             return cls(torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_HINT), bias, True, lone_row, fast)
         return cls(weight, bias, False, lone_row, fast)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.narrow is not None and x.shape[0] <= NARROW_ROWS:
-            return self.narrow(x)
+        if self.narrow is not None and (x.shape[0] <= NARROW_ROWS or not self.lone_row):
+            return self.narrow(x)           # batch-invariant: every product, its rows independent by construction
         if x.shape[0] == 1 and not self.lone_row:
             return self._product(torch.cat([x, torch.zeros_like(x)]))[:1]
         return self._product(x)

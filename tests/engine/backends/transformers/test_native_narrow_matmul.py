@@ -1,6 +1,6 @@
 """The narrow matmul (native/narrow_matmul.cpp): a few rows times a weight in its streaming layout, as a float32
 sum rounded once (within a bf16 step of torch's product), each row's bits independent of the rows beside it,
-and the layers' Dense taking it for up to NARROW_ROWS rows only where the product is not batch-invariant."""
+and the layers' Dense taking it for up to NARROW_ROWS rows, or for every product where it must be batch-invariant."""
 from __future__ import annotations
 
 import pytest
@@ -53,13 +53,13 @@ def test_shapes_it_cannot_lay_out_are_refused(kernel):
         kernel.matmul(_bf16(1, 32, seed=6), kernel.pack(_bf16(8, 64, seed=7)))
 
 
-def test_dense_takes_it_for_few_rows_unless_batch_invariant(kernel):
+def test_dense_takes_it_for_few_rows_or_for_all_when_batch_invariant(kernel):
     w, packing = _bf16(64, 128, seed=8, scale=0.05), NarrowPacking(kernel, HugePageArena())
     plain, invariant = Dense.of(w, None, False, True, packing), Dense.of(w, None, False, False, packing)
-    assert plain.narrow is not None and invariant.narrow is None
     assert Dense.of(w.float(), None, False, True, packing).narrow is None      # bf16 only
-    for rows in (1, NARROW_ROWS, NARROW_ROWS + 1):
+    for rows in (1, NARROW_ROWS, NARROW_ROWS + 1, 40):
         x = _bf16(rows, 128, seed=rows)
         torch.testing.assert_close(plain(x), F.linear(x, w), atol=0.05, rtol=0.02)
+        assert torch.equal(invariant(x), kernel.matmul(x, kernel.pack(w)))     # every product: rows independent
     x = _bf16(NARROW_ROWS, 128, seed=9)
     assert torch.equal(plain(x), kernel.matmul(x, kernel.pack(w)))
