@@ -36,17 +36,19 @@ class LlamaForward:
     """Not thread-safe: the engine thread only. Shapes in comments: T tokens, H heads, G kv heads, D head_dim.
 
     Numerics: RMSNorm rounds as HF's does (native/fused_ops.cpp in bf16, else torch's rms_norm) and RoPE is a
-    float32 complex multiply, so logits match HF's forward to rounding (bf16), not bit for bit.
+    float32 complex multiply (fused_ops.cpp's rope_store in bf16, with the K/V write), so logits match HF's
+    forward to rounding (bf16), not bit for bit.
 
     Batch invariance (`batch_invariant`, bf16 with the native prefill kernel): a token's every value depends on
     its own id, position and the K/V before it, never on the step it is computed in (a decode row alone or
     among 64, a prefill chunk however cut, beside other requests' chunks, a kept slot's or a cached prefix's
-    next token): the matmuls never run a lone row (weights.py's Dense), every token's attention is the prefill
-    kernel's arithmetic (attention.py), the norms and SiLU are per row (fused_ops.cpp). So greedy decoding
-    gives the same tokens whatever the batch and the caches. Off (the default; it costs 12-45% of a decode
-    step, docs/performance.md), a lone decode row's matmuls and a kept slot's next token (the decode kernel,
-    not the prefill kernel) may differ in the last bf16 bit from the same token computed elsewhere, enough to
-    flip a close argmax. Without the native prefill kernel (float32, float16, no compiler, head_dim other
+    next token): every matmul runs the narrow kernel, whose rows are independent (weights.py's Dense; oneDNN
+    beside a zero row where that kernel is missing), every token's attention is the prefill kernel's
+    arithmetic (attention.py), the norms, SiLU and RoPE are per row (fused_ops.cpp). So greedy decoding
+    gives the same tokens whatever the batch and the caches. Off (the default; docs/performance.md has its
+    cost), a decode row's matmuls (the narrow kernel up to 8 rows, oneDNN past) and a kept slot's next token
+    (the decode kernel, not the prefill kernel) may differ in the last bf16 bit from the same token computed
+    elsewhere, enough to flip a close argmax. Without the native prefill kernel (float32, float16, no compiler, head_dim other
     than 64/128, no AVX512-BF16: SDPA serves) it is not invariant either way."""
 
     @torch.inference_mode()
