@@ -19,7 +19,7 @@ from engine.backends.transformers.kernels import Kernels
 from engine.backends.transformers.slot_store import SlotKVStore
 from engine.backends.transformers.step import Step
 from engine.backends.transformers.huge_pages import HugePageArena
-from engine.backends.transformers.weights import Dense, NarrowPacking, can_pack, fused_layer
+from engine.backends.transformers.weights import NarrowPacking, can_pack, fused_layer, product
 
 SUPPORTED = frozenset({"llama", "qwen2", "mistral"})
 
@@ -42,14 +42,14 @@ class LlamaForward:
     Batch invariance (`batch_invariant`, bf16 with the native prefill kernel): a token's every value depends on
     its own id, position and the K/V before it, never on the step it is computed in (a decode row alone or
     among 64, a prefill chunk however cut, beside other requests' chunks, a kept slot's or a cached prefix's
-    next token): every matmul runs the narrow kernel, whose rows are independent (weights.py's Dense; oneDNN
-    beside a zero row where that kernel is missing), every token's attention is the prefill kernel's
-    arithmetic (attention.py), the norms, SiLU and RoPE are per row (fused_ops.cpp). So greedy decoding
-    gives the same tokens whatever the batch and the caches. Off (the default; docs/performance.md has its
-    cost), a decode row's matmuls (the narrow kernel up to 8 rows, oneDNN past) and a kept slot's next token
-    (the decode kernel, not the prefill kernel) may differ in the last bf16 bit from the same token computed
-    elsewhere, enough to flip a close argmax. Without the native prefill kernel (float32, float16, no compiler, head_dim other
-    than 64/128, no AVX512-BF16: SDPA serves) it is not invariant either way."""
+    next token): every matmul's rows are independent (weights.py: the narrow kernel, or oneDNN beside a zero
+    row where that kernel does not serve), every token's attention is the prefill kernel's arithmetic
+    (attention.py), the norms, SiLU and RoPE are per row (fused_ops.cpp). So greedy decoding gives the same
+    tokens whatever the batch and the caches. Off (the default; docs/performance.md has its cost), a decode
+    row's attention (the decode kernel, not the prefill kernel) and, where oneDNN serves the matmuls, a lone
+    row may differ in the last bf16 bit from the same token computed elsewhere, enough to flip a close argmax.
+    Without the native prefill kernel (float32, float16, no compiler, head_dim other than 64/128, no
+    AVX512-BF16: SDPA serves) it is not invariant either way."""
 
     @torch.inference_mode()
     def __init__(self, model: Any, batch_invariant: bool = False) -> None:   # an HF Llama-family model
@@ -63,7 +63,7 @@ class LlamaForward:
         self.kernels = Kernels.load(self.dtype, self.head_dim, batch_invariant)
         pack, lone = can_pack(self.dtype), not batch_invariant
         narrow = None if self.kernels.narrow is None else NarrowPacking(self.kernels.narrow, HugePageArena())
-        self.lm_head = Dense.of(model.lm_head.weight, None, pack, lone, narrow)
+        self.lm_head = product(model.lm_head.weight, None, pack, lone, narrow)
         self.layers = [fused_layer(b, pack, self.heads, self.kv_heads, lone, narrow) for b in model.model.layers]
         self.rotation = self._rope_table(model, c.max_position_embeddings)
         self.rotation_pairs = torch.view_as_real(self.rotation).contiguous()     # (P, D/2, 2) cos, sin

@@ -1,11 +1,13 @@
 """The Llama family's weights as the flattened forward reads them: q/k/v and gate/up fused into one matrix
-each (q/k rows reordered into RoPE pairs), packed once into oneDNN's blocked layout where oneDNN takes the dtype.
-The tensors are the loaded HF modules' own or fused copies, so the HF model stays usable (prompt logprobs).
+each (q/k rows reordered into RoPE pairs), each matrix behind the fastest product this machine has for it
+(`product`): native/narrow_matmul.cpp over a copy in its layout and in huge pages (bf16 with AVX512-BF16),
+else oneDNN over a copy packed into its blocked layout, else aten over the tensor itself. The HF modules keep
+their own tensors, so the HF model stays usable (prompt logprobs).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -13,7 +15,12 @@ import torch.nn.functional as F
 from engine.backends.transformers.huge_pages import HugePageArena
 
 PACK_HINT = 64       # the batch size oneDNN lays packed weights out for; measured best over decode 1..64 here
-NARROW_ROWS = 8      # up to this many rows the narrow kernel (native/narrow_matmul.cpp) beats oneDNN here
+
+
+class Product(Protocol):
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x (T, in) -> x @ weight.T + bias (T, out), in the weight's dtype."""
+        ...
 
 
 def can_pack(dtype: torch.dtype) -> bool:
@@ -36,7 +43,10 @@ class NarrowPacking:
 
 @dataclass(frozen=True)
 class Narrow:
-    """A weight's copy in native/narrow_matmul.cpp's streaming layout, for products of a few rows."""
+    """A weight's copy in native/narrow_matmul.cpp's layout, in huge pages. Measured on SmolLM2-135M's 120 layer
+    matrices (2 threads): 1.8x oneDNN's speed for one row (a decode step streams every weight once, and huge
+    pages spare the TLB misses), 1.1-1.4x from 4 to 512 rows, 0.98x at 1,500. Its rows are independent by
+    construction (each output one float32 sum in a fixed order): batch-invariant whatever the product's size."""
     kernel: Any
     weight: torch.Tensor        # pack()'s (out, in), in the arena
     bias: torch.Tensor | None   # (out,) float32
@@ -54,39 +64,26 @@ class Narrow:
 
 @dataclass(frozen=True)
 class Dense:
-    """y = x @ weight.T + bias for x (T, in). The weight is a copy packed once into oneDNN's blocked layout
-    where oneDNN takes the dtype (opaque: only `_linear_pointwise` reads it); decode matmuls stream it from
-    memory 1.4-1.7x faster than aten's plain (out, in) layout on this CPU, bit for bit equal in bf16.
+    """y = x @ weight.T + bias through oneDNN or aten, where the narrow kernel does not serve. The weight is a
+    copy packed once into oneDNN's blocked layout where oneDNN takes the dtype (opaque: only
+    `_linear_pointwise` reads it); decode matmuls stream it 1.4-1.7x faster than aten's plain (out, in) layout.
 
     Batch invariance (`lone_row` False): oneDNN computes a lone row (x of shape (1, in)) through another
     reduction order than any x of 2 rows or more when in > 1024 (the last bf16 bit of ~15% of SmolLM2's down
     projection rows differs), while every x of 2..2100 rows gives each row the same bits (measured, 1 and 2
-    threads). So a lone row is computed beside a zero row: a row's result never depends on the rows beside it.
-
-    Narrow products (`narrow`, bf16 with the native kernel): up to NARROW_ROWS rows go through
-    native/narrow_matmul.cpp over a second copy of the weight in its streaming layout, in huge pages (~1.9x
-    oneDNN's speed for one row: a decode step reads every weight once), more through oneDNN. The two round
-    alike to the bf16 bit in most rows, not in all: a row's bits then depend on how many rows share its
-    product. Batch-invariant (lone_row False) with the native kernel, every product goes through it, whose
-    rows are independent by construction (oneDNN and the zero row serve only where it is missing)."""
+    threads). So a lone row is computed beside a zero row: a row's result never depends on the rows beside it."""
     weight: torch.Tensor
     bias: torch.Tensor | None
     packed: bool
     lone_row: bool = True       # False: never run a (1, in) product (batch-invariant)
-    narrow: Narrow | None = None
 
     @classmethod
-    def of(cls, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_row: bool = True,
-           narrow: NarrowPacking | None = None) -> Dense:
-        """narrow: how to make the narrow copy, or None; taken only with lone_row (not batch-invariant)."""
-        fast = Narrow.of(narrow, weight, bias)
+    def of(cls, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_row: bool = True) -> Dense:
         if pack:
-            return cls(torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_HINT), bias, True, lone_row, fast)
-        return cls(weight, bias, False, lone_row, fast)
+            return cls(torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_HINT), bias, True, lone_row)
+        return cls(weight, bias, False, lone_row)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.narrow is not None and (x.shape[0] <= NARROW_ROWS or not self.lone_row):
-            return self.narrow(x)           # batch-invariant: every product, its rows independent by construction
         if x.shape[0] == 1 and not self.lone_row:
             return self._product(torch.cat([x, torch.zeros_like(x)]))[:1]
         return self._product(x)
@@ -97,14 +94,21 @@ class Dense:
         return F.linear(x, self.weight, self.bias)
 
 
+def product(weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_row: bool = True,
+            narrow: NarrowPacking | None = None) -> Product:
+    """The fastest product for this weight: Narrow where `narrow` is given and takes it, else Dense."""
+    fast = Narrow.of(narrow, weight, bias)
+    return fast if fast is not None else Dense.of(weight, bias, pack, lone_row)
+
+
 @dataclass(frozen=True)
 class Layer:
     norm1: torch.Tensor
-    qkv: Dense                  # (hidden) -> (q + 2 kv)
-    o: Dense
+    qkv: Product                # (hidden) -> (q + 2 kv)
+    o: Product
     norm2: torch.Tensor
-    gate_up: Dense              # (hidden) -> (2 inter)
-    down: Dense
+    gate_up: Product            # (hidden) -> (2 inter)
+    down: Product
 
 
 def _cat_bias(*mods: Any) -> torch.Tensor | None:
@@ -132,9 +136,9 @@ def fused_layer(block: Any, pack: bool, heads: int, kv_heads: int, lone_row: boo
     qkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])[rows]
     bias = _cat_bias(a.q_proj, a.k_proj, a.v_proj)
     return Layer(norm1=block.input_layernorm.weight,
-                 qkv=Dense.of(qkv, None if bias is None else bias[rows], pack, lone_row, narrow),
-                 o=Dense.of(a.o_proj.weight, a.o_proj.bias, pack, lone_row, narrow),
+                 qkv=product(qkv, None if bias is None else bias[rows], pack, lone_row, narrow),
+                 o=product(a.o_proj.weight, a.o_proj.bias, pack, lone_row, narrow),
                  norm2=block.post_attention_layernorm.weight,
-                 gate_up=Dense.of(torch.cat([m.gate_proj.weight, m.up_proj.weight]), None, pack, lone_row, narrow),
-                 down=Dense.of(m.down_proj.weight, None, pack, lone_row, narrow))
+                 gate_up=product(torch.cat([m.gate_proj.weight, m.up_proj.weight]), None, pack, lone_row, narrow),
+                 down=product(m.down_proj.weight, None, pack, lone_row, narrow))
 
