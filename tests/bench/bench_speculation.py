@@ -30,21 +30,21 @@ CHAT = {"messages": [{"role": "user", "content": "Write a short story about a li
         "extra_body": {"ignore_eos": True}}
 
 
-def _run(client: openai.OpenAI, kwargs: dict) -> tuple[float, int]:
+def timed(client: openai.OpenAI, kwargs: dict, model: str = DEFAULT_MODEL_ID) -> tuple[float, int]:
     """(seconds, completion tokens) of one greedy request."""
     start = time.perf_counter()
-    r = client.chat.completions.create(model=DEFAULT_MODEL_ID, max_tokens=MAX_TOKENS, temperature=0, **kwargs)
+    r = client.chat.completions.create(model=model, max_tokens=MAX_TOKENS, temperature=0, **kwargs)
     return time.perf_counter() - start, r.usage.completion_tokens
 
 
 def _measure(client: openai.OpenAI, scheduler, kwargs: dict, on: Speculation) -> dict[str, float]:
-    _run(client, kwargs)                                            # its prompt's KV stays in the slot
+    timed(client, kwargs)                                            # its prompt's KV stays in the slot
     rates: dict[str, list[float]] = {"off": [], "on": []}
     proposed, accepted, tokens = scheduler.proposed_tokens, scheduler.accepted_tokens, 0
     for _ in range(ROUNDS):
         for mode in ("off", "on"):
             scheduler.speculation = on if mode == "on" else Speculation(0)
-            seconds, tokens = _run(client, kwargs)
+            seconds, tokens = timed(client, kwargs)
             rates[mode].append(tokens / seconds)
     scheduler.speculation = on
     off, spec = statistics.median(rates["off"]), statistics.median(rates["on"])
@@ -58,7 +58,7 @@ def main() -> None:
         server = start_inprocess(root, timeout=900)
         try:
             client = openai.OpenAI(base_url=server.v1, api_key="none", max_retries=0, timeout=3600)
-            _run(client, CHAT)                                       # waits for the load
+            timed(client, CHAT)                                       # waits for the load
             scheduler = server.engine.get(DEFAULT_MODEL_ID).backend.scheduler
             on = scheduler.speculation
             print(f"speculation: {on}; max_tokens {MAX_TOKENS}, {ROUNDS} rounds, c1", flush=True)
