@@ -16,7 +16,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from engine.backends.transformers.llama import LlamaForward
-from engine.backends.transformers.slot_store import SlotKVStore
+from engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
 from engine.backends.transformers.step import Span, Step
 from engine.weights import ensure_smollm2
 
@@ -29,7 +29,8 @@ class _Cell:
 
 def _store(model, forward: LlamaForward, slots: int) -> SlotKVStore:
     c = model.config
-    return SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**33, slots)
+    return SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**33, slots,
+                       StorePolicy.RESERVED, forward.kernels.blocked)
 
 
 def _prefill(forward: LlamaForward, kv: SlotKVStore, slot: int, ids: torch.Tensor) -> None:

@@ -9,7 +9,7 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from engine.backends.transformers.slot_store import SlotKVStore
+from engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
 from engine.backends.transformers.llama import LlamaForward
 from engine.backends.transformers.step import Span, Step
 from engine.weights import ensure_smollm2
@@ -45,7 +45,8 @@ def _rounds(flat, hf) -> str:
 
 def _decode(model, forward: LlamaForward, batch: int) -> str:
     c = model.config
-    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**33, 64)
+    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**33, 64,
+                     StorePolicy.RESERVED, forward.kernels.blocked)
     slots = [kv.admit(_Cell(), CONTEXT + 2 * ROUNDS + 8) for _ in range(batch)]
     cache = DynamicCache(config=c)
     model(input_ids=torch.randint(0, 40000, (batch, CONTEXT)), cache=cache, use_cache=True, logits_to_keep=1)
@@ -70,7 +71,8 @@ def main() -> None:
     for batch in (1, 16, 64):
         print(f"decode batch {batch:2}: {_decode(model, forward, batch)}", flush=True)
     ids = torch.randint(0, 40000, (1500,))
-    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**33, 1)
+    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**33, 1,
+                     StorePolicy.RESERVED, forward.kernels.blocked)
 
     def prefill_flat() -> None:
         slot = kv.admit(_Cell(), 1500)

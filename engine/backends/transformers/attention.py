@@ -17,9 +17,10 @@ class Attention:
     rows -- so each kv head is read once: by the native kernel (native/decode_attention.cpp, bf16) over each
     row's own columns, or else by one SDPA call over the slot range with a length mask (SDPA's enable_gqa path
     runs ~4x slower on CPU here).
-    Batch-invariant (Kernels.rows, where the prefill kernel serves): the decode rows go through
+    Batch-invariant (Kernels.rows, wherever the prefill kernel serves): the decode rows go through
     native/prefill_attention.cpp's `attention_rows`, the arithmetic its chunks use, so a token's output is the
-    same in a chunk, as a decode row, or as a kept slot's next token.
+    same in a chunk, as a decode row, or as a kept slot's next token; over a blocked store (the runner's, see
+    slot_store.py) both read the slot's blocks in place, over a plain one they pack its columns per call.
     A prefill chunk goes through native/prefill_attention.cpp (bf16; ~3x SDPA's speed on a long prompt), or
     else SDPA: is_causal when the chunk starts at position 0 (it skips the masked blocks), an explicit mask
     offset by the tokens already stored otherwise."""
@@ -31,6 +32,8 @@ class Attention:
         self.chunks = [s for s in step.spans if s.n > 1]
         self.decode_rows = torch.tensor([s.offset for s in decode], dtype=torch.long)
         self.kernels = kernels
+        self.blocked = kv.blocked           # then the native kernels serve every row (Kernels.blocked)
+        assert not kv.blocked or kernels.blocked, "a blocked store needs the native prefill kernel"
         if decode and kernels.rows is not None:
             self.slots = torch.tensor([s.slot for s in decode], dtype=torch.long)
             self.positions = torch.tensor([s.start for s in decode], dtype=torch.long)
@@ -53,13 +56,17 @@ class Attention:
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q (T, H, D); k, v the layer's store (slots, G, capacity, D). Returns (T, H, D)."""
-        if not self.chunks and self.kernels.rows is None and self.kernels.decode is not None:
-            (G, R), D = self.groups, q.shape[2]                       # decode rows only: the rows are 0..T-1
-            return self.kernels.decode(q.view(-1, G, R, D), k, v, self.slots, self.lengths, D ** -0.5).view(q.shape)
         out = q.new_empty(q.shape)
+        if not self.chunks and self.kernels.rows is not None:            # decode rows only: they are 0..T-1
+            self.kernels.rows(q, k, v, self.slots, self.positions, q.shape[2] ** -0.5, out, self.blocked)
+            return out
+        if not self.chunks and self.kernels.decode is not None:
+            (G, R), D = self.groups, q.shape[2]
+            return self.kernels.decode(q.view(-1, G, R, D), k, v, self.slots, self.lengths, D ** -0.5).view(q.shape)
         if len(self.decode_rows) and self.kernels.rows is not None:
             o = q.new_empty((len(self.decode_rows),) + q.shape[1:])
-            self.kernels.rows(q[self.decode_rows], k, v, self.slots, self.positions, q.shape[2] ** -0.5, o)
+            self.kernels.rows(q[self.decode_rows], k, v, self.slots, self.positions, q.shape[2] ** -0.5, o,
+                              self.blocked)
             out[self.decode_rows] = o
         elif len(self.decode_rows) and self.kernels.decode is not None:
             (G, R), D = self.groups, q.shape[2]
@@ -75,7 +82,7 @@ class Attention:
         for s, mask in zip(self.chunks, self.causal, strict=True):
             rows = slice(s.offset, s.offset + s.n)
             if self.kernels.prefill is not None:
-                self.kernels.prefill(q[rows], k, v, s.slot, s.start, q.shape[2] ** -0.5, out[rows])
+                self.kernels.prefill(q[rows], k, v, s.slot, s.start, q.shape[2] ** -0.5, out[rows], self.blocked)
                 continue
             qc = q[rows].transpose(0, 1).unsqueeze(0)                        # (1, H, n, D)
             end = s.start + s.n

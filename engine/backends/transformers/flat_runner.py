@@ -32,21 +32,24 @@ class FlatRunner:
 
     def __init__(self, model: Any, max_slots: int, kv_budget_bytes: int, prefix_cache: PrefixCache,
                  policy: StorePolicy | None = None, batch_invariant: bool = False) -> None:
-        """`policy` None: RESERVED when the native decode kernel serves this model (it never reads past a
-        slot's length), else ZEROED (SDPA masks what it reads). `batch_invariant`: llama.py's Numerics."""
+        """`policy` None: RESERVED when native kernels read the store (they never read past what a slot's
+        length makes valid), else ZEROED (SDPA masks what it reads). The store is blocked where the native
+        kernels serve (Kernels.blocked). `batch_invariant`: llama.py's Numerics."""
         c = model.config
         self.model = model
         self.forward_pass = LlamaForward(model, batch_invariant)
-        if batch_invariant and self.forward_pass.kernels.rows is None:
+        kernels = self.forward_pass.kernels
+        if batch_invariant and not kernels.blocked:
             log.warning("batch_invariant: no native prefill kernel for this model here (bf16, head_dim 64 or 128, "
                         "AVX512-BF16, a C++ compiler): SDPA serves, and a row's last bits may follow its batch")
+        native = kernels.blocked or kernels.decode is not None
         if policy is None:
-            policy = StorePolicy.ZEROED if self.forward_pass.kernels.decode is None else StorePolicy.RESERVED
-        elif policy is StorePolicy.RESERVED and self.forward_pass.kernels.decode is None:
-            raise BackendUnavailable("kv_store 'reserved' needs the native decode kernel (bfloat16, a C++ compiler, "
-                             "CONCH_NATIVE_KERNELS not 0): SDPA would read its unwritten columns")
+            policy = StorePolicy.RESERVED if native else StorePolicy.ZEROED
+        elif policy is StorePolicy.RESERVED and not native:
+            raise BackendUnavailable("kv_store 'reserved' needs the native attention kernels (bfloat16, a C++ "
+                                     "compiler, CONCH_NATIVE_KERNELS not 0): SDPA would read its unwritten columns")
         self.kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, self.forward_pass.head_dim,
-                              self.forward_pass.dtype, kv_budget_bytes, max_slots, policy)
+                              self.forward_pass.dtype, kv_budget_bytes, max_slots, policy, kernels.blocked)
         self.prefixes = prefix_cache
 
     @property

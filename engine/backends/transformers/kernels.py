@@ -12,27 +12,31 @@ from engine.backends.transformers import native
 @dataclass(frozen=True)
 class Kernels:
     """The native kernels this model's dtype and head size can use; None: torch's ops and SDPA serve."""
-    decode: Any = None        # native/decode_attention.cpp: decode rows over their slots' columns
+    decode: Any = None        # native/decode_attention.cpp: decode rows over a plain store's columns
     prefill: Any = None       # native/prefill_attention.cpp: a prefill chunk, causal, over its slot
     rows: Any = None          # native/prefill_attention.cpp: one-token rows batched, each as a chunk computes it
-    fused: Any = None         # native/fused_ops.cpp: residual add + RMSNorm, SiLU x up
-    narrow: Any = None        # native/narrow_matmul.cpp: products of a few rows (every product if batch-invariant)
+    fused: Any = None         # native/fused_ops.cpp: residual add + RMSNorm, SiLU x up, RoPE + the K/V write
+    narrow: Any = None        # native/narrow_matmul.cpp: the layers' matmuls (rows independent)
+
+    @property
+    def blocked(self) -> bool:
+        """Whether a store in the blocked layout can serve (slot_store.py): rope_store writes it, the prefill
+        kernel reads it for chunks and (`rows`) for one-token rows, so every token's attention is the same
+        arithmetic (llama.py's Numerics) and nothing is packed per call."""
+        return self.prefill is not None and self.rows is not None and self.fused is not None
 
     @classmethod
-    def load(cls, dtype: torch.dtype, head_dim: int, batch_invariant: bool = False) -> Kernels:
-        """batch_invariant: one-token rows (decode) run `rows` rather than `decode` where the prefill kernel
-        serves, so every token's attention is computed by the same arithmetic (llama.py's Numerics)."""
+    def load(cls, dtype: torch.dtype, head_dim: int) -> Kernels:
         if dtype != torch.bfloat16:
             return cls()
-        decode = native.load("decode_attention")
         prefill = native.load("prefill_attention") if head_dim in (64, 128) else None
         if prefill is not None and not prefill.available():
             prefill = None
+        decode = native.load("decode_attention") if prefill is None else None    # a plain store's decode rows
         narrow = native.load("narrow_matmul")
         if narrow is not None and not narrow.available():
             narrow = None
         return cls(decode=decode.decode_attention if decode is not None else None,
                    prefill=prefill.prefill_attention if prefill is not None else None,
-                   rows=prefill.attention_rows if prefill is not None and batch_invariant else None,
+                   rows=prefill.attention_rows if prefill is not None else None,
                    fused=native.load("fused_ops"), narrow=narrow)
-

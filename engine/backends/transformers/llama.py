@@ -60,7 +60,7 @@ class LlamaForward:
         self.dtype = model.lm_head.weight.dtype
         self.embed = model.model.embed_tokens.weight
         self.norm = model.model.norm.weight
-        self.kernels = Kernels.load(self.dtype, self.head_dim, batch_invariant)
+        self.kernels = Kernels.load(self.dtype, self.head_dim)
         pack, lone = can_pack(self.dtype), not batch_invariant
         narrow = None if self.kernels.narrow is None else NarrowPacking(self.kernels.narrow, HugePageArena())
         self.lm_head = product(model.lm_head.weight, None, pack, lone, narrow)
@@ -119,7 +119,7 @@ class LlamaForward:
         into layer i's store at `rows`. at: the step's positions (the native kernel: one call), or their
         (T, 1, D/2) complex rotations (torch: the same float32 arithmetic in ~10 ops)."""
         if self.kernels.fused is not None:
-            return self.kernels.fused.rope_store(qkv, self.rotation_pairs, at, rows, kv.k[i], kv.v[i])
+            return self.kernels.fused.rope_store(qkv, self.rotation_pairs, at, rows, kv.k[i], kv.v[i], kv.blocked)
         T, H, G, D = qkv.shape[0], self.heads, self.kv_heads, self.head_dim
         pairs = qkv[:, :(H + G) * D].float().reshape(T, H + G, D // 2, 2)
         qk = torch.view_as_real(torch.view_as_complex(pairs) * at).view(T, H + G, D).to(self.dtype)

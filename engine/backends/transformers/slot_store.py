@@ -7,6 +7,15 @@ attention masks out or never reads. A step writes only its new tokens (index_put
 nothing is copied per step. Capacity grows in steps of 256 columns, which copies each running slot's
 stored columns once.
 
+Layout (`blocked`, chosen by the runner when the native kernels serve: bf16, head_dim 64 or 128): each
+(slot, kv head) region of capacity x head_dim holds its keys and values in native/prefill_attention.cpp's
+blocks of 64 tokens (keys [block][D/2][64][2], values [block][32][D][2]) instead of one row per token, so
+the prefill and decode-row kernels read them in place instead of packing a slot's columns on every call;
+fused_ops.cpp's rope_store writes there. Column c still lives in block c / 64 of its region, so a slot's
+first n tokens are its first ceil(n / 64) blocks: growth copies whole blocks, the prefix cache converts in
+and out (`head`, `load_prefix`). Its memory comes zeroed from the OS (never another allocation's leftovers:
+the kernels read a block's tail past a row's length, with probability 0, and 0 x NaN is NaN).
+
 Policy (`StorePolicy`, chosen explicitly by the runner from the attention it runs): RESERVED ("unzeroed"
 below) for a reader that never reads past a length (the native decode kernel, prefill chunks); ZEROED for
 one that masks the columns past a length (SDPA adds -inf to their scores, and garbage there may be NaN).
@@ -42,12 +51,16 @@ ones held.
 from __future__ import annotations
 
 import enum
+import math
+import mmap
 from typing import Protocol
 
 import torch
+import torch.nn.functional as F
 
 SLOT_STEP = 8
 COLUMN_STEP = 256
+BLOCK = 64              # keys per block of the blocked layout (prefill_attention.cpp's kKeys)
 MIN_REUSE = 16          # kept tokens a prompt must start with to take their slot
 
 
@@ -66,11 +79,41 @@ def _round_up(n: int, step: int) -> int:
     return -(-n // step) * step
 
 
+def _untouched_zeros(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Zeros the OS supplies page by page on first touch (an anonymous private mapping): nothing written now,
+    and never another allocation's leftovers (a blocked store's kernels read a block's tail unmasked)."""
+    nbytes = math.prod(shape) * torch.finfo(dtype).bits // 8
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype)
+    mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return torch.frombuffer(mapping, dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
+
+
+def _to_blocked(k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(G, P, D) plain keys and values -> (G, P', D) in the blocked layout, P' = P rounded up to 64 (zeros)."""
+    G, P, D = k.shape
+    B = -(-P // BLOCK)
+    k, v = (F.pad(t, (0, 0, 0, B * BLOCK - P)) for t in (k, v))
+    kb = k.reshape(G, B, BLOCK, D // 2, 2).permute(0, 1, 3, 2, 4)     # [block][D/2][64][2]
+    vb = v.reshape(G, B, BLOCK // 2, 2, D).permute(0, 1, 2, 4, 3)     # [block][32][D][2]
+    return kb.reshape(G, B * BLOCK, D), vb.reshape(G, B * BLOCK, D)
+
+
+def _from_blocked(kb: torch.Tensor, vb: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """_to_blocked's inverse: (G, P', D) blocked, P' a multiple of 64 -> the first n tokens (G, n, D), plain."""
+    G, P, D = kb.shape
+    B = P // BLOCK
+    k = kb.reshape(G, B, D // 2, BLOCK, 2).permute(0, 1, 3, 2, 4).reshape(G, P, D)
+    v = vb.reshape(G, B, BLOCK // 2, D, 2).permute(0, 1, 2, 4, 3).reshape(G, P, D)
+    return k[:, :n], v[:, :n]
+
+
 class SlotKVStore:
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, budget_bytes: int,
-                 max_slots: int, policy: StorePolicy = StorePolicy.ZEROED) -> None:
+                 max_slots: int, policy: StorePolicy = StorePolicy.ZEROED, blocked: bool = False) -> None:
         self.policy = policy
         self.zeroed = policy is StorePolicy.ZEROED
+        self.blocked = blocked      # the native kernels' 64-key block layout (module docstring, Layout)
         self.shape = (kv_heads, head_dim)
         self.dtype = dtype
         self.budget_bytes = budget_bytes
@@ -86,8 +129,11 @@ class SlotKVStore:
         self.kept: dict[int, tuple[tuple[int, ...], torch.Tensor]] = {}
 
     def _empty(self, slots: int, columns: int) -> torch.Tensor:
+        shape = (slots, self.shape[0], columns, self.shape[1])
+        if self.blocked and not self.zeroed:
+            return _untouched_zeros(shape, self.dtype)
         make = torch.zeros if self.zeroed else torch.empty
-        return make((slots, self.shape[0], columns, self.shape[1]), dtype=self.dtype)
+        return make(shape, dtype=self.dtype)
 
     @property
     def slots(self) -> int:
@@ -202,6 +248,7 @@ class SlotKVStore:
             for i, old in enumerate(layer):
                 new = self._empty(slots, columns)
                 for s, n in lengths.items():      # the running slots' stored columns, nothing else
+                    n = _round_up(n, BLOCK) if self.blocked else n     # blocked: whole blocks
                     if n:
                         new[s, :, :n] = old[s, :, :n]
                 layer[i] = new
@@ -216,7 +263,9 @@ class SlotKVStore:
 
     def write(self, layer: int, rows: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store the step's new tokens: k, v (T, kv_heads, head_dim) at `rows` (from `rows`); one index_copy_
-        of T x kv_heads rows each, nothing else moves."""
+        of T x kv_heads rows each, nothing else moves. Plain layout only (a blocked store is written by the
+        native rope_store)."""
+        assert not self.blocked, "a blocked store is written by fused_ops.cpp's rope_store"
         self.k[layer].view(-1, self.shape[1]).index_copy_(0, rows, k.reshape(-1, self.shape[1]))
         self.v[layer].view(-1, self.shape[1]).index_copy_(0, rows, v.reshape(-1, self.shape[1]))
 
@@ -224,11 +273,18 @@ class SlotKVStore:
         """Copy a cached head's KV (per layer (1, kv_heads, P, head_dim)) into columns 0..P-1 of `slot`; its
         occupant's `computed` becomes P."""
         for i, (k, v) in enumerate(layers):
+            if self.blocked:                    # whole blocks: columns past P in the last one become zeros
+                k, v = (t.unsqueeze(0) for t in _to_blocked(k[0], v[0]))
             n = k.shape[2]
             self.k[i][slot, :, :n] = k[0]
             self.v[i][slot, :, :n] = v[0]
         self.occupants[slot].computed = layers[0][0].shape[2]
 
     def head(self, slot: int, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Views of the first n tokens' KV of `slot`, per layer (1, kv_heads, n, head_dim)."""
-        return [(k[slot:slot + 1, :, :n], v[slot:slot + 1, :, :n]) for k, v in zip(self.k, self.v, strict=True)]
+        """The first n tokens' KV of `slot`, per layer (1, kv_heads, n, head_dim), plain: views, or copies out
+        of a blocked store."""
+        if not self.blocked:
+            return [(k[slot:slot + 1, :, :n], v[slot:slot + 1, :, :n]) for k, v in zip(self.k, self.v, strict=True)]
+        m = _round_up(n, BLOCK)
+        return [tuple(t.unsqueeze(0) for t in _from_blocked(k[slot, :, :m], v[slot, :, :m], n))   # type: ignore[misc]
+                for k, v in zip(self.k, self.v, strict=True)]

@@ -11,7 +11,8 @@
 //   order), G value heads; rotation (P, D/2, 2) float32 (cos, sin) per position; positions (T,); rows (T G,)
 //   the store rows (SlotKVStore.rows) of each token's kv heads in k, v (slots, G, capacity, D). Each pair is
 //   rotated in float32, (a cos - b sin, a sin + b cos), rounded to bf16; returns q (T, H, D); the keys and the
-//   values go to k and v at `rows`. One call replaces ~10 torch ops a layer (casts, a complex multiply, two
+//   values go to k and v at `rows` (row = (slot G + kv head) capacity + column), as plain rows of D, or with
+//   `blocked` into the region's 64-key blocks (SlotKVStore's blocked layout, prefill_attention.cpp's packing). One call replaces ~10 torch ops a layer (casts, a complex multiply, two
 //   index copies).
 // Rows are independent and computed in a fixed order: a row's result does not depend on its batch.
 #include <torch/extension.h>
@@ -92,13 +93,22 @@ torch::Tensor silu_mul(const torch::Tensor& h) {
   return out;
 }
 
+// Where key/value element (c, d) of a (slot, kv head) region lives in the blocked layout: prefill_attention.cpp's
+// packed blocks of 64 keys, keys [block][D/2][64][2], values [block][32][D][2].
+inline int64_t blocked_key(int64_t c, int64_t d, int64_t D) {
+  return (c / 64) * 64 * D + (d / 2) * 128 + (c % 64) * 2 + d % 2;
+}
+inline int64_t blocked_value(int64_t c, int64_t d, int64_t D) {
+  return (c / 64) * 64 * D + ((c % 64) / 2) * 2 * D + d * 2 + c % 2;
+}
+
 torch::Tensor rope_store(const torch::Tensor& qkv, const torch::Tensor& rotation, const torch::Tensor& positions,
-                         const torch::Tensor& rows, torch::Tensor& k, torch::Tensor& v) {
+                         const torch::Tensor& rows, torch::Tensor& k, torch::Tensor& v, bool blocked) {
   check_rows(qkv, "qkv");
   TORCH_CHECK(k.dim() == 4 && k.is_contiguous() && k.scalar_type() == at::kBFloat16 && v.sizes() == k.sizes() &&
               v.is_contiguous() && v.scalar_type() == at::kBFloat16, "k, v: contiguous (slots, G, capacity, D) bf16");
   const int64_t T = qkv.size(0), G = k.size(1), D = k.size(3), width = qkv.size(1);
-  TORCH_CHECK(D % 2 == 0 && width % D == 0 && width / D > 2 * G, "qkv: (T, (H + 2G) D)");
+  TORCH_CHECK(D % 2 == 0 && D <= 256 && width % D == 0 && width / D > 2 * G, "qkv: (T, (H + 2G) D)");
   const int64_t H = width / D - 2 * G, rows_total = k.numel() / D;
   TORCH_CHECK(rotation.dim() == 3 && rotation.size(1) == D / 2 && rotation.size(2) == 2 && rotation.is_contiguous() &&
               rotation.scalar_type() == at::kFloat, "rotation: (P, D/2, 2) float32");
@@ -110,6 +120,8 @@ torch::Tensor rope_store(const torch::Tensor& qkv, const torch::Tensor& rotation
   const int64_t* rp = rows.data_ptr<int64_t>();
   for (int64_t i = 0; i < T; ++i) TORCH_CHECK(pp[i] >= 0 && pp[i] < rotation.size(0), "a position past the table");
   for (int64_t i = 0; i < T * G; ++i) TORCH_CHECK(rp[i] >= 0 && rp[i] < rows_total, "a row past the store");
+  const int64_t C = k.size(2);
+  TORCH_CHECK(!blocked || C % 64 == 0, "a blocked store's capacity is a multiple of 64");
   auto q = torch::empty({T, H, D}, qkv.options());
   const auto* xp = qkv.data_ptr<at::BFloat16>();
   const float* cp = rotation.data_ptr<float>();
@@ -123,8 +135,19 @@ torch::Tensor rope_store(const torch::Tensor& qkv, const torch::Tensor& rotation
       for (int64_t h = 0; h < H; ++h) rotate(x + h * D, cs, qp + (t * H + h) * D, D / 2);
       for (int64_t g = 0; g < G; ++g) {
         const int64_t row = rp[t * G + g];
-        rotate(x + (H + g) * D, cs, kp + row * D, D / 2);
-        std::memcpy(vp + row * D, x + (H + G + g) * D, D * sizeof(c10::BFloat16));
+        if (!blocked) {
+          rotate(x + (H + g) * D, cs, kp + row * D, D / 2);
+          std::memcpy(vp + row * D, x + (H + G + g) * D, D * sizeof(c10::BFloat16));
+          continue;
+        }
+        const int64_t region = (row / C) * C * D, c = row % C;   // row = (slot G + g) C + column
+        c10::BFloat16 key[256];                                   // D <= 256
+        rotate(x + (H + g) * D, cs, key, D / 2);
+        const c10::BFloat16* value = x + (H + G + g) * D;
+        for (int64_t d = 0; d < D; ++d) {
+          kp[region + blocked_key(c, d, D)] = key[d];
+          vp[region + blocked_value(c, d, D)] = value[d];
+        }
       }
     }
   });
@@ -136,5 +159,7 @@ torch::Tensor rope_store(const torch::Tensor& qkv, const torch::Tensor& rotation
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("add_rms_norm", &add_rms_norm, "x += delta in place; rms_norm(x) * weight (bf16)");
   m.def("silu_mul", &silu_mul, "silu(gate) * up over h = [gate | up] (bf16)");
-  m.def("rope_store", &rope_store, "q/k rotated, K/V written at the store's rows; returns q (T, H, D) (bf16)");
+  m.def("rope_store", &rope_store, "q/k rotated, K/V written at the store's rows; returns q (T, H, D) (bf16)",
+        py::arg("qkv"), py::arg("rotation"), py::arg("positions"), py::arg("rows"), py::arg("k"), py::arg("v"),
+        py::arg("blocked") = false);
 }

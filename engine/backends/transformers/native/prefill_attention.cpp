@@ -11,6 +11,11 @@
 // reads (K: [block][d pair][64 keys][2], V: [block][key pair][D][2]) and runs flash attention over blocks of
 // 64 keys: S = Q K^T and O += P V as register tiles of dot products, an online softmax in float32 between.
 //
+// Blocked store (`blocked`): the store's (slot, kv head) regions already hold their keys and values in that
+// layout (SlotKVStore's blocked layout, written by fused_ops.cpp's rope_store), so nothing is packed: the
+// kernel reads a region in place. Keys and values past a row's position inside its last block are whatever
+// the region holds there (zeros, or an earlier occupant's finite values): their probabilities are exactly 0.
+//
 // Exactness: every query row walks the same key blocks (absolute multiples of 64, from column 0) in the same
 // order whatever the chunk it sits in; a block past a row's position leaves it bit for bit unchanged
 // (probabilities exactly 0, correction exactly 1). So a prompt's rows come out the same whether it is
@@ -241,7 +246,7 @@ void pack_values(const uint16_t* v, int64_t end, int64_t D, uint16_t* vp) {
 bool available() { return kBuilt; }
 
 void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t slot,
-                       int64_t start, double scale, torch::Tensor& out) {
+                       int64_t start, double scale, torch::Tensor& out, bool blocked) {
   TORCH_CHECK(kBuilt, "built without AVX512-BF16");
   TORCH_CHECK(q.dim() == 3 && k.dim() == 4 && v.sizes() == k.sizes() && out.sizes() == q.sizes(),
               "q and out (n, H, D), k and v (S, G, C, D)");
@@ -253,19 +258,29 @@ void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const tor
   TORCH_CHECK(D == 64 || D == 128, "head_dim 64 or 128");
   TORCH_CHECK(k.size(3) == D && H % G == 0, "q and the store disagree on D or the head grouping");
   TORCH_CHECK(slot >= 0 && slot < k.size(0) && start >= 0 && n >= 1 && start + n <= C, "slot or span out of range");
+  TORCH_CHECK(!blocked || C % kKeys == 0, "a blocked store's capacity is a multiple of 64");
   const int64_t R = H / G, end = start + n, blocks = (end + kKeys - 1) / kKeys;
-  const int64_t packed = blocks * kKeys * D;             // per kv head
-  // uninitialized: packing writes every element (keys past `end` as zeros), so no memset of ~1 MB a call
-  std::unique_ptr<uint16_t[]> kp(new uint16_t[G * packed]), vp(new uint16_t[G * packed]);
   const auto* kd = reinterpret_cast<const uint16_t*>(k.data_ptr<at::BFloat16>());
   const auto* vd = reinterpret_cast<const uint16_t*>(v.data_ptr<at::BFloat16>());
-  at::parallel_for(0, 2 * G, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      const int64_t g = i / 2, base = (slot * G + g) * C * D;
-      if (i % 2 == 0) pack_keys(kd + base, end, D, kp.get() + g * packed);
-      else pack_values(vd + base, end, D, vp.get() + g * packed);
-    }
-  });
+  // blocked: the store's (slot, kv head) regions are already in the packed layout, read in place (stride C D)
+  const int64_t packed = blocked ? C * D : blocks * kKeys * D;             // per kv head
+  std::unique_ptr<uint16_t[]> kbuf, vbuf;
+  const uint16_t* kp = kd + slot * G * C * D;
+  const uint16_t* vp = vd + slot * G * C * D;
+  if (!blocked) {
+    // uninitialized: packing writes every element (keys past `end` as zeros), so no memset of ~1 MB a call
+    kbuf.reset(new uint16_t[G * packed]);
+    vbuf.reset(new uint16_t[G * packed]);
+    at::parallel_for(0, 2 * G, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t g = i / 2, base = (slot * G + g) * C * D;
+        if (i % 2 == 0) pack_keys(kd + base, end, D, kbuf.get() + g * packed);
+        else pack_values(vd + base, end, D, vbuf.get() + g * packed);
+      }
+    });
+    kp = kbuf.get();
+    vp = vbuf.get();
+  }
   const auto* qd = reinterpret_cast<const uint16_t*>(q.data_ptr<at::BFloat16>());
   auto* od = reinterpret_cast<c10::BFloat16*>(out.data_ptr<at::BFloat16>());
   // a short chunk is split in two halves, so both threads work on it (a row's result does not depend on its task)
@@ -278,8 +293,8 @@ void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const tor
       const int64_t g = i % G, j = i / G;
       const int64_t block = j % 2 == 0 ? j / 2 : tasks - 1 - j / 2;
       const int64_t t0 = block * per_task, tokens = std::min(per_task, n - t0);
-      const uint16_t* kg = kp.get() + g * packed;
-      const uint16_t* vg = vp.get() + g * packed;
+      const uint16_t* kg = kp + g * packed;
+      const uint16_t* vg = vp + g * packed;
       if (D == 64) attend_block<64>(qd, q.stride(0), t0, tokens, g, R, start, kg, vg, s, od, H);
       else attend_block<128>(qd, q.stride(0), t0, tokens, g, R, start, kg, vg, s, od, H);
     }
@@ -291,7 +306,8 @@ void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const tor
 // (row, kv head) packs its slot's keys and values and runs the very arithmetic prefill_attention runs for that
 // token in a chunk: a token's attention output is the same whatever span, step or batch computes it.
 void attention_rows(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                    const torch::Tensor& slots, const torch::Tensor& positions, double scale, torch::Tensor& out) {
+                    const torch::Tensor& slots, const torch::Tensor& positions, double scale, torch::Tensor& out,
+                    bool blocked) {
   TORCH_CHECK(kBuilt, "built without AVX512-BF16");
   TORCH_CHECK(q.dim() == 3 && k.dim() == 4 && v.sizes() == k.sizes() && out.sizes() == q.sizes(),
               "q and out (N, H, D), k and v (S, G, C, D)");
@@ -319,15 +335,23 @@ void attention_rows(const torch::Tensor& q, const torch::Tensor& k, const torch:
   const auto* vd = reinterpret_cast<const uint16_t*>(v.data_ptr<at::BFloat16>());
   auto* od = reinterpret_cast<c10::BFloat16*>(out.data_ptr<at::BFloat16>());
   const float s = static_cast<float>(scale);
+  TORCH_CHECK(!blocked || C % kKeys == 0, "a blocked store's capacity is a multiple of 64");
   at::parallel_for(0, N * G, 1, [&](int64_t lo, int64_t hi) {
-    std::unique_ptr<uint16_t[]> kp(new uint16_t[packed]), vp(new uint16_t[packed]);
+    std::unique_ptr<uint16_t[]> kbuf(blocked ? nullptr : new uint16_t[packed]);
+    std::unique_ptr<uint16_t[]> vbuf(blocked ? nullptr : new uint16_t[packed]);
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t n = i / G, g = i % G, end = pp[n] + 1, base = (sp[n] * G + g) * C * D;
-      pack_keys(kd + base, end, D, kp.get());
-      pack_values(vd + base, end, D, vp.get());
+      const uint16_t* kp = kd + base;                    // blocked: read in place
+      const uint16_t* vp = vd + base;
+      if (!blocked) {
+        pack_keys(kd + base, end, D, kbuf.get());
+        pack_values(vd + base, end, D, vbuf.get());
+        kp = kbuf.get();
+        vp = vbuf.get();
+      }
       const uint16_t* qn = qd + n * q.stride(0);
-      if (D == 64) attend_block<64>(qn, 0, 0, 1, g, R, pp[n], kp.get(), vp.get(), s, od + n * H * D, H);
-      else attend_block<128>(qn, 0, 0, 1, g, R, pp[n], kp.get(), vp.get(), s, od + n * H * D, H);
+      if (D == 64) attend_block<64>(qn, 0, 0, 1, g, R, pp[n], kp, vp, s, od + n * H * D, H);
+      else attend_block<128>(qn, 0, 0, 1, g, R, pp[n], kp, vp, s, od + n * H * D, H);
     }
   });
 }
@@ -337,7 +361,9 @@ void attention_rows(const torch::Tensor& q, const torch::Tensor& k, const torch:
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("available", &available, "whether this build has the AVX512-BF16 path");
   m.def("prefill_attention", &prefill_attention, "causal attention of a prefill chunk over the slot KV store (bf16)",
-        py::call_guard<py::gil_scoped_release>());
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("slot"), py::arg("start"), py::arg("scale"), py::arg("out"),
+        py::arg("blocked") = false, py::call_guard<py::gil_scoped_release>());
   m.def("attention_rows", &attention_rows, "one-token rows over their slots, prefill_attention's arithmetic (bf16)",
-        py::call_guard<py::gil_scoped_release>());
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("slots"), py::arg("positions"), py::arg("scale"),
+        py::arg("out"), py::arg("blocked") = false, py::call_guard<py::gil_scoped_release>());
 }

@@ -11,7 +11,7 @@ import torch
 
 from engine.backends.transformers.backend import TransformersBackend
 from engine.backends.transformers.prefix_cache import BLOCK
-from engine.backends.transformers.slot_store import SlotKVStore
+from engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
 from engine.repository import ModelConfig
 from engine.types import GenerationRequest, SamplingParams
 from tests.engine.backends.transformers.steps import Occupant, make_step
@@ -32,26 +32,33 @@ async def _greedy(backend: TransformersBackend, ids: list[int], n: int = TOKENS)
 async def _started(config: ModelConfig) -> TransformersBackend:
     backend = TransformersBackend(config)
     await backend.start()
-    if backend.runner.forward_pass.kernels.rows is None:
+    if not backend.runner.forward_pass.kernels.blocked:
         await backend.stop()
         pytest.skip("no native prefill kernel here (AVX512-BF16 and a C++ compiler): SDPA is not batch-invariant")
     return backend
 
 
+@pytest.fixture(scope="module", params=[True, False], ids=["batch_invariant", "default"])
+def invariant(request) -> bool:
+    """The switch on, and the default: where the native kernels serve (here: bf16, head_dim 64), the default
+    path is batch-invariant too (llama.py's Numerics); the switch adds only oneDNN's lone-row guard."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-async def cached():
+async def cached(invariant):
     """The default config: kept slots and the prefix cache on, whole prompts in one step."""
     backend = await _started(ModelConfig(name="m", weights="builtin:smollm2", dtype="bfloat16",
-                                         batch_invariant=True))
+                                         batch_invariant=invariant))
     yield backend
     await backend.stop()
 
 
 @pytest.fixture(scope="module")
-async def chunked():
+async def chunked(invariant):
     """No cache of any kind, prompts prefilled 24 tokens a step."""
     backend = await _started(ModelConfig(name="m", weights="builtin:smollm2", dtype="bfloat16", max_step_tokens=24,
-                                         prefix_cache_mb=0, batch_invariant=True))
+                                         prefix_cache_mb=0, batch_invariant=invariant))
     yield backend
     await backend.stop()
 
@@ -93,12 +100,13 @@ async def test_after_a_prefix_cache_hit(cached, alone):
 
 
 
-def test_a_rows_logits_are_the_same_bits_in_anymake_step(cached):
+def test_a_rows_logits_are_the_same_bits_in_any_step(cached):
     """The prompt's last token: in its whole prompt, as a lone decode row, beside another prompt's chunk; then
     its next token alone and among 14 decode rows."""
     forward = cached.runner.forward_pass
     c = cached.runner.model.config
-    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**27, 20)
+    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**27, 20,
+                     StorePolicy.RESERVED, forward.kernels.blocked)
     slots = [kv.admit(Occupant(), 256) for _ in range(20)]
     prompt, other = PROMPTS[3], LONG[:200]
     n = len(prompt)
@@ -118,7 +126,8 @@ def test_a_verify_span_gives_each_row_the_bits_of_decoding_it(cached):
     to decoding them one step at a time (each token attends to its slot's columns up to its own position)."""
     forward = cached.runner.forward_pass
     c = cached.runner.model.config
-    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**26, 2)
+    kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, torch.bfloat16, 2**26, 2,
+                     StorePolicy.RESERVED, forward.kernels.blocked)
     a, b = kv.admit(Occupant(), 128), kv.admit(Occupant(), 128)
     prompt, drafts = PROMPTS[1], [5, 901, 77, 4000]
     n = len(prompt)
