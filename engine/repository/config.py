@@ -60,8 +60,8 @@ class ModelConfig:
     max_step_tokens: int = 2048         # tokens one engine step computes: decode rows + prefill chunks
                                         # (vLLM-CPU's API-server default: a 64-chat burst's TTFT p50 1.6-1.7 s
                                         # against 1.8-1.9 s at 1024)
-    batch_invariant: bool = False       # greedy tokens the same whatever the batch and the caches; decode steps
-                                        # 12-45% slower (transformers, Llama family, bf16: llama.py)
+    batch_invariant: bool = False       # insist on greedy tokens the same whatever the batch and the caches
+                                        # (the default already is where the native kernels serve: llama.py)
     prefill_stall: float = 2.0          # while rows decode, a prefilling step may take this many decode-only
                                         # steps' time (stall_budget.py); 0 = no bound (throughput first)
     speculative_tokens: int = 4         # multi-token decode steps (transformers, Llama family): most tokens a

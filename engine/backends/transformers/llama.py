@@ -39,17 +39,15 @@ class LlamaForward:
     float32 complex multiply (fused_ops.cpp's rope_store in bf16, with the K/V write), so logits match HF's
     forward to rounding (bf16), not bit for bit.
 
-    Batch invariance (`batch_invariant`, bf16 with the native prefill kernel): a token's every value depends on
-    its own id, position and the K/V before it, never on the step it is computed in (a decode row alone or
-    among 64, a prefill chunk however cut, beside other requests' chunks, a kept slot's or a cached prefix's
-    next token): every matmul's rows are independent (weights.py: the narrow kernel, or oneDNN beside a zero
-    row where that kernel does not serve), every token's attention is the prefill kernel's arithmetic
-    (attention.py), the norms, SiLU and RoPE are per row (fused_ops.cpp). So greedy decoding gives the same
-    tokens whatever the batch and the caches. Off (the default; docs/performance.md has its cost), a decode
-    row's attention (the decode kernel, not the prefill kernel) and, where oneDNN serves the matmuls, a lone
-    row may differ in the last bf16 bit from the same token computed elsewhere, enough to flip a close argmax.
-    Without the native prefill kernel (float32, float16, no compiler, head_dim other than 64/128, no
-    AVX512-BF16: SDPA serves) it is not invariant either way."""
+    Batch invariance (by default where the native kernels serve: bf16, head_dim 64/128, AVX512-BF16): a token's
+    every value depends on its own id, position and the K/V before it, never on the step it is computed in (a
+    decode row alone or among 64, a prefill chunk however cut, beside other requests' chunks, a kept slot's or
+    a cached prefix's next token): every matmul's rows are independent (weights.py's narrow kernel), every
+    token's attention is the prefill kernel's arithmetic over the blocked store (attention.py), the norms,
+    SiLU and RoPE are per row (fused_ops.cpp). So greedy decoding gives the same tokens whatever the batch and
+    the caches. `batch_invariant` adds oneDNN's lone-row guard for a matrix the narrow kernel does not take
+    (weights.py's Dense). Without the native prefill kernel (float32, float16, no compiler, head_dim other
+    than 64/128, no AVX512-BF16: SDPA or the decode kernel serves) it is not invariant either way."""
 
     @torch.inference_mode()
     def __init__(self, model: Any, batch_invariant: bool = False) -> None:   # an HF Llama-family model

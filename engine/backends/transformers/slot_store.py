@@ -17,7 +17,7 @@ and out (`head`, `load_prefix`). Its memory comes zeroed from the OS (never anot
 the kernels read a block's tail past a row's length, with probability 0, and 0 x NaN is NaN).
 
 Policy (`StorePolicy`, chosen explicitly by the runner from the attention it runs): RESERVED ("unzeroed"
-below) for a reader that never reads past a length (the native decode kernel, prefill chunks); ZEROED for
+below) for a reader that never reads past a length (the native attention kernels); ZEROED for
 one that masks the columns past a length (SDPA adds -inf to their scores, and garbage there may be NaN).
 
 Slots: an unzeroed store takes all `max_slots` at once. The

@@ -140,7 +140,7 @@ def test_runner_and_kv_store_are_typed_settings_refused_at_load_when_unknown():
 
 
 async def test_a_reserved_store_that_sdpa_would_read_is_refused_and_zeroed_is_taken_as_asked():
-    """float32 has no native decode kernel: SDPA reads masked columns, so a reserved (unwritten) store is
+    """float32 has no native attention kernel: SDPA reads masked columns, so a reserved (unwritten) store is
     refused when the model loads; an explicit zeroed store is what it runs."""
     from engine.errors import BackendUnavailable
 

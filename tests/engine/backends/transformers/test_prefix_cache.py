@@ -76,7 +76,7 @@ async def test_the_next_turn_starts_in_the_slot_the_last_turn_left_and_generates
     await plain.start()
     try:
         if cached.runner.kv.zeroed:
-            pytest.skip("no native decode kernel here: the zeroed store keeps no tokens")
+            pytest.skip("no native attention kernel here: the zeroed store keeps no tokens")
         turn = list(range(300, 360))
         answer = await _greedy(cached, turn, "t1")
         assert answer == await _greedy(plain, turn, "p1")
@@ -102,7 +102,7 @@ async def test_a_chat_s_next_turn_through_the_server_starts_from_its_last_turn(t
     try:
         runner = server.engine.get("kept").backend.runner
         if runner.kv.zeroed:
-            pytest.skip("no native decode kernel here: the zeroed store keeps no tokens")
+            pytest.skip("no native attention kernel here: the zeroed store keeps no tokens")
         async with openai.AsyncOpenAI(base_url=server.v1, api_key="none", max_retries=0) as client:
             async def turns(model: str) -> list[str]:
                 messages, answers = [{"role": "user", "content": "Name three colours of the sea."}], []
