@@ -13,14 +13,13 @@ class Attention:
     """Per-step attention plan: the decode rows (one token each) batched over a slot range, the prefill
     chunks one by one. Masks are built once per step and reused by every layer.
 
-    GQA without copies: a decode row's H query heads are viewed as (G, H/G) -- G kv heads, each with H/G query
-    rows -- so each kv head is read once: by the native kernel (native/decode_attention.cpp, bf16) over each
-    row's own columns, or else by one SDPA call over the slot range with a length mask (SDPA's enable_gqa path
+    Decode rows, batch-invariant (Kernels.rows, wherever the prefill kernel serves): native/prefill_attention.cpp's
+    `attention_rows`, the arithmetic its chunks use, so a token's output is the same in a chunk, as a decode
+    row, or as a kept slot's next token; over a blocked store (the runner's, see slot_store.py) both read the
+    slot's blocks in place, over a plain one they pack its columns per call. Else GQA without copies: a row's
+    H query heads viewed as (G, H/G), so each kv head is read once: by native/decode_attention.cpp (bf16) over
+    each row's own columns, or by one SDPA call over the slot range with a length mask (SDPA's enable_gqa path
     runs ~4x slower on CPU here).
-    Batch-invariant (Kernels.rows, wherever the prefill kernel serves): the decode rows go through
-    native/prefill_attention.cpp's `attention_rows`, the arithmetic its chunks use, so a token's output is the
-    same in a chunk, as a decode row, or as a kept slot's next token; over a blocked store (the runner's, see
-    slot_store.py) both read the slot's blocks in place, over a plain one they pack its columns per call.
     A prefill chunk goes through native/prefill_attention.cpp (bf16; ~3x SDPA's speed on a long prompt), or
     else SDPA: is_causal when the chunk starts at position 0 (it skips the masked blocks), an explicit mask
     offset by the tokens already stored otherwise."""
@@ -56,29 +55,11 @@ class Attention:
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q (T, H, D); k, v the layer's store (slots, G, capacity, D). Returns (T, H, D)."""
+        if not self.chunks:
+            return self._decode(q, k, v)                                # decode rows only: rows 0..T-1
         out = q.new_empty(q.shape)
-        if not self.chunks and self.kernels.rows is not None:            # decode rows only: they are 0..T-1
-            self.kernels.rows(q, k, v, self.slots, self.positions, q.shape[2] ** -0.5, out, self.blocked)
-            return out
-        if not self.chunks and self.kernels.decode is not None:
-            (G, R), D = self.groups, q.shape[2]
-            return self.kernels.decode(q.view(-1, G, R, D), k, v, self.slots, self.lengths, D ** -0.5).view(q.shape)
-        if len(self.decode_rows) and self.kernels.rows is not None:
-            o = q.new_empty((len(self.decode_rows),) + q.shape[1:])
-            self.kernels.rows(q[self.decode_rows], k, v, self.slots, self.positions, q.shape[2] ** -0.5, o,
-                              self.blocked)
-            out[self.decode_rows] = o
-        elif len(self.decode_rows) and self.kernels.decode is not None:
-            (G, R), D = self.groups, q.shape[2]
-            o = self.kernels.decode(q[self.decode_rows].view(-1, G, R, D), k, v, self.slots, self.lengths, D ** -0.5)
-            out[self.decode_rows] = o.view(-1, G * R, D)
-        elif len(self.decode_rows):
-            S, (G, R), D = self.hi - self.lo, self.groups, q.shape[2]
-            qs = q.new_zeros((S, G, R, D))
-            qs[self.decode_slots] = q[self.decode_rows].view(-1, G, R, D)
-            o = F.scaled_dot_product_attention(qs, k[self.lo:self.hi, :, :self.columns],
-                                               v[self.lo:self.hi, :, :self.columns], attn_mask=self.mask)
-            out[self.decode_rows] = o[self.decode_slots].view(-1, G * R, D)    # (S, G, R, D) -> rows (H, D)
+        if len(self.decode_rows):
+            out[self.decode_rows] = self._decode(q[self.decode_rows], k, v)
         for s, mask in zip(self.chunks, self.causal, strict=True):
             rows = slice(s.offset, s.offset + s.n)
             if self.kernels.prefill is not None:
@@ -90,3 +71,19 @@ class Attention:
                                                attn_mask=mask, is_causal=mask is None, enable_gqa=self.gqa)
             out[rows] = o[0].transpose(0, 1)
         return out
+
+    def _decode(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q (N, H, D): the one-token rows' queries, in span order -> their attention (N, H, D)."""
+        (G, R), D = self.groups, q.shape[2]
+        if self.kernels.rows is not None:
+            out = q.new_empty(q.shape)
+            self.kernels.rows(q, k, v, self.slots, self.positions, D ** -0.5, out, self.blocked)
+            return out
+        if self.kernels.decode is not None:
+            grouped = q.contiguous().view(-1, G, R, D)
+            return self.kernels.decode(grouped, k, v, self.slots, self.lengths, D ** -0.5).view(q.shape)
+        qs = q.new_zeros((self.hi - self.lo, G, R, D))
+        qs[self.decode_slots] = q.reshape(-1, G, R, D)
+        o = F.scaled_dot_product_attention(qs, k[self.lo:self.hi, :, :self.columns],
+                                           v[self.lo:self.hi, :, :self.columns], attn_mask=self.mask)
+        return o[self.decode_slots].view(q.shape)                       # (S, G, R, D) -> rows (H, D)
