@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.backends.transformers import native
 from engine.backends.transformers.slot_store import BLOCK, SlotKVStore, StorePolicy, _from_blocked, _to_blocked
+from tests.engine.backends.transformers.native_modules import compiled
 
 G, D, H, CAP = 3, 64, 9, 256
 
@@ -18,11 +18,7 @@ class _Cell:
 
 @pytest.fixture(scope="module")
 def kernels():
-    prefill, fused = native.load("prefill_attention"), native.load("fused_ops")
-    assert prefill is not None and fused is not None            # a C++ compiler and ninja come with the setup
-    if not prefill.available():
-        pytest.skip("this CPU has no AVX512-BF16")
-    return prefill, fused
+    return compiled("prefill_attention", vector=True), compiled("fused_ops")
 
 
 def _bf16(*shape: int, seed: int) -> torch.Tensor:

@@ -5,15 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from tests.engine.backends.transformers.native_modules import compiled
 
-from engine.backends.transformers import native
 
 
 @pytest.fixture(scope="module")
 def ops():
-    module = native.load("fused_ops")
-    assert module is not None                       # a C++ compiler and ninja come with the repo's setup
-    return module
+    return compiled("fused_ops")
 
 
 def _bf16(*shape: int, seed: int) -> torch.Tensor:

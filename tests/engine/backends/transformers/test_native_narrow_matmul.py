@@ -7,18 +7,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.backends.transformers import native
 from engine.backends.transformers.huge_pages import HugePageArena
 from engine.backends.transformers.weights import Dense, Narrow, NarrowPacking, product
+from tests.engine.backends.transformers.native_modules import compiled
 
 
 @pytest.fixture(scope="module")
 def kernel():
-    module = native.load("narrow_matmul")
-    assert module is not None                       # a C++ compiler and ninja come with the repo's setup
-    if not module.available():
-        pytest.skip("this CPU has no AVX512-BF16: oneDNN serves every product")
-    return module
+    return compiled("narrow_matmul", vector=True)         # without AVX512-BF16 oneDNN serves every product
 
 
 def _bf16(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:

@@ -5,19 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from tests.engine.backends.transformers.native_modules import compiled
 
-from engine.backends.transformers import native
 
 SLOTS, CAPACITY = 3, 700
 
 
 @pytest.fixture(scope="module")
 def kernel():
-    module = native.load("prefill_attention")
-    assert module is not None                       # a C++ compiler and ninja come with the repo's setup
-    if not module.available():
-        pytest.skip("this CPU has no AVX512-BF16")
-    return module.prefill_attention
+    return compiled("prefill_attention", vector=True).prefill_attention
 
 
 def _store(G: int, D: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.engine.backends.transformers.native_modules import compiled
 
-from engine.backends.transformers import native
 from grammars import apply_bitmask
 
 
 @pytest.fixture(scope="module")
 def kernel():
-    module = native.load("token_mask")
-    assert module is not None                       # a C++ compiler and ninja come with the repo's setup
-    return module
+    return compiled("token_mask")
 
 
 @pytest.mark.parametrize("batch,vocab,words,rows", [
