@@ -20,6 +20,16 @@ SEGMENT = 256 << 20          # bytes mapped at a time (reserved, not touched, un
 LINE = 64                    # copies start on a cache line
 
 
+def anonymous(size: int, huge: bool) -> mmap.mmap:
+    """`size` bytes of private anonymous memory: zeros, each page faulted in on first touch, never another
+    allocation's leftovers; `huge`: marked for huge pages before any touch (a shared mapping would be shmem,
+    which the `madvise` mode leaves in small pages)."""
+    mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if huge and hasattr(mmap, "MADV_HUGEPAGE"):
+        mapping.madvise(mmap.MADV_HUGEPAGE)
+    return mapping
+
+
 class HugePageArena:
     """Copies tensors into anonymous memory marked for huge pages, packed one after another so that small
     matrices share pages. Not thread-safe: the model's loader only."""
@@ -45,9 +55,7 @@ class HugePageArena:
 
     def _open(self, size: int) -> None:
         size = -(-size // ALIGN) * ALIGN
-        mapping = mmap.mmap(-1, size + ALIGN, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # pages on first touch
-        if hasattr(mmap, "MADV_HUGEPAGE"):
-            mapping.madvise(mmap.MADV_HUGEPAGE)
+        mapping = anonymous(size + ALIGN, huge=True)
         address = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
         self._segments.append((mapping, -address % ALIGN))
         self._used, self._size = 0, size

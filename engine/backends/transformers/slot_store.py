@@ -52,11 +52,12 @@ from __future__ import annotations
 
 import enum
 import math
-import mmap
 from typing import Protocol
 
 import torch
 import torch.nn.functional as F
+
+from engine.backends.transformers.huge_pages import anonymous
 
 SLOT_STEP = 8
 COLUMN_STEP = 256
@@ -85,8 +86,7 @@ def _untouched_zeros(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor
     nbytes = math.prod(shape) * torch.finfo(dtype).bits // 8
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype)
-    mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    return torch.frombuffer(mapping, dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
+    return torch.frombuffer(anonymous(nbytes, huge=False), dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
 
 
 def _to_blocked(k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,8 +12,9 @@
 //   the store rows (SlotKVStore.rows) of each token's kv heads in k, v (slots, G, capacity, D). Each pair is
 //   rotated in float32, (a cos - b sin, a sin + b cos), rounded to bf16; returns q (T, H, D); the keys and the
 //   values go to k and v at `rows` (row = (slot G + kv head) capacity + column), as plain rows of D, or with
-//   `blocked` into the region's 64-key blocks (SlotKVStore's blocked layout, prefill_attention.cpp's packing). One call replaces ~10 torch ops a layer (casts, a complex multiply, two
-//   index copies).
+//   `blocked` into the region's 64-key blocks (SlotKVStore's blocked layout, prefill_attention.cpp's
+//   packing; test_blocked_store.py holds the three spellings of that layout to each other). One call
+//   replaces ~10 torch ops a layer (casts, a complex multiply, two index copies).
 // Rows are independent and computed in a fixed order: a row's result does not depend on its batch.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
