@@ -22,6 +22,10 @@ EVENT = {
 }
 TOOLS = [{"type": "function", "function": {"name": "create_event", "description": "Create a calendar event",
                                             "parameters": EVENT}}]
+# The phrasings are the ones SmolLM2-135M follows: asked to "copy each line exactly" it writes a sentence of its
+# own, and without this system line it invents a new signature instead of rewriting the function. A workload it
+# does not perform measures nothing (docs/performance.md, issue 33).
+COPY = "You are a careful assistant. When asked to copy text, copy it exactly, character for character."
 CITIES = ["Lisbon", "Oslo", "Nairobi", "Lima", "Osaka", "Toronto", "Cairo", "Perth", "Quito", "Riga"]
 
 
@@ -53,12 +57,13 @@ def workloads() -> dict[str, dict[str, Any]]:
                       "Book 'Quarterly review' on 2025-03-14 at 10:30 for 45 minutes in room Orion with "
                       "ana@example.com, bo@example.com and cy@example.com."}], "tools": TOOLS, "tool_choice": call},
         "quote": {"messages": [
-            {"role": "user", "content": "What will the weather be? Quote the tool's lines for each city."},
+            {"role": "user", "content": "What will the weather be?"},
             {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
                 "name": "weather", "arguments": '{"days": 3}'}}]},
-            {"role": "tool", "tool_call_id": "call_1", "content": _report()},
-            {"role": "user", "content": "Summarize it: copy each line of the result exactly, then one sentence."}]},
-        "code_edit": {"messages": [{"role": "user", "content":
+            {"role": "tool", "tool_call_id": "call_1", "content": "Weather report:\n" + _report()},
+            {"role": "user", "content":
+             "Repeat the weather report above word for word, then summarize it in one sentence."}]},
+        "code_edit": {"messages": [{"role": "system", "content": COPY}, {"role": "user", "content":
                       "Rewrite this function with `orders` renamed to `batches` and `amount` renamed to `value`; "
                       "change nothing else and reply with the code only.\n\n" + _function()}]},
         "json": {"messages": [{"role": "user", "content":

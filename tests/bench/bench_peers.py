@@ -9,7 +9,8 @@ so that the machine's drift over the run shows beside the ratios):
                 64 slots, 256 tokens of context each, 2 threads, the GGUF's chat template through --jinja
 Workload: bench_engine_speed's (a), after its warm-up at the highest level run: 32 chat prompts x 64 tokens, greedy,
 ignore_eos, streamed over HTTP with the openai SDK, at c1 (8 prompts), c16 (32) and c64 (64 requests);
-CONCH_BENCH_LEVELS (default 1,16,64) picks the levels. Figures: tokens/s, TTFT p50 and inter-token p50 of each
+CONCH_BENCH_LEVELS (default 1,16,64) picks the levels;
+CONCH_BENCH_PEERS= (empty) runs the agent workloads alone. Figures: tokens/s, TTFT p50 and inter-token p50 of each
 server, then Conch / peer for each (Conch: the mean of its runs). Then (CONCH_BENCH_AGENT=0 skips it) Conch
 and llama-server on issue 33's agent workloads (tests/bench/agent_workloads.py) and bench_speculation's
 chat, c1, tokens/s of each server's own greedy output (llama-server does not force the named tool call: it
@@ -133,9 +134,9 @@ def _report(runs: list[tuple[str, dict]], levels: tuple[int, ...]) -> None:
 
 
 def main() -> None:
-    order = os.environ.get("CONCH_BENCH_PEERS", "conch,vllm,llama-server,conch").split(",")
+    order = [name for name in os.environ.get("CONCH_BENCH_PEERS", "conch,vllm,llama-server,conch").split(",") if name]
     levels = tuple(int(c) for c in os.environ.get("CONCH_BENCH_LEVELS", "1,16,64").split(","))
-    missing = {name: why for name in dict.fromkeys(order) if (why := PEERS[name][1]())}
+    missing = {name: why for name in dict.fromkeys([*order, *AGENT_SERVERS]) if (why := PEERS[name][1]())}
     for name, why in missing.items():
         print(f"{name}: {why}; measured without it", flush=True)
     runs = []
