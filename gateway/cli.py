@@ -107,9 +107,9 @@ def _ray_arguments(serve: argparse.ArgumentParser) -> None:
     ray.add_argument("--ray-num-cpus", type=int, default=None, help="CPUs a local Ray offers (default: all)")
     ray.add_argument("--ray-ingress-cpus", type=float, default=1.0, help="num_cpus of an ingress replica")
     ray.add_argument("--ray-model-cpus", type=float, default=None, help="default num_cpus of a model replica")
-    ray.add_argument("--ray-routing", choices=["affinity", "pow2"], default="affinity",
+    ray.add_argument("--ray-routing", choices=["affinity", "round-robin", "pow2"], default="affinity",
                      help="which model replica takes a request: the one holding its conversation's KV, within "
-                          "--ray-affinity-slack (default), or Ray's power-of-two least loaded")
+                          "--ray-affinity-slack (default), each in turn, or Ray's power-of-two least loaded")
     ray.add_argument("--ray-affinity-slack", type=int, default=None, metavar="N",
                      help="requests a conversation's replica may run beyond the least loaded replica's before "
                           "its next turn goes to the least loaded one (default: its max_ongoing_requests)")

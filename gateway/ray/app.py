@@ -16,7 +16,7 @@ from gateway.ray.ingress import Ingress
 from gateway.ray.model import ModelServer
 from gateway.ray.multiplex import ModelGroup
 from gateway.ray.options import DeploymentOptions, deployment_options
-from gateway.ray.router import ROUTER_PATH
+from gateway.ray.router import ROUTER_PATHS
 from gateway.ray.settings import RaySettings
 
 
@@ -50,11 +50,13 @@ def application(settings: RaySettings) -> serve.Application:
 
 
 def router_options(settings: RaySettings) -> dict[str, Any]:
-    """A model deployment's request router: session affinity (gateway/ray/router.py), or Ray's default."""
-    if settings.routing != "affinity":
+    """A model deployment's request router (gateway/ray/router.py), or none for Ray's default (pow2)."""
+    path = ROUTER_PATHS.get(settings.routing)
+    if path is None:
         return {}
-    kwargs = {"slack": settings.affinity_slack} if settings.affinity_slack is not None else {}
-    return {"request_router_config": {"request_router_class": ROUTER_PATH, "request_router_kwargs": kwargs}}
+    slack = settings.routing == "affinity" and settings.affinity_slack is not None
+    kwargs = {"slack": settings.affinity_slack} if slack else {}
+    return {"request_router_config": {"request_router_class": path, "request_router_kwargs": kwargs}}
 
 
 def model_options(settings: RaySettings) -> dict[str, DeploymentOptions]:

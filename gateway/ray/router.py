@@ -1,5 +1,6 @@
-"""Ray Serve's request router for a model deployment (`request_router_config` in gateway/ray/app.py): session
-affinity by the prompt's blocks (gateway/ray/affinity.py) within a load bound.
+"""Ray Serve's request routers for a model deployment (`request_router_config` in gateway/ray/app.py): session
+affinity by the prompt's blocks (gateway/ray/affinity.py) within a load bound, and round-robin, the KV-blind
+baseline issue 33's affinity goal is measured against (`pow2`, Ray's own default, needs no class here).
 
 One router lives in each ingress replica's DeploymentHandle and learns from the requests it routes. A
 replica's load is the larger of Ray's queue-length cache (what the replica last reported, all ingresses'
@@ -18,6 +19,7 @@ from engine.types import GenerationRequest
 from gateway.ray.affinity import TEXT_BLOCK, AffinityTable, block_keys, default_slack, rank
 
 ROUTER_PATH = "gateway.ray.router:SessionAffinityRouter"
+ROUTER_PATHS = {"affinity": ROUTER_PATH, "round-robin": "gateway.ray.router:RoundRobinRouter"}  # routing -> class
 FORGET_S = 3600.0        # a request never reported complete (cancelled before it was sent) stops counting
 
 
@@ -71,3 +73,20 @@ class SessionAffinityRouter(RequestRouter):
         self.sent[pending.metadata.internal_request_id] = (replica_id, time.monotonic())
         if keys:
             self.table.record(keys, replica_id)
+
+
+class RoundRobinRouter(RequestRouter):
+    """Each request to the next replica in turn (replicas ordered by id, so a changed fleet keeps an order),
+    blind to loads and KV; a full replica refuses the request and the others follow."""
+
+    def initialize_state(self, **kwargs: Any) -> None:
+        self.turn = 0
+
+    async def choose_replicas(self, candidate_replicas: list[RunningReplica],
+                              pending_request: PendingRequest | None = None) -> list[list[RunningReplica]]:
+        ordered = sorted(candidate_replicas, key=lambda r: r.replica_id.unique_id)
+        if not ordered:
+            return []
+        first = ordered[self.turn % len(ordered)]
+        self.turn += 1
+        return [[first], [r for r in ordered if r is not first]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-ROUTINGS = ("affinity", "pow2")     # how the ingress picks a model replica (docs/ray.md, Session affinity)
+ROUTINGS = ("affinity", "round-robin", "pow2")  # how the ingress picks a model replica (docs/ray.md, Session affinity)
 
 @dataclass(frozen=True)
 class RaySettings:
@@ -16,7 +16,8 @@ class RaySettings:
     ingress_max_ongoing: int = 256          # requests one ingress replica takes at once (Ray's default, 5,
                                              # would queue a c16 load at the proxy: TTFT x10 in bench_ray)
     model_cpus: float | None = None          # default num_cpus of a model replica (parameters.ray may override)
-    routing: str = "affinity"                # one of ROUTINGS: a session's turns to its replica, or Ray's default
+    routing: str = "affinity"                # one of ROUTINGS: a session's turns to its replica, each replica
+                                             # in turn, or Ray's default
     affinity_slack: int | None = None        # requests the affine replica may run beyond the least loaded one's
                                              # (None: its max_ongoing_requests, affinity.py)
     response_cache: str | None = None        # memory | redis://... (redis: shared by every ingress replica)

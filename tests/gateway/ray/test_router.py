@@ -13,7 +13,7 @@ from ray.serve._private.common import DeploymentHandleSource, DeploymentID, Repl
 from engine.types import GenerationRequest
 from gateway.ray.affinity import BLOCK, AffinityTable, block_keys, rank
 from gateway.ray.app import router_options
-from gateway.ray.router import ROUTER_PATH, SessionAffinityRouter
+from gateway.ray.router import ROUTER_PATH, ROUTER_PATHS, RoundRobinRouter, SessionAffinityRouter
 from gateway.ray.settings import RaySettings
 
 DEPLOYMENT = DeploymentID(name="model-m", app_name="conch")
@@ -188,5 +188,21 @@ def test_the_model_deployments_get_the_router_unless_told_otherwise():
     config = router_options(RaySettings(affinity_slack=2))["request_router_config"]
     assert config == {"request_router_class": ROUTER_PATH, "request_router_kwargs": {"slack": 2}}
     assert router_options(RaySettings(routing="pow2")) == {}
+    round_robin = router_options(RaySettings(routing="round-robin", affinity_slack=2))["request_router_config"]
+    assert round_robin == {"request_router_class": ROUTER_PATHS["round-robin"], "request_router_kwargs": {}}
     with pytest.raises(ValueError, match="routing must be one of"):
         RaySettings(routing="random")
+
+
+async def test_round_robin_sends_each_request_to_the_next_replica_whatever_its_prompt():
+    fleet = replicas(3)
+    r = RoundRobinRouter(DEPLOYMENT, DeploymentHandleSource.REPLICA, use_replica_queue_len_cache=True)
+    r.initialize_state()
+    prompt = conversation(0, 1)[0]
+    firsts = []
+    for _ in range(6):
+        ranks = await r.choose_replicas(list(reversed(fleet)), pending(prompt))
+        assert sorted(x.replica_id.unique_id for x in ranks[1]) == sorted(
+            x.replica_id.unique_id for x in fleet if x is not ranks[0][0])   # the others, should it refuse
+        firsts.append(ranks[0][0].replica_id)
+    assert firsts == [x.replica_id for x in fleet] * 2
