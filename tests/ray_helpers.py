@@ -90,6 +90,7 @@ class Turn:
     prompt_tokens: int
     cached_tokens: int            # usage.prompt_tokens_details.cached_tokens
     ttft_s: float                 # to the first content delta
+    replica: str                  # the model replica that answered (x-conch-replica)
 
 
 def _system_prompt(session: int, words: int) -> str:
@@ -111,6 +112,7 @@ async def _session(http: httpx.AsyncClient, url: str, model: str, session: int, 
         start, first, text, usage = time.perf_counter(), None, [], None
         async with http.stream("POST", url + "/v1/chat/completions", json=body) as r:
             r.raise_for_status()
+            replica = r.headers["x-conch-replica"]
             async for line in r.aiter_lines():
                 if not line.startswith("data: {"):
                     continue
@@ -122,7 +124,7 @@ async def _session(http: httpx.AsyncClient, url: str, model: str, session: int, 
                         text.append(choice["delta"]["content"])
         assert usage is not None
         out.append(Turn(session, turn, usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"],
-                        (first or time.perf_counter()) - start))
+                        (first or time.perf_counter()) - start, replica))
         messages += [{"role": "assistant", "content": "".join(text)},
                      {"role": "user", "content": f"Now step {turn + 2}."}]
     return out
