@@ -30,6 +30,7 @@ class Capabilities:
     chat_input: bool = False    # takes a chat request's messages (GenerationRequest.chat), not a rendered prompt;
                                 # its server checks the context, so tokenize only counts
     native_tools: bool = False  # with chat_input: tools, tool_choice and response_format are forwarded as given
+    speculation: bool = False   # honours SamplingParams.speculative_tokens (Engine.prepare refuses it elsewhere)
 
 
 @dataclass(frozen=True)

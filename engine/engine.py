@@ -13,7 +13,7 @@ from typing import AsyncGenerator, Iterator, Protocol, runtime_checkable
 from engine.admission import Admission, Observer, Trace
 from engine.backend import BackendFactory, CompletesConfig, LLMBackend, load_backend_class
 from engine.response_cache import ResponseCache
-from engine.errors import ModelNotFound, ModelNotReady
+from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
 from engine.loaded_model import LoadedModel
 from engine.pipeline import detokenize, tokenize
 from engine.pipeline.tokenize import tokenizes_inline
@@ -123,6 +123,9 @@ class Engine:
         model = self.get(request.model, request.version)
         model.generator                       # noqa: B018 -- a tensor-only model refuses before tokenizing
         params = checked_sampling(request.params, model.vocab_size)
+        if params.speculative_tokens is not None and not model.backend.capabilities.speculation:
+            raise InvalidRequest(f"model '{model.config.name}' does not take 'speculative_tokens' (only the "
+                                 f"transformers backend's multi-token decode steps do)", param="speculative_tokens")
         if params is not request.params:
             request = replace(request, params=params)
         if tokenizes_inline(request):

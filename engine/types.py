@@ -60,6 +60,8 @@ class SamplingParams:
     include_stop_str_in_output: bool = False
     prompt_logprobs: int | None = None  # None = off; k = each prompt token's logprob and the k most likely there
     min_tokens: int = 0          # EOS, stop_token_ids and stop strings do not end a choice before this many tokens
+    speculative_tokens: int | None = None  # most tokens a multi-token decode step proposes for this request, under
+                                           # the model's own `speculative_tokens` (0: off); None: the model's
 
     @property
     def greedy(self) -> bool:

@@ -62,6 +62,7 @@ PARAMS: tuple[Param, ...] = (
     Param("n", "int", 1, 128, tensor=False),
     Param("logprobs", "int", 0, 20, aliases=("top_logprobs",), tensor=False),
     Param("prompt_logprobs", "int", 0, 20, tensor=False),
+    Param("speculative_tokens", "int", 0, 64),          # a cap under the model's setting (Capabilities.speculation)
 )
 BY_NAME: dict[str, Param] = {p.name: p for p in PARAMS}
 BY_WIRE_NAME: dict[str, Param] = {**BY_NAME, **{a: p for p in PARAMS for a in p.aliases}}

@@ -1,5 +1,6 @@
 """Engine.prepare runs once per request: generate takes the request prepare returned as it is, and prepares
-any other (a request never prepared, or a copy changed since)."""
+any other (a request never prepared, or a copy changed since); it refuses what the model's backend cannot
+honour."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -7,7 +8,9 @@ from dataclasses import replace
 import pytest
 
 import engine.engine as engine_module
+from engine.backend import Capabilities
 from engine.engine import Engine
+from engine.errors import InvalidRequest
 from engine.repository import ModelConfig, ModelRepository
 from engine.types import GenerationRequest, SamplingParams
 
@@ -40,3 +43,13 @@ async def test_generate_does_not_prepare_a_prepared_request_again(engine, monkey
     assert len(await _tokens(engine, request)) == 3 and calls == ["r", "r"]         # never prepared: once here
     changed = replace(prepared, params=replace(prepared.params, max_tokens=2))
     assert len(await _tokens(engine, changed)) == 2 and calls == ["r", "r", "r"]    # a changed copy: again
+
+
+async def test_speculative_tokens_is_refused_by_name_where_the_backend_cannot_honour_it(engine, monkeypatch):
+    request = GenerationRequest(id="r", model="m", prompt="Hello there",
+                                params=SamplingParams(max_tokens=3, temperature=0.0, speculative_tokens=0))
+    assert (await engine.prepare(request)).params.speculative_tokens == 0       # transformers: multi-token steps
+    monkeypatch.setattr(engine.get("m").backend, "capabilities", Capabilities(grammar=True))
+    with pytest.raises(InvalidRequest) as refused:
+        await engine.prepare(request)
+    assert refused.value.param == "speculative_tokens"

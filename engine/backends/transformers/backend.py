@@ -46,7 +46,8 @@ MAX_FAILED_STEPS = 3          # steps that fail in a row before the engine threa
 
 
 class TransformersBackend:
-    capabilities = Capabilities(grammar=True, logprobs=True, n=True, seed=True, prompt_logprobs=True)
+    capabilities = Capabilities(grammar=True, logprobs=True, n=True, seed=True, prompt_logprobs=True,
+                                speculation=True)
 
     def __init__(self, config: ModelConfig) -> None:
         self.config = config

@@ -45,6 +45,7 @@ class SamplingFields(WireModel):
     ignore_eos: bool = False
     min_tokens: int | None = None
     include_stop_str_in_output: bool = False
+    speculative_tokens: int | None = None    # Conch: cap (0: off) this request's multi-token decode steps
     cache: bool = True                       # Conch: opt out of the response cache
     _sampling: SamplingParams = PrivateAttr(default_factory=SamplingParams)
 

@@ -98,7 +98,8 @@ def _variants():
     changed = {"max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 5, "min_p": 0.1, "seed": 2,
                "presence_penalty": 0.5, "frequency_penalty": 0.5, "repetition_penalty": 1.1,
                "logit_bias": ((5, 1.0),), "stop": ("x",), "stop_token_ids": (9,), "ignore_eos": True, "n": 2,
-               "logprobs": 1, "include_stop_str_in_output": True, "min_tokens": 3, "prompt_logprobs": 1}
+               "logprobs": 1, "include_stop_str_in_output": True, "min_tokens": 3, "prompt_logprobs": 1,
+               "speculative_tokens": 2}
     assert set(changed) == {f.name for f in fields(SamplingParams)}, "a new sampling parameter needs a case"
     cfg = ModelConfig(name="m")
     req = GenerationRequest(id="a", model="m", prompt_token_ids=(1, 2, 3), params=base)

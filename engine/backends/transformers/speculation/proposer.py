@@ -30,9 +30,11 @@ class Speculation:
         return tuple(self.draft(seq) for seq in decode)
 
     def draft(self, seq: Sequence) -> tuple[int, ...]:
-        """Up to `tokens` proposals, fewer where the sequence's length limits leave less room: each step emits
-        its accepted proposals and one token more, and never writes KV past the sequence's reservation."""
-        k = min(self.tokens, seq.room - 1)
+        """Up to `tokens` proposals (or the request's `speculative_tokens`, if fewer), fewer where the sequence's
+        length limits leave less room: each step emits its accepted proposals and one token more, and never
+        writes KV past the sequence's reservation."""
+        asked = seq.params.speculative_tokens
+        k = min(self.tokens, seq.room - 1, self.tokens if asked is None else asked)
         if k <= 0:
             return ()
         forced = list(seq.matcher.forced_tokens()[:k]) if self.grammar and seq.matcher is not None else []

@@ -63,3 +63,19 @@ def test_metrics_count_proposed_and_accepted_tokens(server):
     counts = {line.split("{")[0]: float(line.split()[-1]) for line in text.splitlines()
               if line.startswith("conch_spec_") and f'model="{MODEL}"' in line}
     assert counts["conch_spec_proposed_tokens"] >= counts["conch_spec_accepted_tokens"] > 0
+
+
+def test_a_request_turns_its_proposals_off_or_caps_them(server):
+    """`speculative_tokens` (extra_body): 0 proposes nothing, the same greedy answer; out of range is a 400."""
+    scheduler = server.engine.get(MODEL).backend.scheduler
+    client = openai.OpenAI(base_url=server.v1, api_key="none", max_retries=0)
+    kwargs = workloads()["code_edit"]
+    plain = _answer(client, kwargs)
+    proposed = scheduler.proposed_tokens
+    assert _answer(client, {**kwargs, "extra_body": {"speculative_tokens": 0, "cache": False}}) == plain
+    assert scheduler.proposed_tokens == proposed
+    assert _answer(client, {**kwargs, "extra_body": {"speculative_tokens": 1, "cache": False}}) == plain
+    assert scheduler.proposed_tokens > proposed
+    with pytest.raises(openai.BadRequestError) as refused:
+        _answer(client, {**kwargs, "extra_body": {"speculative_tokens": 65}})
+    assert refused.value.body["param"] == "speculative_tokens"

@@ -37,7 +37,8 @@ def test_every_conch_sampling_field_is_mapped_or_fanned_out():
         "frequency_penalty": -0.5, "repetition_penalty": 1.2, "logit_bias": {5: 10.0, 9: -100.0},
         "stop": ["END", "\n\n"], "stop_token_ids": [2, 3], "ignore_eos": True, "n": 1, "logprobs": 4,
         "include_stop_str_in_output": True, "min_tokens": 2, "max_tokens": 7, "skip_special_tokens": True}
-    handled = set(kwargs) | {"n", "prompt_logprobs"}     # n fans out; prompt logprobs: not offered (capability)
+    handled = set(kwargs) | {"n", "prompt_logprobs", "speculative_tokens"}   # n fans out; the others: not
+                                                                             # offered (capabilities)
     assert {f.name for f in fields(SamplingParams)} <= handled
 
 

@@ -17,8 +17,9 @@ class _Forcing:
         return self.forced
 
 
-def _seq(prompt: list[int], max_tokens: int | None = 32, matcher=None, max_total: int = 64) -> Sequence:
-    params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
+def _seq(prompt: list[int], max_tokens: int | None = 32, matcher=None, max_total: int = 64,
+         asked: int | None = None) -> Sequence:
+    params = SamplingParams(max_tokens=max_tokens, temperature=0.0, speculative_tokens=asked)
     return Sequence(request=GenerationRequest(id="r", model="m", params=params), index=0, prompt_ids=prompt,
                     eos_ids=frozenset(), max_total=max_total, matcher=matcher)
 
@@ -46,3 +47,9 @@ def test_proposals_leave_room_for_the_token_after_them():
 
 def test_off_with_zero_tokens():
     assert Speculation(tokens=0).drafts([_seq(PROMPT)]) == ((),)
+
+
+def test_a_request_caps_its_proposals_under_the_models():
+    assert Speculation(tokens=4).draft(_seq(PROMPT, asked=2)) == (3, 4)
+    assert Speculation(tokens=4).draft(_seq(PROMPT, asked=0)) == ()
+    assert Speculation(tokens=2).draft(_seq(PROMPT, asked=8)) == (3, 4)        # never past the model's setting
