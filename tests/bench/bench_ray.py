@@ -22,6 +22,7 @@ its TTFT p50 <= 0.6x round-robin's.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 import os
 import statistics
 import tempfile
@@ -145,9 +146,16 @@ def affinity(weights: str) -> None:
                         runs[routing].append(asyncio.run(agent_sessions(server.url, "m")))
                     finally:
                         stop_ray_server(server)
-                    later = [t.ttft_s for t in runs[routing][-1] if t.turn > 0]
-                    print(f"  round {i + 1} {routing:11} cached {cached_ratio(runs[routing][-1]):.3f}  "
-                          f"later-turn TTFT p50 {statistics.median(later) * 1e3:.0f} ms", flush=True)
+                    run = runs[routing][-1]
+                    later = [t.ttft_s for t in run if t.turn > 0]
+                    homes = sorted(Counter(t.replica for t in run if t.turn == 0).values())
+                    moved = sum(t.replica != run[j - 1].replica for j, t in enumerate(run) if t.turn > 0)
+                    by_turn = " / ".join(f"{statistics.median(t.ttft_s for t in run if t.turn == n) * 1e3:.0f}"
+                                         for n in range(1 + max(t.turn for t in run)))
+                    print(f"  round {i + 1} {routing:11} cached {cached_ratio(run):.3f}  later-turn TTFT p50 "
+                          f"{statistics.median(later) * 1e3:.0f} ms  (TTFT p50 by turn {by_turn} ms; first turns "
+                          f"per replica {homes}; later turns moved off the turn before's replica: {moved})",
+                          flush=True)
         finally:
             head.stop()
     _report_affinity(weights, runs)
