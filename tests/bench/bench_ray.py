@@ -22,11 +22,11 @@ its TTFT p50 <= 0.6x round-robin's.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 import os
 import statistics
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
