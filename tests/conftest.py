@@ -1,4 +1,5 @@
-"""Shared fixtures: a real `conch serve` process on 127.0.0.1, started once per test module."""
+"""Shared fixtures: a real `conch serve` process on 127.0.0.1, Redis and the test MCP servers, each started
+once per test module."""
 from __future__ import annotations
 
 import os
@@ -6,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 import yaml
 
 from engine.weights import DEFAULT_MODEL_ID
+from tests.mcp_servers import McpProcess, start as start_mcp
 
 
 def free_port() -> int:
@@ -105,6 +108,41 @@ def tiny_server(tmp_path_factory):
     server = start_server(["--model-repository", str(root)], root)
     yield server
     server.stop()
+
+
+def _mcp(module: str, *args: str, **kw) -> Iterator[McpProcess]:
+    server = start_mcp(module, *args, **kw)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# The test MCP servers (tests/mcp_servers/), each started once per module that asks, on loopback.
+@pytest.fixture(scope="module")
+def tools_http() -> Iterator[McpProcess]:
+    yield from _mcp("tools_server", "streamable-http")
+
+
+@pytest.fixture(scope="module")
+def tools_sse() -> Iterator[McpProcess]:
+    yield from _mcp("tools_server", "sse", path="/sse")
+
+
+@pytest.fixture(scope="module")
+def hanging() -> Iterator[McpProcess]:
+    yield from _mcp("hang_server")
+
+
+@pytest.fixture(scope="module")
+def failing() -> Iterator[McpProcess]:
+    yield from _mcp("error_server")
+
+
+@pytest.fixture(scope="module")
+def rogue(tools_http: McpProcess) -> Iterator[McpProcess]:
+    """Redirects to the tools server under another origin (`localhost` in place of 127.0.0.1)."""
+    yield from _mcp("rogue_server", tools_http.url.replace("127.0.0.1", "localhost"), path="")
 
 
 @pytest.fixture(scope="module")

@@ -10,25 +10,17 @@ import pytest
 from engine.weights import DEFAULT_MODEL_ID as MODEL
 from tests.conftest import write_repository
 from tests.gateway.openai.responses.test_mcp import check_add, forced, mcp_tool, request
-from tests.mcp_servers import start
 from tests.ray_helpers import start_ray_server, stop_ray_server
 
 pytestmark = pytest.mark.slow                      # a Ray cluster, SmolLM2, MCP loops on two shared cores
 
 
 @pytest.fixture(scope="module")
-def tools_server():
-    server = start("tools_server", "streamable-http")
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def server(ray_head, redis_server, tools_server, tmp_path_factory):
+def server(ray_head, redis_server, tools_http, tmp_path_factory):
     root = write_repository(tmp_path_factory.mktemp("repo"), {
         MODEL: {"weights": "builtin:smollm2", "dtype": "float32", "max_batch_size": 4}})
     s = start_ray_server(ray_head, ["--model-repository", str(root), "--replicas", "1", "--ingress-replicas", "2",
-                                    "--response-store", redis_server.url, "--mcp-allow-origin", tools_server.origin,
+                                    "--response-store", redis_server.url, "--mcp-allow-origin", tools_http.origin,
                                     "--mcp-loop-timeout", "900", "--model-alias", f"claude-*={MODEL}"], root)
     yield s
     stop_ray_server(s, graceful=False)             # the module's cluster stops next
@@ -40,8 +32,8 @@ def post(server, body: dict) -> httpx.Response:
     return r
 
 
-def test_an_approval_paused_on_one_ingress_resumes_on_the_other(server, tools_server):
-    tool = mcp_tool(tools_server.url, require_approval="always")
+def test_an_approval_paused_on_one_ingress_resumes_on_the_other(server, tools_http):
+    tool = mcp_tool(tools_http.url, require_approval="always")
     first = post(server, request([tool], forced()))
     paused = first.json()
     assert [item["type"] for item in paused["output"]] == ["mcp_list_tools", "mcp_approval_request"]

@@ -21,7 +21,7 @@ from engine.weights import DEFAULT_MODEL_ID as MODEL
 from tests.agents_sdk import run_agents_sdk
 from tests.conftest import start_server, write_repository
 from tests.gateway.openai.responses.checks import EVENT, check_stream, valid_response
-from tests.mcp_servers import free_port, start
+from tests.mcp_servers import free_port
 
 SECRET = "sk-conch-test-secret-7f3a9c"          # a request header's value: never stored, echoed, logged, counted
 REGISTERED_SECRET = "Bearer conch-registered-51d2e0"
@@ -33,14 +33,8 @@ SUM = {"type": "json_schema", "name": "answer", "strict": True, "schema": {
 
 
 @pytest.fixture(scope="module")
-def mcp_servers():
-    tools = start("tools_server", "streamable-http")
-    failing = start("error_server")
-    hanging = start("hang_server")
-    rogue = start("rogue_server", tools.url.replace("127.0.0.1", "localhost"), path="")
-    yield {"tools": tools, "failing": failing, "hanging": hanging, "rogue": rogue}
-    for server in (tools, failing, hanging, rogue):
-        server.stop()
+def mcp_servers(tools_http, failing, hanging, rogue):
+    return {"tools": tools_http, "failing": failing, "hanging": hanging, "rogue": rogue}
 
 
 @pytest.fixture(scope="module")
