@@ -21,6 +21,16 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "maxLength
 # docs/playground.png is refreshed only when asked (CONCH_PLAYGROUND_SCREENSHOT=docs/playground.png): a test run
 # never rewrites a tracked file.
 SCREENSHOT = os.environ.get("CONCH_PLAYGROUND_SCREENSHOT")
+# Records whether an assistant message ever held text while still streaming. A mutation observer runs after each
+# chunk's DOM change, however fast the reply comes (polling for the selector missed replies that streamed
+# whole between two polls).
+SAW_TEXT_WHILE_STREAMING = """() => {
+  window.sawTextWhileStreaming = false;
+  new MutationObserver(() => {
+    if (document.querySelector(".msg.assistant[data-streaming='true'] .content:not(:empty)"))
+      window.sawTextWhileStreaming = true;
+  }).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true});
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +74,10 @@ def test_chat_streams_tokens(page):
     assert page.url.endswith("/playground")
     page.wait_for_function(f"document.querySelector('#model').value === {json.dumps(DEFAULT_MODEL_ID)}")
     page.fill("#max-tokens", "48")
+    page.evaluate(SAW_TEXT_WHILE_STREAMING)
     _send(page, "Write one sentence about the sea.")
-    # Text shows while the reply is still streaming, then more chunks follow.
-    page.wait_for_selector(".msg.assistant[data-streaming='true'] .content:not(:empty)", timeout=120_000)
     page.wait_for_selector(".msg.assistant[data-streaming='false']", timeout=180_000)
+    assert page.evaluate("window.sawTextWhileStreaming")        # text showed before the reply ended
     reply = page.locator(".msg.assistant").last
     assert int(reply.get_attribute("data-chunks")) > 1
     assert reply.locator(".content").inner_text().strip()
