@@ -18,8 +18,8 @@ from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, R
 from engine.types import GenerationRequest
 from gateway.ray.affinity import TEXT_BLOCK, AffinityTable, block_keys, default_slack, rank
 
-ROUTER_PATH = "gateway.ray.router:SessionAffinityRouter"
-ROUTER_PATHS = {"affinity": ROUTER_PATH, "round-robin": "gateway.ray.router:RoundRobinRouter"}  # routing -> class
+ROUTER_PATHS = {"affinity": "gateway.ray.router:SessionAffinityRouter",             # routing -> its class
+                "round-robin": "gateway.ray.router:RoundRobinRouter"}
 FORGET_S = 3600.0        # a request never reported complete (cancelled before it was sent) stops counting
 
 

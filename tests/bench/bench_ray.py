@@ -149,6 +149,7 @@ def affinity(weights: str) -> None:
                     run = runs[routing][-1]
                     later = [t.ttft_s for t in run if t.turn > 0]
                     homes = sorted(Counter(t.replica for t in run if t.turn == 0).values())
+                    # agent_sessions lists each session's turns in order: run[j - 1] is turn j's previous turn
                     moved = sum(t.replica != run[j - 1].replica for j, t in enumerate(run) if t.turn > 0)
                     by_turn = " / ".join(f"{statistics.median(t.ttft_s for t in run if t.turn == n) * 1e3:.0f}"
                                          for n in range(1 + max(t.turn for t in run)))

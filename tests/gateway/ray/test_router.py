@@ -13,7 +13,7 @@ from ray.serve._private.common import DeploymentHandleSource, DeploymentID, Repl
 from engine.types import GenerationRequest
 from gateway.ray.affinity import BLOCK, AffinityTable, block_keys, rank
 from gateway.ray.app import router_options
-from gateway.ray.router import ROUTER_PATH, ROUTER_PATHS, RoundRobinRouter, SessionAffinityRouter
+from gateway.ray.router import ROUTER_PATHS, RoundRobinRouter, SessionAffinityRouter
 from gateway.ray.settings import RaySettings
 
 DEPLOYMENT = DeploymentID(name="model-m", app_name="conch")
@@ -186,7 +186,8 @@ async def test_a_call_without_a_generation_request_goes_to_the_least_loaded():
 
 def test_the_model_deployments_get_the_router_unless_told_otherwise():
     config = router_options(RaySettings(affinity_slack=2))["request_router_config"]
-    assert config == {"request_router_class": ROUTER_PATH, "request_router_kwargs": {"slack": 2}}
+    assert config == {"request_router_class": ROUTER_PATHS["affinity"],
+                      "request_router_kwargs": {"slack": 2}}
     assert router_options(RaySettings(routing="pow2")) == {}
     round_robin = router_options(RaySettings(routing="round-robin", affinity_slack=2))["request_router_config"]
     assert round_robin == {"request_router_class": ROUTER_PATHS["round-robin"], "request_router_kwargs": {}}
