@@ -9,7 +9,6 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 GRPC_PORT ?= 8001
 PYTEST_ARGS ?=
-AGENTS_SDK_VENV := .venv-agents-sdk
 
 .PHONY: run test test-slow lint bench setup setup-dev clean vllm-venv test-vllm bench-vllm llama-cpp bench-peers
 
@@ -24,15 +23,8 @@ $(VENV)/.setup: pyproject.toml | $(PY)
 	$(PIP) install -e .
 	touch $@
 
-$(VENV)/.setup-dev: $(VENV)/.setup $(AGENTS_SDK_VENV)/.setup
+$(VENV)/.setup-dev: $(VENV)/.setup
 	$(PIP) install -e '.[dev]'
-	touch $@
-
-# The OpenAI Agents SDK imports as `agents`, the name of Conch's own package: it lives in a venv of its own
-# (a client only), and its tests run it as a separate process (tests/agents_sdk.py).
-$(AGENTS_SDK_VENV)/.setup: tests/clients/agents-sdk.txt
-	$(PYTHON) -m venv $(AGENTS_SDK_VENV)
-	$(AGENTS_SDK_VENV)/bin/python -m pip --disable-pip-version-check install -r tests/clients/agents-sdk.txt
 	touch $@
 
 setup: $(VENV)/.setup
@@ -44,7 +36,7 @@ run: setup
 test: setup-dev
 	bash scripts/ensure-redis.sh
 	bash scripts/ensure-chromium.sh
-	$(PY) -m engine.backends.transformers.native
+	$(PY) -m conch.engine.backends.transformers.native
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-slow: setup-dev
@@ -53,6 +45,8 @@ test-slow: setup-dev
 
 lint: setup-dev
 	$(VENV)/bin/ruff check .
+	mkdir -p build/typecheck/conch
+	for layer in gateway engine agents grammars; do ln -sfn ../../../$$layer build/typecheck/conch/$$layer; done
 	$(VENV)/bin/mypy
 
 bench: setup-dev
@@ -90,4 +84,4 @@ bench-peers: setup-dev vllm-venv llama-cpp
 	$(PY) -m tests.bench bench_peers
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(AGENTS_SDK_VENV) .venv-llama-cpp $(LLAMA_CPP) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .venv-llama-cpp $(LLAMA_CPP) .pytest_cache

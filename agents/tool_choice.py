@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.types import RequestStatus
+from conch.engine.types import RequestStatus
 
 DEFAULT_MAX_PARALLEL_TOOL_CALLS = 4
 

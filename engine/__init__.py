@@ -2,11 +2,11 @@
 
 The front door: what the gateway needs to turn a wire request into a typed one and run it.
 """
-from engine.engine import Engine
-from engine.loaded_model import LoadedModel
-from engine.errors import EngineError, InvalidRequest
-from engine.params import OutputConstraint, build_constraint, build_sampling, checked_sampling
-from engine.types import ChatInput, GenerationDelta, GenerationRequest, RequestStatus, SamplingParams
+from conch.engine.engine import Engine
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.errors import EngineError, InvalidRequest
+from conch.engine.params import OutputConstraint, build_constraint, build_sampling, checked_sampling
+from conch.engine.types import ChatInput, GenerationDelta, GenerationRequest, RequestStatus, SamplingParams
 
 __all__ = ["ChatInput", "Engine", "EngineError", "GenerationDelta", "GenerationRequest", "InvalidRequest",
            "LoadedModel", "OutputConstraint", "RequestStatus", "SamplingParams", "build_constraint", "build_sampling",

@@ -21,9 +21,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Protocol
 
-from engine.errors import Overloaded
-from engine.repository.config import ModelConfig
-from engine.types import GenerationDelta, GenerationRequest, RequestStatus
+from conch.engine.errors import Overloaded
+from conch.engine.repository.config import ModelConfig
+from conch.engine.types import GenerationDelta, GenerationRequest, RequestStatus
 
 
 class QueueTimeout(Overloaded):

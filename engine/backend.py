@@ -5,13 +5,13 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AsyncGenerator, Callable, Protocol, runtime_checkable
 
-from engine.errors import BackendUnavailable, InvalidRequest
+from conch.engine.errors import BackendUnavailable, InvalidRequest
 
 if TYPE_CHECKING:
-    from engine.tensors.interface import InferRequest, Tensors
-    from engine.repository.config import ModelConfig
-    from engine.repository.specs import TensorSpec
-    from engine.types import GenerationDelta, GenerationRequest
+    from conch.engine.tensors.interface import InferRequest, Tensors
+    from conch.engine.repository.config import ModelConfig
+    from conch.engine.repository.specs import TensorSpec
+    from conch.engine.types import GenerationDelta, GenerationRequest
 
 
 @dataclass(frozen=True)
@@ -119,15 +119,15 @@ BackendFactory = Callable[["ModelConfig"], Backend]
 
 # name -> "module:attribute"; the module is imported only when a model names the backend.
 _BACKENDS: dict[str, str] = {
-    "transformers": "engine.backends.transformers.backend:TransformersBackend",
-    "python": "engine.backends.python.backend:PythonBackend",
-    "openai": "engine.backends.openai.backend:OpenAIBackend",
-    "embedding": "engine.backends.embedding.backend:EmbeddingBackend",
-    "ensemble": "engine.backends.ensemble.backend:EnsembleBackend",
-    "tokenizer": "engine.backends.text.backend:TokenizerBackend",
-    "detokenizer": "engine.backends.text.backend:DetokenizerBackend",
-    "vllm": "engine.backends.vllm.backend:VLLMBackend",
-    "tensorrt_llm": "engine.backends.tensorrt_llm.backend:TensorRTLLMBackend",
+    "transformers": "conch.engine.backends.transformers.backend:TransformersBackend",
+    "python": "conch.engine.backends.python.backend:PythonBackend",
+    "openai": "conch.engine.backends.openai.backend:OpenAIBackend",
+    "embedding": "conch.engine.backends.embedding.backend:EmbeddingBackend",
+    "ensemble": "conch.engine.backends.ensemble.backend:EnsembleBackend",
+    "tokenizer": "conch.engine.backends.text.backend:TokenizerBackend",
+    "detokenizer": "conch.engine.backends.text.backend:DetokenizerBackend",
+    "vllm": "conch.engine.backends.vllm.backend:VLLMBackend",
+    "tensorrt_llm": "conch.engine.backends.tensorrt_llm.backend:TensorRTLLMBackend",
 }
 
 

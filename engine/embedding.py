@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.admission import Trace
-from engine.engine import Engine, tracked
-from engine.errors import InvalidRequest
-from engine.pipeline.tokenize import INLINE_CHARS
-from engine.types import GenerationRequest
+from conch.engine.admission import Trace
+from conch.engine.engine import Engine, tracked
+from conch.engine.errors import InvalidRequest
+from conch.engine.pipeline.tokenize import INLINE_CHARS
+from conch.engine.types import GenerationRequest
 
 
 @dataclass(frozen=True)

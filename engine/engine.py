@@ -10,17 +10,17 @@ from contextlib import aclosing, contextmanager
 from dataclasses import replace
 from typing import AsyncGenerator, Iterator, Protocol, runtime_checkable
 
-from engine.admission import Admission, Observer, Trace
-from engine.backend import BackendFactory, CompletesConfig, LLMBackend, load_backend_class
-from engine.response_cache import ResponseCache
-from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
-from engine.loaded_model import LoadedModel
-from engine.pipeline import detokenize, tokenize
-from engine.pipeline.tokenize import tokenizes_inline
-from engine.repository import ModelConfig, ModelRepository
-from engine.resources import ResourceLimiter
-from engine.params import checked_sampling
-from engine.types import GenerationDelta, GenerationRequest
+from conch.engine.admission import Admission, Observer, Trace
+from conch.engine.backend import BackendFactory, CompletesConfig, LLMBackend, load_backend_class
+from conch.engine.response_cache import ResponseCache
+from conch.engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.pipeline import detokenize, tokenize
+from conch.engine.pipeline.tokenize import tokenizes_inline
+from conch.engine.repository import ModelConfig, ModelRepository
+from conch.engine.resources import ResourceLimiter
+from conch.engine.params import checked_sampling
+from conch.engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
 

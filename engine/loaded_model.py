@@ -5,9 +5,9 @@ from collections.abc import Sized
 from dataclasses import dataclass
 from typing import cast
 
-from engine.backend import Backend, LLMBackend, TextGenerator
-from engine.errors import InvalidRequest
-from engine.repository.config import ModelConfig
+from conch.engine.backend import Backend, LLMBackend, TextGenerator
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.config import ModelConfig
 
 
 

@@ -8,9 +8,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from engine.engine import Engine
-from engine.errors import InvalidRequest
-from engine.tensors.warmup import warm_up
+from conch.engine.engine import Engine
+from conch.engine.errors import InvalidRequest
+from conch.engine.tensors.warmup import warm_up
 
 log = logging.getLogger(__name__)
 

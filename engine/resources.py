@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
-from engine.repository.triton_keys import RateLimit
+from conch.engine.repository.triton_keys import RateLimit
 
 
 @dataclass(order=True)

@@ -5,7 +5,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from grammars.spec import GrammarSpec
+from conch.grammars.spec import GrammarSpec
 
 
 class RequestStatus(enum.IntEnum):

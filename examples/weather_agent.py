@@ -9,7 +9,7 @@ import json
 
 from openai import OpenAI
 
-from agents.loop import Agent
+from conch.agents.loop import Agent
 
 MODEL = "smollm2-135m-instruct"
 

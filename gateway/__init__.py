@@ -1,4 +1,4 @@
 """The faces: HTTP (FastAPI) and gRPC servers, wire schemas, auth, rate limits, metrics exposition."""
-from gateway.app import build_app
+from conch.gateway.app import build_app
 
 __all__ = ["build_app"]

@@ -5,18 +5,18 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from engine.engine import Engine
-from engine.model_control import ModelControl
-from gateway import anthropic, health, kserve, openai, playground
-from gateway.auth import Gate, KeyFirst, guard
-from gateway.bodies import BodyGuard
-from gateway.errors import CatchAll, install_error_handlers
-from gateway.grpc import start_grpc, stop_grpc
-from gateway.kserve.tracing import Tracer
-from gateway.metrics import Metrics, router as metrics_router
-from gateway.metrics_port import MetricsPort
-from gateway.records import RecordStore
-from gateway.state import ConchState, Settings
+from conch.engine.engine import Engine
+from conch.engine.model_control import ModelControl
+from conch.gateway import anthropic, health, kserve, openai, playground
+from conch.gateway.auth import Gate, KeyFirst, guard
+from conch.gateway.bodies import BodyGuard
+from conch.gateway.errors import CatchAll, install_error_handlers
+from conch.gateway.grpc import start_grpc, stop_grpc
+from conch.gateway.kserve.tracing import Tracer
+from conch.gateway.metrics import Metrics, router as metrics_router
+from conch.gateway.metrics_port import MetricsPort
+from conch.gateway.records import RecordStore
+from conch.gateway.state import ConchState, Settings
 
 
 def build_app(engine: Engine | None = None, settings: Settings | None = None,

@@ -36,9 +36,9 @@ import yaml
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine.errors import ModelNotFound
-from gateway.aliases import resolve_model
-from gateway.errors import error_response, register_error, to_api_error
+from conch.engine.errors import ModelNotFound
+from conch.gateway.aliases import resolve_model
+from conch.gateway.errors import error_response, register_error, to_api_error
 
 log = logging.getLogger(__name__)
 

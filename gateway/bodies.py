@@ -17,8 +17,8 @@ import re
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.params.json_text import MAX_JSON_DEPTH, json_depth, long_integer
-from gateway.errors import APIError, error_response
+from conch.engine.params.json_text import MAX_JSON_DEPTH, json_depth, long_integer
+from conch.gateway.errors import APIError, error_response
 
 __all__ = ["MAX_JSON_DEPTH", "BodyGuard", "json_depth", "lone_surrogate", "too_deep"]
 BINARY_HEADER = b"inference-header-content-length"

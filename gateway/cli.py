@@ -5,12 +5,12 @@ import argparse
 import logging
 from pathlib import Path
 
-from engine.engine import Engine
-from engine.model_control import ModelControl
-from engine.repository import ModelRepository
-from gateway.header_timeout import DEFAULT_HEADER_TIMEOUT_S, header_timeout_protocol
-from gateway.records.store import DEFAULT_MEMORY_MB, DEFAULT_TTL_S, open_records
-from gateway.state import KEEP_ALIVE_S, Settings
+from conch.engine.engine import Engine
+from conch.engine.model_control import ModelControl
+from conch.engine.repository import ModelRepository
+from conch.gateway.header_timeout import DEFAULT_HEADER_TIMEOUT_S, header_timeout_protocol
+from conch.gateway.records.store import DEFAULT_MEMORY_MB, DEFAULT_TTL_S, open_records
+from conch.gateway.state import KEEP_ALIVE_S, Settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _mcp_config(args: argparse.Namespace):
     """The MCP settings, or SystemExit naming what in the flags or the file is wrong."""
-    from agents.mcp import McpConfig
+    from conch.agents.mcp import McpConfig
 
     try:
         return McpConfig.from_flags(args.mcp_servers, args.mcp_allow_origin, args.mcp_loop_timeout)
@@ -89,7 +89,7 @@ def _mcp_config(args: argparse.Namespace):
 
 
 def _aliases(args: argparse.Namespace):
-    from gateway.aliases import ModelAliases
+    from conch.gateway.aliases import ModelAliases
 
     try:
         return ModelAliases.parse(args.model_alias)
@@ -123,8 +123,8 @@ def _serve_ray(args: argparse.Namespace) -> None:
     _aliases(args)                  # then builds its own from the same flags (RaySettings)
     if args.replicas is not None and args.replicas < 1 or args.ingress_replicas < 1:
         raise SystemExit("conch serve --ray: --replicas and --ingress-replicas must be >= 1")
-    from gateway.ray.run import serve_ray
-    from gateway.ray.settings import RaySettings
+    from conch.gateway.ray.run import serve_ray
+    from conch.gateway.ray.settings import RaySettings
 
     settings = RaySettings(
         repository=str(args.model_repository.resolve()) if args.model_repository else None,
@@ -140,7 +140,7 @@ def _serve_ray(args: argparse.Namespace) -> None:
         mcp_servers=str(args.mcp_servers.resolve()) if args.mcp_servers else None,
         mcp_allow_origin=tuple(args.mcp_allow_origin), mcp_loop_timeout=args.mcp_loop_timeout,
         model_alias=tuple(args.model_alias), keep_billing_header=args.keep_billing_header)
-    from gateway.ray.capacity import FleetTooLarge
+    from conch.gateway.ray.capacity import FleetTooLarge
 
     try:
         serve_ray(settings, args.host, args.port, args.address, args.ray_num_cpus, args.keep_alive_timeout)
@@ -164,11 +164,11 @@ def main(argv: list[str] | None = None) -> None:
     mcp = _mcp_config(args)
     import uvicorn
 
-    from gateway.app import build_app
+    from conch.gateway.app import build_app
 
-    from engine.response_cache import open_cache
-    from gateway.auth import Gate, KeyRing
-    from gateway.limits import open_limiter
+    from conch.engine.response_cache import open_cache
+    from conch.gateway.auth import Gate, KeyRing
+    from conch.gateway.limits import open_limiter
 
     engine = Engine(ModelRepository(args.model_repository), cache=open_cache(args.response_cache),
                     max_queue_size=args.max_queue_size)

@@ -18,9 +18,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agents import ChatTemplateError
-from engine import errors as engine_errors
-from grammars import GrammarError
+from conch.agents import ChatTemplateError
+from conch.engine import errors as engine_errors
+from conch.grammars import GrammarError
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from gateway.state import conch_state
+from conch.gateway.state import conch_state
 
 router = APIRouter()
 

@@ -40,10 +40,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram,
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
-from engine.admission import Trace
-from engine.backend import CountsExecutions, Deployments
-from engine.engine import Engine
-from gateway.auth import require_role
+from conch.engine.admission import Trace
+from conch.engine.backend import CountsExecutions, Deployments
+from conch.engine.engine import Engine
+from conch.gateway.auth import require_role
 
 router = APIRouter()
 
@@ -108,7 +108,7 @@ class Metrics:
             self.generated.labels(model).observe(t.completion_tokens)
 
     def on_mcp_call(self, server: str, tool: str, outcome: str, seconds: float) -> None:
-        """agents.mcp's CallObserver: one tools/call ended (labels are bounded: see agents/mcp/metrics.py)."""
+        """conch.agents.mcp's CallObserver: one tools/call ended (labels are bounded: see agents/mcp/metrics.py)."""
         self.counts["mcp_calls"][(server, tool, outcome)] += 1
         self.mcp_latency.labels(server, tool, outcome).observe(seconds)
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from fastapi import Request
 
-from agents.mcp import McpConfig
-from engine.engine import Engine
-from gateway.records import RecordStore
-from gateway.aliases import ModelAliases
+from conch.agents.mcp import McpConfig
+from conch.engine.engine import Engine
+from conch.gateway.records import RecordStore
+from conch.gateway.aliases import ModelAliases
 
 KEEP_ALIVE_S = 90   # idle keep-alive seconds (Ray Serve's proxy's): past httpx's and the OpenAI SDK's 5 s pool expiry
 

@@ -8,7 +8,7 @@ from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, TypeVar, cast
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from gateway.errors import APIError, ClientDisconnected, openai_body, to_api_error
+from conch.gateway.errors import APIError, ClientDisconnected, openai_body, to_api_error
 
 T = TypeVar("T")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.backend import Capabilities, TensorModel, TextGenerator, backend_names, load_backend_class  # noqa: E402
-from engine.errors import BackendUnavailable  # noqa: E402
+from conch.engine.backend import Capabilities, TensorModel, TextGenerator, backend_names, load_backend_class  # noqa: E402
+from conch.engine.errors import BackendUnavailable  # noqa: E402
 
 FLAGS = [f.name for f in fields(Capabilities) if f.type in ("bool", bool)]
 

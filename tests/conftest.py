@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
 from tests.mcp_servers import McpProcess, start as start_mcp
 
 
@@ -67,7 +67,7 @@ def start_server(args: list[str], log_dir: Path, timeout: float = 240.0, env: di
                  port: int | None = None) -> Server:
     port = port or free_port()
     log = log_dir / f"server-{port}.log"
-    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
+    cmd = [sys.executable, "-m", "conch.gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     return wait_ready(proc, f"http://127.0.0.1:{port}", log, timeout)
 
@@ -178,10 +178,10 @@ def start_inprocess(root: Path, timeout: float = 240.0) -> InProcessServer:
 
     import uvicorn
 
-    from engine.engine import Engine
-    from engine.repository import ModelRepository
-    from gateway.app import build_app
-    from gateway.state import KEEP_ALIVE_S
+    from conch.engine.engine import Engine
+    from conch.engine.repository import ModelRepository
+    from conch.gateway.app import build_app
+    from conch.gateway.state import KEEP_ALIVE_S
 
     engine = Engine(ModelRepository(root))
     port = free_port()

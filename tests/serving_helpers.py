@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.backend import BackendStats, Capabilities
-from engine.engine import Engine
-from engine.loaded_model import LoadedModel
-from engine.repository import ModelConfig
-from engine.types import GenerationDelta, GenerationRequest, PositionLogprobs, RequestStatus, TokenLogprob, Usage
+from conch.engine.backend import BackendStats, Capabilities
+from conch.engine.engine import Engine
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.repository import ModelConfig
+from conch.engine.types import GenerationDelta, GenerationRequest, PositionLogprobs, RequestStatus, TokenLogprob, Usage
 from tests.conftest import free_port
 
 

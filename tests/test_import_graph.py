@@ -1,5 +1,6 @@
-"""The import graph of gateway/, agents/, engine/ and grammars/, read from the source with `ast`: no circle,
-and imports only point down gateway -> agents -> engine -> grammars.
+"""The import graph of gateway/, agents/, engine/ and grammars/ (installed as conch.gateway, conch.agents...),
+read from the source with `ast`: no circle, imports only point down gateway -> agents -> engine -> grammars, and
+every import of a layer names it under `conch.` (the bare names are other projects', `agents` the Agents SDK's).
 
 Every import counts, wherever it stands (module level, inside a function, under `if TYPE_CHECKING:`), so a
 circle cannot hide behind a lazy import. Importing `a.b.c` also runs the `__init__` of `a.b` (and of `a`),
@@ -16,11 +17,11 @@ LAYERS = ("gateway", "agents", "engine", "grammars")     # top to bottom: import
 
 
 def module_files() -> dict[str, Path]:
-    """Dotted module name -> file, for every module of the four packages."""
+    """Dotted module name (conch.<layer>...) -> file, for every module of the four packages."""
     files = {}
     for layer in LAYERS:
         for path in sorted((ROOT / layer).rglob("*.py")):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            parts = ["conch", *path.relative_to(ROOT).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts.pop()
             files[".".join(parts)] = path
@@ -105,8 +106,8 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 def test_the_four_packages_are_read():
     graph = import_graph()
-    assert {module.split(".")[0] for module in graph} == set(LAYERS)
-    assert "engine.engine" in graph["gateway.app"]              # the graph sees real imports
+    assert {module.split(".")[1] for module in graph} == set(LAYERS)
+    assert "conch.engine.engine" in graph["conch.gateway.app"]              # the graph sees real imports
 
 
 def test_no_import_circle():
@@ -119,10 +120,14 @@ def test_no_import_circle():
     assert not report, "\n".join(report)
 
 
+def layer(module: str) -> str:
+    return module.split(".")[1]
+
+
 def test_imports_only_point_down_the_layers():
     rank = {layer: i for i, layer in enumerate(LAYERS)}
     upward = [f"{module}:{line} imports {target}" for module, edges in import_graph().items()
-              for target, line in edges.items() if rank[target.split(".")[0]] < rank[module.split(".")[0]]]
+              for target, line in edges.items() if rank[layer(target)] < rank[layer(module)]]
     assert not upward, "\n".join(upward)
 
 
@@ -131,3 +136,24 @@ def test_a_circle_is_found():
     graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1, "d": 1}, "d": {}}
     assert cycles(graph) == [["a", "b", "c"]]
     assert cycles({"a": {"b": 1}, "b": {}}) == []
+
+
+def test_every_layer_import_names_the_namespace():
+    """`import engine...` would find nothing installed (or another project's `engine`): the source, the tests
+    and the examples import the layers as conch.<layer>. `from agents import` alone is the Agents SDK's."""
+    bare = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if any(part.startswith(".") or part in ("build", "dist") for part in path.relative_to(ROOT).parts):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            for name in names:
+                head, _, rest = name.partition(".")
+                if head in LAYERS and (head != "agents" or rest.split(".")[0] in _own_agents()):
+                    bare.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert not bare, "\n".join(bare)
+
+
+def _own_agents() -> set[str]:
+    return {p.stem for p in (ROOT / "agents").iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}

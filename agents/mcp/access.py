@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Mapping, Sequence
 from urllib.parse import urlsplit
 
-from agents.mcp.approval import ApprovalRule
-from agents.mcp.policy import OriginPolicy, refused
-from agents.mcp.registry import McpRegistry
-from agents.mcp.types import Limits, McpTool, ServerTarget, Transport
+from conch.agents.mcp.approval import ApprovalRule
+from conch.agents.mcp.policy import OriginPolicy, refused
+from conch.agents.mcp.registry import McpRegistry
+from conch.agents.mcp.types import Limits, McpTool, ServerTarget, Transport
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
-from agents.mcp.metrics import CallObserver
-from agents.mcp.output import bounded, render_content
-from agents.mcp.types import CallOutput, FailureKind, Limits, McpFailure, McpTool, ServerTarget, Transport
+from conch.agents.mcp.metrics import CallObserver
+from conch.agents.mcp.output import bounded, render_content
+from conch.agents.mcp.types import CallOutput, FailureKind, Limits, McpFailure, McpTool, ServerTarget, Transport
 
 log = logging.getLogger(__name__)
 

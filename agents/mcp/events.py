@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Union
 
-from agents.mcp.types import CallOutput, FailureKind, McpTool
+from conch.agents.mcp.types import CallOutput, FailureKind, McpTool
 
 
 @dataclass(frozen=True)

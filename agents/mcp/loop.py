@@ -22,13 +22,14 @@ from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Coro
 
 import anyio
 
-from agents.mcp.access import ServerOffer
-from agents.mcp.client import McpSession, open_session
-from agents.mcp.events import (Approval, ApprovalRequested, CallArguments, CallCompleted, CallFailed, CallInProgress,
-                               CallRecord, Ending, ListToolsCompleted, ListToolsFailed, ListToolsInProgress,
-                               LoopEvent, LoopOutcome, McpCall, ModelTurn, TurnDone, TurnInput)
-from agents.mcp.metrics import CallObserver
-from agents.mcp.types import FailureKind, Limits, McpFailure, McpTool
+from conch.agents.mcp.access import ServerOffer
+from conch.agents.mcp.client import McpSession, open_session
+from conch.agents.mcp.events import (Approval, ApprovalRequested, CallArguments, CallCompleted, CallFailed,
+                                     CallInProgress,
+                                     CallRecord, Ending, ListToolsCompleted, ListToolsFailed, ListToolsInProgress,
+                                     LoopEvent, LoopOutcome, McpCall, ModelTurn, TurnDone, TurnInput)
+from conch.agents.mcp.metrics import CallObserver
+from conch.agents.mcp.types import FailureKind, Limits, McpFailure, McpTool
 
 Turn = Callable[[TurnInput], Awaitable[ModelTurn]]
 Emit = Callable[[LoopEvent], Awaitable[None]]

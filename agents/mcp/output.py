@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agents.mcp.types import CallOutput
+from conch.agents.mcp.types import CallOutput
 
 TRUNCATION_NOTE = "\n[output truncated by the gateway: {shown} of {total} bytes shown]"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 from urllib.parse import urlsplit
 
-from agents.mcp.types import FailureKind, McpFailure
+from conch.agents.mcp.types import FailureKind, McpFailure
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _LITERAL_LOCAL = {"localhost"}

@@ -28,8 +28,8 @@ from typing import Any, Mapping
 
 import yaml
 
-from agents.mcp.policy import Grant, KeyGrants, OriginPolicy
-from agents.mcp.types import FailureKind, McpFailure, ServerTarget, Transport
+from conch.agents.mcp.policy import Grant, KeyGrants, OriginPolicy
+from conch.agents.mcp.types import FailureKind, McpFailure, ServerTarget, Transport
 
 
 @dataclass(frozen=True)

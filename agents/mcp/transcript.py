@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from agents.mcp.events import CallRecord
-from agents.mcp.types import McpTool
+from conch.agents.mcp.events import CallRecord
+from conch.agents.mcp.types import McpTool
 
 
 def as_messages(records: Sequence[CallRecord]) -> list[dict[str, Any]]:

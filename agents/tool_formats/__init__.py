@@ -14,17 +14,17 @@ from __future__ import annotations
 import functools
 import importlib
 
-from agents.tool_formats.base import ToolFormat, ToolFormatError
-from agents.tool_formats.reading.parser import ToolParser
-from engine.repository.config import ModelConfig, add_config_check
+from conch.agents.tool_formats.base import ToolFormat, ToolFormatError
+from conch.agents.tool_formats.reading.parser import ToolParser
+from conch.engine.repository.config import ModelConfig, add_config_check
 
 DEFAULT_FORMAT = "hermes"
 
 _REGISTRY: dict[str, str] = {
-    "hermes": "agents.tool_formats.hermes:HermesFormat",
-    "llama3": "agents.tool_formats.llama3:Llama3Format",
-    "mistral": "agents.tool_formats.mistral:MistralFormat",
-    "pythonic": "agents.tool_formats.pythonic:PythonicFormat",
+    "hermes": "conch.agents.tool_formats.hermes:HermesFormat",
+    "llama3": "conch.agents.tool_formats.llama3:Llama3Format",
+    "mistral": "conch.agents.tool_formats.mistral:MistralFormat",
+    "pythonic": "conch.agents.tool_formats.pythonic:PythonicFormat",
 }
 
 

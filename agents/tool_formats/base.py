@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from agents.tool_choice import ToolChoice
-from agents.tool_formats.grammar import calls_rule, framed
-from agents.tool_formats.prompt import with_tool_prompt
-from agents.tool_formats.reading.parser import ToolParser
-from agents.tools import ToolFunction
-from grammars import Grammar
+from conch.agents.tool_choice import ToolChoice
+from conch.agents.tool_formats.grammar import calls_rule, framed
+from conch.agents.tool_formats.prompt import with_tool_prompt
+from conch.agents.tool_formats.reading.parser import ToolParser
+from conch.agents.tools import ToolFunction
+from conch.grammars import Grammar
 
 
 class ToolFormatError(ValueError):

@@ -14,10 +14,10 @@ complete. A tag pair whose inside is not a valid call object is content, tags in
 """
 from __future__ import annotations
 
-from agents.tool_formats.json_call import JsonCallFormat
-from agents.tool_formats.reading.call_object import CallObjectReader
-from agents.tool_formats.reading.content import match_literal, skip_whitespace
-from agents.tool_formats.reading.parser import ToolParser
+from conch.agents.tool_formats.json_call import JsonCallFormat
+from conch.agents.tool_formats.reading.call_object import CallObjectReader
+from conch.agents.tool_formats.reading.content import match_literal, skip_whitespace
+from conch.agents.tool_formats.reading.parser import ToolParser
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"

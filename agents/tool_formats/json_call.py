@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from agents.tool_formats.base import ToolFormat
-from agents.tool_formats.grammar import inline_json
-from agents.tools import ToolFunction
+from conch.agents.tool_formats.base import ToolFormat
+from conch.agents.tool_formats.grammar import inline_json
+from conch.agents.tools import ToolFunction
 
 
 class JsonCallFormat(ToolFormat):

@@ -14,10 +14,10 @@ answer) is content, as it was written.
 """
 from __future__ import annotations
 
-from agents.tool_formats.json_call import JsonCallFormat
-from agents.tool_formats.reading.call_object import CallObjectReader
-from agents.tool_formats.reading.content import skip_whitespace
-from agents.tool_formats.reading.parser import ToolParser
+from conch.agents.tool_formats.json_call import JsonCallFormat
+from conch.agents.tool_formats.reading.call_object import CallObjectReader
+from conch.agents.tool_formats.reading.content import skip_whitespace
+from conch.agents.tool_formats.reading.parser import ToolParser
 
 PYTHON_TAG = "<|python_tag|>"
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import re
 
-from agents.tool_formats.json_call import JsonCallFormat
-from agents.tool_formats.reading.call_object import CallObjectReader
-from agents.tool_formats.reading.content import match_literal, skip_whitespace
-from agents.tool_formats.reading.json_reader import JsonReader
-from agents.tool_formats.reading.parser import ToolParser
-from agents.tool_formats.reading.reader import run_end
+from conch.agents.tool_formats.json_call import JsonCallFormat
+from conch.agents.tool_formats.reading.call_object import CallObjectReader
+from conch.agents.tool_formats.reading.content import match_literal, skip_whitespace
+from conch.agents.tool_formats.reading.json_reader import JsonReader
+from conch.agents.tool_formats.reading.parser import ToolParser
+from conch.agents.tool_formats.reading.reader import run_end
 
 TOOL_CALLS = "[TOOL_CALLS]"
 ARGS = "[ARGS]"

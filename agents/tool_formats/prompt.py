@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agents.tools import ToolFunction
+from conch.agents.tools import ToolFunction
 
 TOOL_LISTING = ("You can call functions to help with the user's request. The functions are described by these "
                 "JSON schemas:\n<tools>\n{tools}\n</tools>\n")

@@ -25,12 +25,12 @@ import keyword
 import re
 from typing import Any
 
-from agents.tool_formats.base import ToolFormat, ToolFormatError
-from agents.tool_formats.grammar import inline_json, literal
-from agents.tool_formats.reading.content import skip_whitespace
-from agents.tool_formats.reading.parser import ToolParser
-from agents.tool_formats.reading.python_call import CallScanner, literal_call
-from agents.tools import ToolFunction
+from conch.agents.tool_formats.base import ToolFormat, ToolFormatError
+from conch.agents.tool_formats.grammar import inline_json, literal
+from conch.agents.tool_formats.reading.content import skip_whitespace
+from conch.agents.tool_formats.reading.parser import ToolParser
+from conch.agents.tool_formats.reading.python_call import CallScanner, literal_call
+from conch.agents.tools import ToolFunction
 
 class PythonicParser(ToolParser):
     name = "pythonic"

@@ -1,7 +1,7 @@
 """Tool calling's values: the tools offered, the calls parsed, the streamed deltas, and their assembly. The
 formats that write and read calls (prompt, grammar, parser) are agents/tool_formats/."""
-from agents.tools.assemble import StreamContractError, assemble
-from agents.tools.types import (
+from conch.agents.tools.assemble import StreamContractError, assemble
+from conch.agents.tools.types import (
     ContentDelta,
     ParsedOutput,
     StreamEvent,

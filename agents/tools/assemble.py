@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agents.tools.types import ContentDelta, ParsedOutput, StreamEvent, ToolCall, ToolCallDelta
+from conch.agents.tools.types import ContentDelta, ParsedOutput, StreamEvent, ToolCall, ToolCallDelta
 
 
 class StreamContractError(ValueError):

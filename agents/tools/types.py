@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
-from agents.tools.canonical import dumps
+from conch.agents.tools.canonical import dumps
 
 _ID_ALPHABET = string.ascii_letters + string.digits
 _ID_LENGTH = 24  # OpenAI's own ids carry 24; the contract asks for at least 9

@@ -22,9 +22,9 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from engine.admission import QueueTimeout
-from engine.errors import InvalidRequest, ModelNotReady, Overloaded
-from engine.repository.batching import DynamicBatching
+from conch.engine.admission import QueueTimeout
+from conch.engine.errors import InvalidRequest, ModelNotReady, Overloaded
+from conch.engine.repository.batching import DynamicBatching
 
 log = logging.getLogger(__name__)
 RunBatch = Callable[[list[Any]], Sequence[Any]]   # payloads -> one result per payload, same order

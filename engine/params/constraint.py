@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from engine.errors import InvalidRequest
-from engine.params.kinds import read_bool
-from grammars import Choice, Grammar, GrammarError, GrammarSpec, JsonObject, JsonSchema, Regex, validate
+from conch.engine.errors import InvalidRequest
+from conch.engine.params.kinds import read_bool
+from conch.grammars import Choice, Grammar, GrammarError, GrammarSpec, JsonObject, JsonSchema, Regex, validate
 
 
 @dataclass(frozen=True)

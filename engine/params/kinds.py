@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.params.json_text import loads
+from conch.engine.params.json_text import loads
 
 
 def read_int(value: Any) -> int:

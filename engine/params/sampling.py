@@ -17,10 +17,10 @@ import math
 from dataclasses import replace
 from typing import Any, Mapping
 
-from engine.errors import InvalidRequest
-from engine.params.kinds import READERS, TYPE_NAMES, short_repr
-from engine.params.table import BY_WIRE_NAME, PARAMS, Param
-from engine.types import SamplingParams
+from conch.engine.errors import InvalidRequest
+from conch.engine.params.kinds import READERS, TYPE_NAMES, short_repr
+from conch.engine.params.table import BY_WIRE_NAME, PARAMS, Param
+from conch.engine.types import SamplingParams
 
 GREEDY_BELOW = 1e-5
 MAX_TOP_K = 2**31 - 1                        # where the vocabulary size is not known

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
 
-from engine.types import SamplingParams
+from conch.engine.types import SamplingParams
 
 INT_MAX = 2**31 - 1
 

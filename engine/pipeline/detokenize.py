@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import AsyncGenerator, AsyncIterator
 
-from engine.backend import LLMBackend
-from engine.pipeline.incremental import IncrementalDetokenizer
-from engine.pipeline.stop import StopChecker
-from engine.types import GenerationDelta, GenerationRequest, RequestStatus, Usage
+from conch.engine.backend import LLMBackend
+from conch.engine.pipeline.incremental import IncrementalDetokenizer
+from conch.engine.pipeline.stop import StopChecker
+from conch.engine.types import GenerationDelta, GenerationRequest, RequestStatus, Usage
 
 _FLUSHED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH)   # ends that release held text
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.errors import ContextLengthExceeded, InvalidRequest
-from engine.loaded_model import LoadedModel
-from engine.pipeline.length_bound import at_least_tokens
-from engine.types import GenerationRequest
+from conch.engine.errors import ContextLengthExceeded, InvalidRequest
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.pipeline.length_bound import at_least_tokens
+from conch.engine.types import GenerationRequest
 
 INLINE_CHARS = 2048        # shorter prompts tokenize in well under a millisecond: cheaper than a thread hop
 

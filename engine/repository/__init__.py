@@ -1,6 +1,6 @@
 """The model repository: a folder per model with its config and version folders (model control, which drives
 the engine, is engine/model_control.py)."""
-from engine.repository.config import ModelConfig
-from engine.repository.repository import ModelRepository
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.repository import ModelRepository
 
 __all__ = ["ModelConfig", "ModelRepository"]

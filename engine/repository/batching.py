@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import InvalidRequest
+from conch.engine.errors import InvalidRequest
 
 TIMEOUT_ACTIONS = ("REJECT", "DELAY")
 _BATCHING_KEYS = {"preferred_batch_size", "max_queue_delay_microseconds", "priority_levels",

@@ -7,15 +7,15 @@ from typing import Any, Callable, overload
 
 import yaml
 
-from engine.errors import InvalidRequest
-from engine.repository.batching import DynamicBatching
-from engine.repository.config_rules import RULES, checked
-from grammars import GenerationBounds
-from engine.repository.sequence import SequenceBatching
-from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
-from engine.repository.triton_keys import RateLimit, check_instances
-from engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
-from engine.repository.warmup import WarmupSample, warmup_samples
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.batching import DynamicBatching
+from conch.engine.repository.config_rules import RULES, checked
+from conch.grammars import GenerationBounds
+from conch.engine.repository.sequence import SequenceBatching
+from conch.engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
+from conch.engine.repository.triton_keys import RateLimit, check_instances
+from conch.engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
+from conch.engine.repository.warmup import WarmupSample, warmup_samples
 
 # The transformers backend's runners (engine/backends/transformers/): "auto" is Conch's flattened forward for
 # the Llama family and the HF forward for any other architecture; "hf" is the HF forward always.

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.errors import InvalidRequest
+from conch.engine.errors import InvalidRequest
 
 if TYPE_CHECKING:
-    from engine.repository.config import ModelConfig
+    from conch.engine.repository.config import ModelConfig
 
 TEXT_INPUTS = frozenset({"text_input"})
 TRTLLM_INPUTS = frozenset({"input_ids"})

@@ -14,13 +14,13 @@ from typing import Any
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from engine.errors import InvalidRequest
-from engine.repository.batching import DynamicBatching
-from engine.repository.config import LLM_BACKENDS, ModelConfig
-from engine.repository.contracts import check_llm_tensors
-from engine.repository.sequence import sequence_batching
-from engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
-from engine.repository.triton_keys import check_keys, instance_count, rate_limit, response_cache, warmups
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.batching import DynamicBatching
+from conch.engine.repository.config import LLM_BACKENDS, ModelConfig
+from conch.engine.repository.contracts import check_llm_tensors
+from conch.engine.repository.sequence import sequence_batching
+from conch.engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
+from conch.engine.repository.triton_keys import check_keys, instance_count, rate_limit, response_cache, warmups
 
 # Conch's own settings, carried in Triton's `parameters` as text; ModelConfig reads each as its type
 # (engine/repository/config_rules.py), so "x" for an integer refuses the load naming the key

@@ -5,13 +5,13 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidRequest, ModelNotFound
-from engine.weights.minilm import EMBEDDING_MODEL_ID, minilm_available
-from engine.weights.smollm2 import DEFAULT_MODEL_ID
-from engine.repository.batching import DynamicBatching
-from engine.repository.config import ModelConfig, confine_override
-from engine.params.json_text import loads
-from engine.repository.pbtxt import from_json, parse_pbtxt, to_conch
+from conch.engine.errors import InvalidRequest, ModelNotFound
+from conch.engine.weights.minilm import EMBEDDING_MODEL_ID, minilm_available
+from conch.engine.weights.smollm2 import DEFAULT_MODEL_ID
+from conch.engine.repository.batching import DynamicBatching
+from conch.engine.repository.config import ModelConfig, confine_override
+from conch.engine.params.json_text import loads
+from conch.engine.repository.pbtxt import from_json, parse_pbtxt, to_conch
 
 CONFIG_FILES = ("config.yaml", "config.pbtxt")
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from tritonclient.grpc import model_config_pb2 as pb
 
-from engine.errors import InvalidRequest
+from conch.engine.errors import InvalidRequest
 
 _DTYPES = {"TYPE_BOOL": np.bool_, "TYPE_INT32": np.int32, "TYPE_INT64": np.int64, "TYPE_UINT32": np.uint32,
            "TYPE_UINT64": np.uint64, "TYPE_FP32": np.float32, "TYPE_FP64": np.float64, "TYPE_INT8": np.int8,

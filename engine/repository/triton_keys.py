@@ -15,8 +15,8 @@ from typing import Any
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from engine.errors import InvalidRequest
-from engine.repository.warmup import WarmupSample, warmup_samples
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.warmup import WarmupSample, warmup_samples
 
 HONOURED = frozenset({
     "name", "platform", "backend", "version_policy", "max_batch_size", "input", "output", "dynamic_batching",

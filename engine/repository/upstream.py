@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from engine.errors import InvalidRequest
+from conch.engine.errors import InvalidRequest
 
 _ENCODINGS = ("o200k_base", "cl100k_base")
 

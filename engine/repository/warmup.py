@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import InvalidRequest
-from engine.repository.specs import DATATYPES
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.specs import DATATYPES
 
 _NUMPY = {"BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
           "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64, "FP16": np.float16,

@@ -10,11 +10,11 @@ import asyncio
 import logging
 from collections import Counter
 
-from engine.response_cache import codec
-from engine.response_cache.key import cache_key
-from engine.response_cache.store import MemoryStore, Store
-from engine.repository.config import ModelConfig
-from engine.types import GenerationDelta, GenerationRequest, RequestStatus
+from conch.engine.response_cache import codec
+from conch.engine.response_cache.key import cache_key
+from conch.engine.response_cache.store import MemoryStore, Store
+from conch.engine.repository.config import ModelConfig
+from conch.engine.types import GenerationDelta, GenerationRequest, RequestStatus
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def open_cache(spec: str | None, ttl: float | None = 3600.0) -> ResponseCache | 
         size = spec.partition(":")[2]
         return ResponseCache(MemoryStore(int(size)) if size else MemoryStore())
     if spec.startswith(("redis://", "rediss://", "unix://")):
-        from engine.response_cache.redis_store import RedisStore
+        from conch.engine.response_cache.redis_store import RedisStore
 
         return ResponseCache(RedisStore(spec, ttl=ttl))
     raise ValueError(f"--response-cache: expected 'memory' or 'redis://HOST:PORT/DB', got '{spec}'")

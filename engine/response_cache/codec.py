@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgpack
 
-from engine.types import GenerationDelta, PositionLogprobs, RequestStatus, TokenLogprob, Usage
+from conch.engine.types import GenerationDelta, PositionLogprobs, RequestStatus, TokenLogprob, Usage
 
 
 def _token(t: TokenLogprob) -> list:

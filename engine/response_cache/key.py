@@ -11,8 +11,8 @@ import hashlib
 import json
 from typing import Any
 
-from engine.repository.config import ModelConfig
-from engine.types import GenerationRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.types import GenerationRequest
 
 KEY_VERSION = 1     # bump when the key or the value encoding changes
 

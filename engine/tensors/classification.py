@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import InvalidRequest
-from engine.loaded_model import LoadedModel
-from engine.tensors.contract import batches
-from engine.tensors.interface import Tensors
+from conch.engine.errors import InvalidRequest
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.tensors.contract import batches
+from conch.engine.tensors.interface import Tensors
 
 
 def classified(model: LoadedModel, outputs: Tensors, counts: dict[str, int]) -> Tensors:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.repository.config import ModelConfig
-from engine.repository.specs import TensorSpec
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.specs import TensorSpec
 
 if TYPE_CHECKING:
     pass

@@ -9,8 +9,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engine.errors import EngineError, InvalidRequest
-from engine.repository.specs import TensorSpec
+from conch.engine.errors import EngineError, InvalidRequest
+from conch.engine.repository.specs import TensorSpec
 
 Tensors = dict[str, np.ndarray]
 

@@ -11,19 +11,19 @@ from typing import AsyncGenerator
 
 import numpy as np
 
-from engine.engine import Engine
-from engine.errors import InvalidRequest
-from engine.repository.config import ModelConfig
-from engine.tensors.contract import tensor_interface
-from engine.backend import TensorModel
-from engine.tensors.interface import (InferenceError, InferRequest, Tensors, bytes_tensor, check_inputs,
+from conch.engine.engine import Engine
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.tensors.contract import tensor_interface
+from conch.engine.backend import TensorModel
+from conch.engine.tensors.interface import (InferenceError, InferRequest, Tensors, bytes_tensor, check_inputs,
                                       first_bool, first_string)
-from engine.tensors.sampling import parse_json_object, sampling_params
-from engine.tensors.structured import split_grammar
-from engine.tensors.traced import TracedTensorModel
-from engine.tensors.trtllm import TRTLLMTensorModel, serves_trtllm
-from engine.tensors.word_lists import apply_words, split_words
-from engine.types import GenerationDelta, GenerationRequest
+from conch.engine.tensors.sampling import parse_json_object, sampling_params
+from conch.engine.tensors.structured import split_grammar
+from conch.engine.tensors.traced import TracedTensorModel
+from conch.engine.tensors.trtllm import TRTLLMTensorModel, serves_trtllm
+from conch.engine.tensors.word_lists import apply_words, split_words
+from conch.engine.types import GenerationDelta, GenerationRequest
 
 _FLAGS = ("exclude_input_in_output", "return_finish_reason", "return_num_input_tokens", "return_num_output_tokens")
 ALL_FLAGS = {f: True for f in _FLAGS}     # every output of the contract (an ensemble's later steps may read any)

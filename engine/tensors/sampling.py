@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.errors import InvalidRequest
-from engine.params import TENSOR_NAMES, build_sampling
-from engine.params.json_text import loads
-from engine.types import SamplingParams
+from conch.engine.errors import InvalidRequest
+from conch.engine.params import TENSOR_NAMES, build_sampling
+from conch.engine.params.json_text import loads
+from conch.engine.types import SamplingParams
 
 # Request parameters that steer the face, not the sampler.
 CONTROL_KEYS = frozenset({"stream", "exclude_input_in_output", "return_finish_reason", "return_num_input_tokens",

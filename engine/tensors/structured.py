@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.params import OutputConstraint, build_constraint, constraint_fields
+from conch.engine.params import OutputConstraint, build_constraint, constraint_fields
 
 
 def split_grammar(values: dict[str, Any]) -> tuple[OutputConstraint | None, dict[str, Any]]:

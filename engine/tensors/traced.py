@@ -7,14 +7,14 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import AsyncGenerator
 
-from engine.admission import Trace
-from engine.backend import TensorModel
-from engine.engine import Engine, tracked
-from engine.errors import InvalidRequest
-from engine.loaded_model import LoadedModel
-from engine.repository.specs import TensorSpec
-from engine.tensors.interface import InferRequest, InferTiming, Tensors
-from engine.types import GenerationRequest
+from conch.engine.admission import Trace
+from conch.engine.backend import TensorModel
+from conch.engine.engine import Engine, tracked
+from conch.engine.errors import InvalidRequest
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.repository.specs import TensorSpec
+from conch.engine.tensors.interface import InferRequest, InferTiming, Tensors
+from conch.engine.types import GenerationRequest
 
 
 class TracedTensorModel:

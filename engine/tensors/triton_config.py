@@ -6,9 +6,9 @@ from dataclasses import fields
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from engine.repository.config import ModelConfig
-from engine.repository.pbtxt import CONCH_FIELDS
-from engine.tensors.contract import tensor_interface
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.pbtxt import CONCH_FIELDS
+from conch.engine.tensors.contract import tensor_interface
 
 
 def to_triton(config: ModelConfig) -> pb.ModelConfig:

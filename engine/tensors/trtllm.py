@@ -14,13 +14,13 @@ from typing import AsyncGenerator
 
 import numpy as np
 
-from engine.engine import Engine
-from engine.repository.config import ModelConfig
-from engine.repository.contracts import TRTLLM_INPUTS, TRTLLM_OUTPUTS
-from engine.tensors.contract import batches, tensor_interface
-from engine.tensors.interface import InferenceError, InferRequest, Tensors, check_inputs
-from engine.tensors.trtllm_inputs import prompt_ids, sampling, scalar
-from engine.types import GenerationDelta, GenerationRequest
+from conch.engine.engine import Engine
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.contracts import TRTLLM_INPUTS, TRTLLM_OUTPUTS
+from conch.engine.tensors.contract import batches, tensor_interface
+from conch.engine.tensors.interface import InferenceError, InferRequest, Tensors, check_inputs
+from conch.engine.tensors.trtllm_inputs import prompt_ids, sampling, scalar
+from conch.engine.types import GenerationDelta, GenerationRequest
 
 
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import InvalidRequest
-from engine.params import build_sampling
-from engine.tensors.interface import Tensors
-from engine.tensors.word_lists import BANNED
-from engine.types import SamplingParams
+from conch.engine.errors import InvalidRequest
+from conch.engine.params import build_sampling
+from conch.engine.tensors.interface import Tensors
+from conch.engine.tensors.word_lists import BANNED
+from conch.engine.types import SamplingParams
 
 # TRT-LLM input -> the sampling parameter it sets (engine/params' table checks the value)
 SAMPLING = {"request_output_len": "max_tokens", "runtime_top_k": "top_k", "runtime_top_p": "top_p",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.engine import Engine
-from engine.errors import BackendUnavailable, EngineError
-from engine.loaded_model import LoadedModel
-from engine.tensors.contract import batches
-from engine.tensors.interface import InferRequest
-from engine.tensors.llm import tensor_model
-from engine.tensors.traced import TracedTensorModel
+from conch.engine.engine import Engine
+from conch.engine.errors import BackendUnavailable, EngineError
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.tensors.contract import batches
+from conch.engine.tensors.interface import InferRequest
+from conch.engine.tensors.llm import tensor_model
+from conch.engine.tensors.traced import TracedTensorModel
 
 
 async def warm_up(engine: Engine, loaded: LoadedModel) -> int:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from engine.errors import InvalidRequest
-from engine.types import SamplingParams
+from conch.engine.errors import InvalidRequest
+from conch.engine.types import SamplingParams
 
 WORD_KEYS = ("stop_words", "bad_words")
 BANNED = -100.0          # the bias that removes a token (logit_bias's floor)

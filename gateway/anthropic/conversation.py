@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine import InvalidRequest, SamplingParams, build_sampling
-from gateway.anthropic import schemas as wire
-from gateway.conversation import Conversation, WirePaths
-from gateway.errors import APIError
+from conch.engine import InvalidRequest, SamplingParams, build_sampling
+from conch.gateway.anthropic import schemas as wire
+from conch.gateway.conversation import Conversation, WirePaths
+from conch.gateway.errors import APIError
 
 BILLING_HEADER = "x-anthropic-billing-header"
 FORMAT_PARAM = "output_config.format"

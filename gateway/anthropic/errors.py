@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import uuid
 
-from gateway.errors import APIError, ErrorFace, register_face, to_api_error
-from gateway.streaming import sse_named
+from conch.gateway.errors import APIError, ErrorFace, register_face, to_api_error
+from conch.gateway.streaming import sse_named
 
 PREFIX = "/v1/messages"
 

@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 from typing import AsyncGenerator, AsyncIterator
 
-from agents.tools import ContentDelta, StreamEvent, ToolCallDelta
-from engine import GenerationDelta
-from gateway.anthropic.errors import error_event
-from gateway.anthropic.output import stop_of, tool_use_id, usage
-from gateway.conversation import OutputReader
-from gateway.openai.choices import Choice
-from gateway.streaming import sse_named
+from conch.agents.tools import ContentDelta, StreamEvent, ToolCallDelta
+from conch.engine import GenerationDelta
+from conch.gateway.anthropic.errors import error_event
+from conch.gateway.anthropic.output import stop_of, tool_use_id, usage
+from conch.gateway.conversation import OutputReader
+from conch.gateway.openai.choices import Choice
+from conch.gateway.streaming import sse_named
 
 GRACE_S = 1.0   # the route waits this long for the first delta: a failure by then is a status, not an event
 PING_S = 5.0    # a ping this often while the request waits for a batch slot (or prefills a long prompt)

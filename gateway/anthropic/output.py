@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from pydantic_core import from_json
 
-from agents.tools import ToolCall
-from engine import RequestStatus
-from gateway.conversation import OutputReader
-from gateway.openai.choices import Choice
+from conch.agents.tools import ToolCall
+from conch.engine import RequestStatus
+from conch.gateway.conversation import OutputReader
+from conch.gateway.openai.choices import Choice
 
 _ALPHABET = string.ascii_letters + string.digits
 

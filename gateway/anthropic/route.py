@@ -7,18 +7,18 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from engine import GenerationRequest
-from gateway.aliases import resolve_model
-from gateway.anthropic import events
-from gateway.anthropic.conversation import conversation
-from gateway.anthropic.errors import new_request_id
-from gateway.anthropic.output import message, message_id
-from gateway.anthropic.schemas import CountTokensRequest, MessagesRequest
-from gateway.conversation import OutputReader, ToolPlan, build_generation
-from gateway.openai.choices import collect
-from gateway.openai.json_route import JSONBodyRoute
-from gateway.state import conch_state, wants_cache
-from gateway.streaming import sse_response, until_disconnect
+from conch.engine import GenerationRequest
+from conch.gateway.aliases import resolve_model
+from conch.gateway.anthropic import events
+from conch.gateway.anthropic.conversation import conversation
+from conch.gateway.anthropic.errors import new_request_id
+from conch.gateway.anthropic.output import message, message_id
+from conch.gateway.anthropic.schemas import CountTokensRequest, MessagesRequest
+from conch.gateway.conversation import OutputReader, ToolPlan, build_generation
+from conch.gateway.openai.choices import collect
+from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.state import conch_state, wants_cache
+from conch.gateway.streaming import sse_response, until_disconnect
 
 router = APIRouter(route_class=JSONBodyRoute)
 

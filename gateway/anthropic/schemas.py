@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, model_validator
 
-from gateway.errors import ParamError
-from gateway.openai.schemas.common import WireModel
+from conch.gateway.errors import ParamError
+from conch.gateway.openai.schemas.common import WireModel
 
 
 class CacheControl(WireModel):

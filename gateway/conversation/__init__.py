@@ -4,9 +4,9 @@ engine request (tool plan, chat template, grammar, sampling; or the messages the
 renders its own), and an `OutputReader` turns the engine's text back into content and tool-call events that
 the face writes in its own shapes. A new sampling parameter, tool format or structured-output kind is added
 here once for all three faces."""
-from gateway.conversation.output import OutputReader
-from gateway.conversation.request import build_generation
-from gateway.conversation.tools import ToolPlan, plan_tools
-from gateway.conversation.types import Conversation, WirePaths
+from conch.gateway.conversation.output import OutputReader
+from conch.gateway.conversation.request import build_generation
+from conch.gateway.conversation.tools import ToolPlan, plan_tools
+from conch.gateway.conversation.types import Conversation, WirePaths
 
 __all__ = ["Conversation", "OutputReader", "ToolPlan", "WirePaths", "build_generation", "plan_tools"]

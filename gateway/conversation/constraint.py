@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import OutputConstraint, build_constraint
-from gateway.conversation.types import Conversation
-from gateway.errors import APIError
+from conch.engine import OutputConstraint, build_constraint
+from conch.gateway.conversation.types import Conversation
+from conch.gateway.errors import APIError
 
 _JSON_SCHEMA_FIELDS = frozenset({"name", "schema", "strict", "description"})
 

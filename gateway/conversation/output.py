@@ -10,11 +10,11 @@ argument text certified so far, as OpenAI's own "length" answers do), and nothin
 (what would is the markup of a call cut before its name)."""
 from __future__ import annotations
 
-from agents.tool_choice import ToolChoice
-from agents.tool_formats import ToolParser
-from agents.tools import ContentDelta, ParsedOutput, StreamEvent, assemble
-from engine import RequestStatus
-from gateway.conversation.tools import ToolPlan
+from conch.agents.tool_choice import ToolChoice
+from conch.agents.tool_formats import ToolParser
+from conch.agents.tools import ContentDelta, ParsedOutput, StreamEvent, assemble
+from conch.engine import RequestStatus
+from conch.gateway.conversation.tools import ToolPlan
 
 _NO_TOOLS = ToolChoice("none")
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
-from agents import render_chat
-from agents.tool_formats.prompt import template_accepts_tools, tool_dicts
-from engine import ChatInput, GenerationRequest
-from grammars import GrammarSpec
-from gateway.conversation.constraint import conversation_constraint
-from gateway.conversation.tools import ToolPlan, plan_tools
-from gateway.conversation.types import Conversation, template_message
-from gateway.conversation.upstream import chat_input
-from gateway.errors import APIError
+from conch.agents import render_chat
+from conch.agents.tool_formats.prompt import template_accepts_tools, tool_dicts
+from conch.engine import ChatInput, GenerationRequest
+from conch.grammars import GrammarSpec
+from conch.gateway.conversation.constraint import conversation_constraint
+from conch.gateway.conversation.tools import ToolPlan, plan_tools
+from conch.gateway.conversation.types import Conversation, template_message
+from conch.gateway.conversation.upstream import chat_input
+from conch.gateway.errors import APIError
 
 
 def _prompt(conv: Conversation, tokenizer, plan: ToolPlan) -> str:

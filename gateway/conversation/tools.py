@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agents.tool_choice import ToolChoice
-from agents.tool_formats import ToolFormat, ToolFormatError, UnknownToolFormat, get_format
-from agents.tools import ToolFunction
-from grammars import Grammar, GrammarError, JsonSchema, validate
-from gateway.conversation.types import Conversation
-from gateway.errors import APIError
+from conch.agents.tool_choice import ToolChoice
+from conch.agents.tool_formats import ToolFormat, ToolFormatError, UnknownToolFormat, get_format
+from conch.agents.tools import ToolFunction
+from conch.grammars import Grammar, GrammarError, JsonSchema, validate
+from conch.gateway.conversation.types import Conversation
+from conch.gateway.errors import APIError
 
 _EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import SamplingParams
+from conch.engine import SamplingParams
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ text, and what needs constrained decoding (tool_choice required or named, an out
 nothing can constrain a remote model's sampling."""
 from __future__ import annotations
 
-from engine import ChatInput, OutputConstraint
-from gateway.conversation.tools import ToolPlan
-from gateway.conversation.types import Conversation, template_message
-from gateway.errors import APIError
+from conch.engine import ChatInput, OutputConstraint
+from conch.gateway.conversation.tools import ToolPlan
+from conch.gateway.conversation.types import Conversation, template_message
+from conch.gateway.errors import APIError
 
 
 def chat_input(conv: Conversation, plan: ToolPlan, constraint: OutputConstraint | None,

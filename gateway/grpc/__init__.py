@@ -1,4 +1,4 @@
 """Triton's face over gRPC: KServe v2 `inference.GRPCInferenceService`."""
-from gateway.grpc.server import start_grpc, stop_grpc
+from conch.gateway.grpc.server import start_grpc, stop_grpc
 
 __all__ = ["start_grpc", "stop_grpc"]

@@ -9,13 +9,13 @@ import grpc
 import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
-from engine import errors
-from engine.tensors.interface import InferRequest, Tensors, datatype_of
-from gateway.auth import Forbidden, Unauthorized
-from gateway.kserve.codec import check_shape, dtype_for, from_raw, to_raw
-from gateway.kserve.shared_memory import ShmReference, SystemSharedMemory
-from gateway.limits import LimiterUnavailable, RateLimited
-from grammars import GrammarError
+from conch.engine import errors
+from conch.engine.tensors.interface import InferRequest, Tensors, datatype_of
+from conch.gateway.auth import Forbidden, Unauthorized
+from conch.gateway.kserve.codec import check_shape, dtype_for, from_raw, to_raw
+from conch.gateway.kserve.shared_memory import ShmReference, SystemSharedMemory
+from conch.gateway.limits import LimiterUnavailable, RateLimited
+from conch.grammars import GrammarError
 
 _CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
              "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents",

@@ -9,8 +9,8 @@ from typing import Any
 import grpc
 from tritonclient.grpc import service_pb2 as pb
 
-from gateway.kserve.shared_memory import CUDA_REFUSAL
-from gateway.kserve.state import TritonState
+from conch.gateway.kserve.shared_memory import CUDA_REFUSAL
+from conch.gateway.kserve.state import TritonState
 
 _LOG_FIELDS = {bool: "bool_param", int: "uint32_param", str: "string_param"}
 

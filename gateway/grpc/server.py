@@ -4,9 +4,9 @@ from __future__ import annotations
 import grpc
 from tritonclient.grpc import service_pb2_grpc
 
-from gateway.auth import Gate
-from gateway.grpc.service import InferenceService
-from gateway.kserve.state import TritonState
+from conch.gateway.auth import Gate
+from conch.gateway.grpc.service import InferenceService
+from conch.gateway.kserve.state import TritonState
 
 _OPTIONS = [("grpc.max_send_message_length", 64 * 1024 * 1024),
             ("grpc.max_receive_message_length", 64 * 1024 * 1024)]

@@ -19,17 +19,17 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
-from engine.errors import EngineError
-from engine.tensors.llm import tensor_model
-from gateway.auth import Gate
-from gateway.grpc.extensions import ExtensionRPCs
-from engine.tensors.classification import classified
-from gateway.grpc.convert import (StreamResponses, class_counts, requested_outputs, status_of, to_infer_request,
+from conch.engine.errors import EngineError
+from conch.engine.tensors.llm import tensor_model
+from conch.gateway.auth import Gate
+from conch.gateway.grpc.extensions import ExtensionRPCs
+from conch.engine.tensors.classification import classified
+from conch.gateway.grpc.convert import (StreamResponses, class_counts, requested_outputs, status_of, to_infer_request,
                                   to_infer_response)
-from gateway.kserve import metadata
-from gateway.kserve.infer import single_response
-from gateway.kserve.repository import load_model, public_index
-from gateway.kserve.state import TritonState
+from conch.gateway.kserve import metadata
+from conch.gateway.kserve.infer import single_response
+from conch.gateway.kserve.repository import load_model, public_index
+from conch.gateway.kserve.state import TritonState
 
 async def _guard(context: grpc.aio.ServicerContext, work):
     """Run `work`; an engine error ends the call with its status code and message."""

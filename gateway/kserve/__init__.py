@@ -1,10 +1,10 @@
 """Triton's face over HTTP: KServe v2 (metadata, health, infer) and the generate and repository extensions."""
 from fastapi import APIRouter
 
-from engine.tensors.interface import InferenceError
-from gateway.errors import register_error
-from gateway.kserve import extensions, generate, infer, models, repository
-from gateway.kserve.state import TritonState
+from conch.engine.tensors.interface import InferenceError
+from conch.gateway.errors import register_error
+from conch.gateway.kserve import extensions, generate, infer, models, repository
+from conch.gateway.kserve.state import TritonState
 
 register_error(InferenceError, 500, "internal_error")
 

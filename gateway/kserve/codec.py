@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import InvalidRequest
-from engine.tensors.interface import NUMPY_DTYPES, datatype_of
+from conch.engine.errors import InvalidRequest
+from conch.engine.tensors.interface import NUMPY_DTYPES, datatype_of
 
 
 def dtype_for(datatype: str, name: str):

@@ -10,11 +10,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from engine.errors import InvalidRequest
-from gateway.auth import require_role
-from gateway.kserve.generate import json_body
-from gateway.kserve.shared_memory import CUDA_REFUSAL
-from gateway.kserve.state import triton_state
+from conch.engine.errors import InvalidRequest
+from conch.gateway.auth import require_role
+from conch.gateway.kserve.generate import json_body
+from conch.gateway.kserve.shared_memory import CUDA_REFUSAL
+from conch.gateway.kserve.state import triton_state
 
 router = APIRouter()
 

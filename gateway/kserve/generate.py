@@ -11,15 +11,15 @@ from typing import Any, AsyncGenerator, AsyncIterator
 
 from fastapi import APIRouter, Request
 
-from engine.errors import InvalidRequest
-from engine.loaded_model import LoadedModel
-from engine.tensors.contract import batches
-from engine.tensors.interface import Tensors
-from engine.tensors.llm import tensor_model
-from gateway.errors import to_api_error
-from gateway.kserve.generate_mapping import to_infer_request, to_json_response
-from gateway.kserve.state import TritonState, triton_state
-from gateway.streaming import prime, sse_event, sse_response, until_disconnect
+from conch.engine.errors import InvalidRequest
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.tensors.contract import batches
+from conch.engine.tensors.interface import Tensors
+from conch.engine.tensors.llm import tensor_model
+from conch.gateway.errors import to_api_error
+from conch.gateway.kserve.generate_mapping import to_infer_request, to_json_response
+from conch.gateway.kserve.state import TritonState, triton_state
+from conch.gateway.streaming import prime, sse_event, sse_response, until_disconnect
 
 router = APIRouter()
 

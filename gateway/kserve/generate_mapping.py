@@ -11,11 +11,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from engine.errors import InvalidRequest
-from engine.loaded_model import LoadedModel
-from engine.repository.specs import TensorSpec
-from engine.tensors.interface import InferRequest, Tensors
-from gateway.kserve.codec import from_json_data, json_shape, to_json_data
+from conch.engine.errors import InvalidRequest
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.repository.specs import TensorSpec
+from conch.engine.tensors.interface import InferRequest, Tensors
+from conch.gateway.kserve.codec import from_json_data, json_shape, to_json_data
 
 _RESERVED = ("id", "parameters")
 

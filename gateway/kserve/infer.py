@@ -6,13 +6,13 @@ from typing import AsyncGenerator
 
 from fastapi import APIRouter, Request, Response
 
-from engine.errors import InvalidRequest
-from engine.tensors.classification import classified
-from engine.tensors.interface import InferRequest, Tensors
-from engine.tensors.llm import tensor_model
-from gateway.kserve.state import TritonState, triton_state
-from gateway.kserve.tensors import HEADER, parse_infer, render_infer
-from gateway.streaming import until_disconnect
+from conch.engine.errors import InvalidRequest
+from conch.engine.tensors.classification import classified
+from conch.engine.tensors.interface import InferRequest, Tensors
+from conch.engine.tensors.llm import tensor_model
+from conch.gateway.kserve.state import TritonState, triton_state
+from conch.gateway.kserve.tensors import HEADER, parse_infer, render_infer
+from conch.gateway.streaming import until_disconnect
 
 router = APIRouter()
 

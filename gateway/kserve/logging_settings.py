@@ -16,7 +16,7 @@ import logging
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from engine.errors import InvalidRequest
+from conch.engine.errors import InvalidRequest
 
 _FORMATS = {"default": "%(asctime)s %(levelname)s %(name)s: %(message)s",
             "ISO8601": "%(asctime)s %(levelname)s %(name)s: %(message)s"}

@@ -2,11 +2,11 @@
 One function per answer, shared by the HTTP routes and the gRPC service."""
 from __future__ import annotations
 
-from engine.loaded_model import LoadedModel
-from engine.tensors.contract import tensor_interface
-from engine.tensors.triton_config import to_triton
-from gateway.auth import may_use
-from gateway.kserve.state import EXTENSIONS, SERVER_NAME, SERVER_VERSION, TritonState
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.tensors.contract import tensor_interface
+from conch.engine.tensors.triton_config import to_triton
+from conch.gateway.auth import may_use
+from conch.gateway.kserve.state import EXTENSIONS, SERVER_NAME, SERVER_VERSION, TritonState
 
 
 def server_metadata() -> dict:

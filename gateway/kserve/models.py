@@ -4,9 +4,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from google.protobuf import json_format
 
-from engine.errors import ModelNotFound
-from gateway.kserve import metadata
-from gateway.kserve.state import triton_state
+from conch.engine.errors import ModelNotFound
+from conch.gateway.kserve import metadata
+from conch.gateway.kserve.state import triton_state
 
 router = APIRouter()
 server_router = APIRouter()

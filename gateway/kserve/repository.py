@@ -8,12 +8,12 @@ import logging
 
 from fastapi import APIRouter, Request, Response
 
-from engine.errors import EngineError, InvalidRequest
-from engine.model_control import ModelState
-from gateway.auth import may_use, require_role
-from gateway.errors import public_reason
-from gateway.kserve.generate import json_body
-from gateway.kserve.state import TritonState, triton_state
+from conch.engine.errors import EngineError, InvalidRequest
+from conch.engine.model_control import ModelState
+from conch.gateway.auth import may_use, require_role
+from conch.gateway.errors import public_reason
+from conch.gateway.kserve.generate import json_body
+from conch.gateway.kserve.state import TritonState, triton_state
 
 log = logging.getLogger(__name__)
 router = APIRouter()

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import InvalidRequest
-from gateway.kserve.codec import from_raw, to_raw
+from conch.engine.errors import InvalidRequest
+from conch.gateway.kserve.codec import from_raw, to_raw
 
 SHM_ROOT = "/dev/shm"
 CUDA_REFUSAL = "CUDA shared memory is not supported by Conch (no CUDA device); use system shared memory"

@@ -5,14 +5,14 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from engine.engine import Engine
-from engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
-from engine.loaded_model import LoadedModel
-from engine.model_control import ModelControl
-from gateway.kserve.logging_settings import ServerLogging
-from gateway.kserve.shared_memory import SystemSharedMemory
-from gateway.kserve.stats import Statistics
-from gateway.kserve.tracing import Tracer
+from conch.engine.engine import Engine
+from conch.engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.model_control import ModelControl
+from conch.gateway.kserve.logging_settings import ServerLogging
+from conch.gateway.kserve.shared_memory import SystemSharedMemory
+from conch.gateway.kserve.stats import Statistics
+from conch.gateway.kserve.tracing import Tracer
 
 SERVER_NAME = "conch"
 SERVER_VERSION = "0.1.0"

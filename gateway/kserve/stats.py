@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from engine.admission import Trace
-from engine.backend import CountsExecutions
-from engine.loaded_model import LoadedModel
+from conch.engine.admission import Trace
+from conch.engine.backend import CountsExecutions
+from conch.engine.loaded_model import LoadedModel
 
 
 @dataclass

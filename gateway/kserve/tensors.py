@@ -12,10 +12,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import InvalidRequest
-from engine.tensors.interface import InferRequest, Tensors, datatype_of
-from gateway.kserve.codec import check_shape, from_json_data, from_raw, to_json_data, to_raw
-from gateway.kserve.shared_memory import ShmReference, SystemSharedMemory
+from conch.engine.errors import InvalidRequest
+from conch.engine.tensors.interface import InferRequest, Tensors, datatype_of
+from conch.gateway.kserve.codec import check_shape, from_json_data, from_raw, to_json_data, to_raw
+from conch.gateway.kserve.shared_memory import ShmReference, SystemSharedMemory
 
 HEADER = "Inference-Header-Content-Length"
 

@@ -23,8 +23,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from engine.admission import Trace
-from engine.errors import InvalidRequest
+from conch.engine.admission import Trace
+from conch.engine.errors import InvalidRequest
 
 DEFAULTS: dict[str, Any] = {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1",
                             "log_frequency": "0", "trace_file": "", "trace_mode": "triton"}

@@ -1,5 +1,5 @@
 """Rate limits: token buckets per API key (requests and tokens per minute), in memory or shared via Redis."""
-from gateway.limits.fallback import FALLBACKS, LimiterUnavailable
-from gateway.limits.limiter import Limiter, RateLimited, open_limiter
+from conch.gateway.limits.fallback import FALLBACKS, LimiterUnavailable
+from conch.gateway.limits.limiter import Limiter, RateLimited, open_limiter
 
 __all__ = ["FALLBACKS", "Limiter", "LimiterUnavailable", "RateLimited", "open_limiter"]

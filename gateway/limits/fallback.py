@@ -11,8 +11,8 @@ shows when limits are per-process.
 """
 from __future__ import annotations
 
-from gateway.errors import APIError
-from gateway.limits.bucket import Decision, MemoryBuckets
+from conch.gateway.errors import APIError
+from conch.gateway.limits.bucket import Decision, MemoryBuckets
 
 FALLBACKS = ("local", "open", "closed")
 _AFTER_THE_FACT = -1e17          # a `need` this low is usage charged after the request: nothing to refuse

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import math
 
-from engine.admission import Trace
-from gateway.auth import ApiKey, current_key
-from gateway.errors import APIError
+from conch.engine.admission import Trace
+from conch.gateway.auth import ApiKey, current_key
+from conch.gateway.errors import APIError
 
 _LIMITS = {
     "requests": ("rpm", "requests per min (RPM)", "x-ratelimit-limit-requests"),
@@ -73,12 +73,12 @@ def open_limiter(spec: str | None, fallback: str = "local", replicas: int = 1) -
     """`memory` (default) or `redis://HOST:PORT/DB`; with Redis, what decides while it is down (`fallback`,
     gateway/limits/fallback.py) and how many processes share its limits (`replicas`)."""
     if not spec or spec == "memory":
-        from gateway.limits.bucket import MemoryBuckets
+        from conch.gateway.limits.bucket import MemoryBuckets
 
         return Limiter(MemoryBuckets())
     if spec.startswith(("redis://", "rediss://", "unix://")):
-        from gateway.limits.fallback import Fallback
-        from gateway.limits.redis_buckets import RedisBuckets
+        from conch.gateway.limits.fallback import Fallback
+        from conch.gateway.limits.redis_buckets import RedisBuckets
 
         return Limiter(RedisBuckets(spec, fallback=Fallback(fallback, replicas)))
     raise ValueError(f"--rate-limits: expected 'memory' or 'redis://HOST:PORT/DB', got '{spec}'")

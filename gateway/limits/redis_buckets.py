@@ -4,9 +4,9 @@ fallback.py: per-process buckets by default), counted, logged once.
 """
 from __future__ import annotations
 
-from engine.response_cache.redis_store import RedisLink
-from gateway.limits.bucket import Decision
-from gateway.limits.fallback import Fallback
+from conch.engine.response_cache.redis_store import RedisLink
+from conch.gateway.limits.bucket import Decision
+from conch.gateway.limits.fallback import Fallback
 
 # KEYS[1] = bucket; ARGV = capacity, rate (per second), cost, need. Returns {allowed, retry_after}.
 _TAKE = """

@@ -2,7 +2,7 @@
 /v1/responses (their routes read every body as JSON, gateway/openai/json_route.py)."""
 from fastapi import APIRouter
 
-from gateway.openai import chat, completions, conversations, embeddings, models, responses
+from conch.gateway.openai import chat, completions, conversations, embeddings, models, responses
 
 router = APIRouter()
 for _module in (chat, completions, conversations, embeddings, models, responses):

@@ -7,17 +7,17 @@ from typing import AsyncIterator
 
 from fastapi import APIRouter, Request
 
-from engine import GenerationDelta, GenerationRequest
-from gateway.aliases import resolve_model
-from gateway.conversation import Conversation, OutputReader, ToolPlan, build_generation
-from gateway.errors import APIError
-from gateway.openai.chat_output import call_dict, delta_dict
-from gateway.openai.choices import Choice, collect, chat_logprobs, new_id, now, usage
-from gateway.openai.json_route import JSONBodyRoute
-from gateway.openai.schemas.chat import ChatCompletionRequest, NamedToolChoice
-from gateway.openai.structured import constraint_fields
-from gateway.state import conch_state, wants_cache
-from gateway.streaming import error_event, prime, sse_event, sse_response, until_disconnect
+from conch.engine import GenerationDelta, GenerationRequest
+from conch.gateway.aliases import resolve_model
+from conch.gateway.conversation import Conversation, OutputReader, ToolPlan, build_generation
+from conch.gateway.errors import APIError
+from conch.gateway.openai.chat_output import call_dict, delta_dict
+from conch.gateway.openai.choices import Choice, collect, chat_logprobs, new_id, now, usage
+from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.openai.schemas.chat import ChatCompletionRequest, NamedToolChoice
+from conch.gateway.openai.structured import constraint_fields
+from conch.gateway.state import conch_state, wants_cache
+from conch.gateway.streaming import error_event, prime, sse_event, sse_response, until_disconnect
 
 router = APIRouter(route_class=JSONBodyRoute)
 

@@ -1,7 +1,7 @@
 """Chat completions' message parts: the shared reader's content and call events as OpenAI chat's dicts."""
 from __future__ import annotations
 
-from agents.tools import ContentDelta, StreamEvent, ToolCall, ToolCallDelta
+from conch.agents.tools import ContentDelta, StreamEvent, ToolCall, ToolCallDelta
 
 
 def call_dict(call: ToolCall) -> dict:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from typing import AsyncIterator
 
-from engine import GenerationDelta, RequestStatus
-from engine.types import PositionLogprobs
-from gateway.errors import APIError
+from conch.engine import GenerationDelta, RequestStatus
+from conch.engine.types import PositionLogprobs
+from conch.gateway.errors import APIError
 
 
 @dataclass

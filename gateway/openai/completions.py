@@ -7,14 +7,14 @@ from typing import AsyncGenerator, AsyncIterator
 
 from fastapi import APIRouter, Request
 
-from engine import GenerationDelta, GenerationRequest
-from gateway.errors import APIError
-from gateway.openai.choices import Choice, collect, completion_logprobs, echo_logprobs, new_id, now, usage
-from gateway.openai.json_route import JSONBodyRoute
-from gateway.openai.schemas.completions import CompletionRequest
-from gateway.openai.structured import output_constraint
-from gateway.state import conch_state, wants_cache
-from gateway.streaming import error_event, merge, prime, sse_event, sse_response, until_disconnect
+from conch.engine import GenerationDelta, GenerationRequest
+from conch.gateway.errors import APIError
+from conch.gateway.openai.choices import Choice, collect, completion_logprobs, echo_logprobs, new_id, now, usage
+from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.openai.schemas.completions import CompletionRequest
+from conch.gateway.openai.structured import output_constraint
+from conch.gateway.state import conch_state, wants_cache
+from conch.gateway.streaming import error_event, merge, prime, sse_event, sse_response, until_disconnect
 
 router = APIRouter(route_class=JSONBodyRoute)
 

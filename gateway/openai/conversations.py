@@ -11,13 +11,13 @@ from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from gateway.errors import ParamError
-from gateway.openai.json_route import JSONBodyRoute
-from gateway.openai.schemas.conversations import (ConversationCreate, ConversationUpdate, ItemsCreate, ItemsQuery,
+from conch.gateway.errors import ParamError
+from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.openai.schemas.conversations import (ConversationCreate, ConversationUpdate, ItemsCreate, ItemsQuery,
                                                   items_as_dicts)
-from gateway.records import RecordNotFound, caller
-from gateway.records import conversations as convs
-from gateway.state import conch_state
+from conch.gateway.records import RecordNotFound, caller
+from conch.gateway.records import conversations as convs
+from conch.gateway.state import conch_state
 
 router = APIRouter(route_class=JSONBodyRoute)
 

@@ -7,11 +7,11 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from engine.embedding import embed
-from gateway.openai.choices import new_id
-from gateway.openai.schemas.embeddings import EmbeddingRequest
-from gateway.state import conch_state
-from gateway.streaming import until_disconnect
+from conch.engine.embedding import embed
+from conch.gateway.openai.choices import new_id
+from conch.gateway.openai.schemas.embeddings import EmbeddingRequest
+from conch.gateway.state import conch_state
+from conch.gateway.streaming import until_disconnect
 
 router = APIRouter()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from engine.errors import EngineError, ModelNotFound
-from gateway.auth import may_use
-from gateway.openai.json_route import JSONBodyRoute
-from gateway.state import conch_state
+from conch.engine.errors import EngineError, ModelNotFound
+from conch.gateway.auth import may_use
+from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.state import conch_state
 
 router = APIRouter(route_class=JSONBodyRoute)
 

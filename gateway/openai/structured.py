@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import OutputConstraint, build_constraint
-from gateway.conversation.constraint import format_fields
-from gateway.errors import APIError
+from conch.engine import OutputConstraint, build_constraint
+from conch.gateway.conversation.constraint import format_fields
+from conch.gateway.errors import APIError
 
 _GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar")
 _STRUCTURED = frozenset({"json", "json_object", "regex", "choice", "grammar"})

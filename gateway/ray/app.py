@@ -11,13 +11,13 @@ from typing import Any
 
 from ray import serve
 
-from engine.repository import ModelRepository
-from gateway.ray.ingress import Ingress
-from gateway.ray.model import ModelServer
-from gateway.ray.multiplex import ModelGroup
-from gateway.ray.options import DeploymentOptions, deployment_options
-from gateway.ray.router import ROUTER_PATHS
-from gateway.ray.settings import RaySettings
+from conch.engine.repository import ModelRepository
+from conch.gateway.ray.ingress import Ingress
+from conch.gateway.ray.model import ModelServer
+from conch.gateway.ray.multiplex import ModelGroup
+from conch.gateway.ray.options import DeploymentOptions, deployment_options
+from conch.gateway.ray.router import ROUTER_PATHS
+from conch.gateway.ray.settings import RaySettings
 
 
 def build(args: dict[str, Any]) -> serve.Application:

@@ -4,8 +4,8 @@ with the default repository on a 2-core machine never became ready. Refused here
 that fit."""
 from __future__ import annotations
 
-from gateway.ray.options import DeploymentOptions
-from gateway.ray.settings import RaySettings
+from conch.gateway.ray.options import DeploymentOptions
+from conch.gateway.ray.settings import RaySettings
 
 
 class FleetTooLarge(Exception):

@@ -17,12 +17,12 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.response_cache import open_cache
-from engine.engine import Engine
-from engine.repository import ModelConfig, ModelRepository
-from gateway.ray.model import replica_id
-from gateway.ray.remote import RemoteBackends, served_by
-from gateway.ray.settings import RaySettings
+from conch.engine.response_cache import open_cache
+from conch.engine.engine import Engine
+from conch.engine.repository import ModelConfig, ModelRepository
+from conch.gateway.ray.model import replica_id
+from conch.gateway.ray.remote import RemoteBackends, served_by
+from conch.gateway.ray.settings import RaySettings
 
 
 class FannedOutRepository(ModelRepository):
@@ -73,13 +73,13 @@ class Ingress:
         self.settings, self.handles = settings, handles
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
-        from agents.mcp import McpConfig
-        from gateway.aliases import ModelAliases
-        from gateway.app import build_app
-        from gateway.auth import Gate, KeyRing
-        from gateway.limits import open_limiter
-        from gateway.records import open_records
-        from gateway.state import Settings
+        from conch.agents.mcp import McpConfig
+        from conch.gateway.aliases import ModelAliases
+        from conch.gateway.app import build_app
+        from conch.gateway.auth import Gate, KeyRing
+        from conch.gateway.limits import open_limiter
+        from conch.gateway.records import open_records
+        from conch.gateway.state import Settings
 
         s = self.settings
         repository = FannedOutRepository(Path(s.repository) if s.repository else None, dict(s.max_replicas))

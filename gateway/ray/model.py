@@ -13,10 +13,10 @@ from typing import Any, AsyncIterator
 
 from ray import serve
 
-from engine.engine import Engine
-from engine.errors import EngineError
-from engine.repository import ModelRepository
-from engine.types import GenerationRequest
+from conch.engine.engine import Engine
+from conch.engine.errors import EngineError
+from conch.engine.repository import ModelRepository
+from conch.engine.types import GenerationRequest
 
 
 def replica_id() -> str:

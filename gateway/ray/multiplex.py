@@ -11,10 +11,10 @@ from typing import Any, AsyncIterator
 
 from ray import serve
 
-from engine.engine import Engine
-from engine.repository import ModelRepository
-from engine.types import GenerationRequest
-from gateway.ray.model import describe, replica_id, stream
+from conch.engine.engine import Engine
+from conch.engine.repository import ModelRepository
+from conch.engine.types import GenerationRequest
+from conch.gateway.ray.model import describe, replica_id, stream
 
 
 class Resident:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import InvalidRequest
-from engine.repository import ModelConfig
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository import ModelConfig
 
 _KEYS = frozenset({"num_replicas", "autoscaling_config", "ray_actor_options", "max_ongoing_requests",
                    "multiplex_group", "max_models_per_replica"})

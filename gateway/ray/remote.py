@@ -14,10 +14,10 @@ from ray.exceptions import RayActorError
 from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 
-from engine.backend import Backend, BackendStats, Capabilities
-from engine.errors import EngineError, ModelNotReady
-from engine.repository import ModelConfig
-from engine.types import GenerationDelta, GenerationRequest
+from conch.engine.backend import Backend, BackendStats, Capabilities
+from conch.engine.errors import EngineError, ModelNotReady
+from conch.engine.repository import ModelConfig
+from conch.engine.types import GenerationDelta, GenerationRequest
 
 # The replicas that served the current HTTP request, in order; gateway/ray/ingress.py puts a fresh list here
 # per request and writes it into the x-conch-replica header.

@@ -15,11 +15,11 @@ from typing import Any
 
 from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
 
-from engine.types import GenerationRequest
-from gateway.ray.affinity import TEXT_BLOCK, AffinityTable, block_keys, default_slack, rank
+from conch.engine.types import GenerationRequest
+from conch.gateway.ray.affinity import TEXT_BLOCK, AffinityTable, block_keys, default_slack, rank
 
-ROUTER_PATHS = {"affinity": "gateway.ray.router:SessionAffinityRouter",             # routing -> its class
-                "round-robin": "gateway.ray.router:RoundRobinRouter"}
+ROUTER_PATHS = {"affinity": "conch.gateway.ray.router:SessionAffinityRouter",             # routing -> its class
+                "round-robin": "conch.gateway.ray.router:RoundRobinRouter"}
 FORGET_S = 3600.0        # a request never reported complete (cancelled before it was sent) stops counting
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import ray
 from ray import serve
 
-from gateway.ray.app import application, model_options
-from gateway.ray.capacity import FleetTooLarge, check_fits
-from gateway.ray.settings import RaySettings
-from gateway.state import KEEP_ALIVE_S
+from conch.gateway.ray.app import application, model_options
+from conch.gateway.ray.capacity import FleetTooLarge, check_fits
+from conch.gateway.ray.settings import RaySettings
+from conch.gateway.state import KEEP_ALIVE_S
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import time
 import uuid
 from typing import Any
 
-from gateway.records.errors import RecordNotFound
-from gateway.records.store import RecordStore
+from conch.gateway.records.errors import RecordNotFound
+from conch.gateway.records.store import RecordStore
 
 KIND = "conversation"
 

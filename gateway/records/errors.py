@@ -6,7 +6,7 @@ in this process's memory and Redis cannot be asked right now.
 """
 from __future__ import annotations
 
-from gateway.errors import register_error
+from conch.gateway.errors import register_error
 
 
 class RecordNotFound(Exception):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from gateway.auth import Gate, current_key
+from conch.gateway.auth import Gate, current_key
 
 
 def caller(request: Request) -> tuple[str, bool]:

@@ -23,8 +23,8 @@ import logging
 import weakref
 from typing import Any
 
-from engine.response_cache.store import MemoryStore
-from gateway.records.errors import RecordNotFound, StoreUnavailable
+from conch.engine.response_cache.store import MemoryStore
+from conch.gateway.records.errors import RecordNotFound, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class RecordStore:
         self.ttl, self.prefix = ttl, prefix
         self.link = None
         if redis_url:
-            from engine.response_cache.redis_store import RedisLink
+            from conch.engine.response_cache.redis_store import RedisLink
 
             self.link = RedisLink(redis_url, timeout=timeout, pause=pause)
         self.degraded_writes = 0          # writes Redis refused, kept in memory only

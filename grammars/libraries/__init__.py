@@ -14,9 +14,9 @@ DEFAULT_LIBRARY = "llguidance"
 
 # name -> (adapter module, adapter class, pip extra that installs it)
 _REGISTRY: dict[str, tuple[str, str, str]] = {
-    "llguidance": ("grammars.libraries.llguidance", "LLGuidanceLibrary", "conch"),
-    "xgrammar": ("grammars.libraries.xgrammar", "XGrammarLibrary", "conch[xgrammar]"),
-    "outlines": ("grammars.libraries.outlines", "OutlinesLibrary", "conch"),
+    "llguidance": ("conch.grammars.libraries.llguidance", "LLGuidanceLibrary", "conch"),
+    "xgrammar": ("conch.grammars.libraries.xgrammar", "XGrammarLibrary", "conch[xgrammar]"),
+    "outlines": ("conch.grammars.libraries.outlines", "OutlinesLibrary", "conch"),
 }
 
 

@@ -15,10 +15,10 @@ from collections.abc import Callable
 import torch
 from transformers import AutoModelForCausalLM
 
-from engine.backends.transformers.llama import LlamaForward
-from engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
-from engine.backends.transformers.step import Span, Step
-from engine.weights import ensure_smollm2
+from conch.engine.backends.transformers.llama import LlamaForward
+from conch.engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
+from conch.engine.backends.transformers.step import Span, Step
+from conch.engine.weights import ensure_smollm2
 
 ROUNDS = 6
 

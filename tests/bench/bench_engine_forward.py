@@ -9,10 +9,10 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
-from engine.backends.transformers.llama import LlamaForward
-from engine.backends.transformers.step import Span, Step
-from engine.weights import ensure_smollm2
+from conch.engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
+from conch.engine.backends.transformers.llama import LlamaForward
+from conch.engine.backends.transformers.step import Span, Step
+from conch.engine.weights import ensure_smollm2
 
 CONTEXT, ROUNDS = 200, 4
 

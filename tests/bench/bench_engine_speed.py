@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 import openai
 
-from engine.weights import ensure_smollm2
+from conch.engine.weights import ensure_smollm2
 from tests.conftest import Server, free_port, start_server, wait_ready, write_repository
 
 TOPICS = ["the sea", "a robot", "autumn", "a city at night", "coffee", "mountains", "a lost key", "the moon"]

@@ -21,8 +21,8 @@ import httpx
 import psutil
 from hypothesis import given
 
-from engine.weights import DEFAULT_MODEL_ID
-from engine.weights.minilm import EMBEDDING_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights.minilm import EMBEDDING_MODEL_ID
 from tests.conftest import start_server, write_repository
 from tests.security import test_fuzz
 

@@ -28,7 +28,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
-from engine.weights import DEFAULT_MODEL_ID as MODEL
+from conch.engine.weights import DEFAULT_MODEL_ID as MODEL
 from tests.conftest import start_server, write_repository
 from tests.mcp_servers import start
 

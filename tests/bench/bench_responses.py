@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from engine.weights import DEFAULT_MODEL_ID as MODEL
+from conch.engine.weights import DEFAULT_MODEL_ID as MODEL
 from tests.conftest import start_server, write_repository
 
 CONCURRENCY = 8

@@ -123,9 +123,9 @@ def overhead_bench(tmp: Path) -> None:
 
 async def _inprocess_ms(on: bool, n: int = 400) -> float:
     """Milliseconds per request of the gateway alone: in process over ASGI, a fake backend, 8 tokens."""
-    from gateway.app import build_app
-    from gateway.auth import ApiKey, Gate, KeyRing
-    from gateway.limits import open_limiter
+    from conch.gateway.app import build_app
+    from conch.gateway.auth import ApiKey, Gate, KeyRing
+    from conch.gateway.limits import open_limiter
     from tests.serving_helpers import fake_engine
 
     gate = Gate(KeyRing([ApiKey(KEY, "bench", rpm=10**9, tpm=10**9)]), open_limiter("memory")) if on else None

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import openai
 
-from engine.backends.transformers.speculation import Speculation
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.backends.transformers.speculation import Speculation
+from conch.engine.weights import DEFAULT_MODEL_ID
 from tests.bench.agent_workloads import workloads
 from tests.conftest import start_inprocess, write_repository
 

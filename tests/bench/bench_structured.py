@@ -19,11 +19,11 @@ import statistics
 import time
 from typing import Iterator
 
-from engine.engine import Engine
-from engine.weights import DEFAULT_MODEL_ID
-from engine.repository import ModelRepository
-from engine.types import GenerationRequest, SamplingParams
-from grammars import GrammarCompiler, GrammarError, JsonSchema, TokenizerInfo, available_libraries
+from conch.engine.engine import Engine
+from conch.engine.weights import DEFAULT_MODEL_ID
+from conch.engine.repository import ModelRepository
+from conch.engine.types import GenerationRequest, SamplingParams
+from conch.grammars import GrammarCompiler, GrammarError, JsonSchema, TokenizerInfo, available_libraries
 from tests.grammars.schemas import SCHEMAS
 
 NEW_TOKENS = 48
@@ -64,7 +64,7 @@ async def _median_ttft(engine, prompts, grammar=None, runs: int = 5) -> float:
 
 
 def _chat(tokenizer, text: str, tools=None) -> list[int]:
-    from agents.tool_formats import DEFAULT_FORMAT, get_format
+    from conch.agents.tool_formats import DEFAULT_FORMAT, get_format
 
     messages = get_format(DEFAULT_FORMAT).prompt([{"role": "user", "content": text}], tools or [])
     prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -77,7 +77,7 @@ def _questions(tokenizer, tools=None) -> Iterator[list[int]]:
 
 
 def _twenty_tools():
-    from agents.tools import ToolFunction
+    from conch.agents.tools import ToolFunction
 
     return [ToolFunction(f"tool_{i}", f"Tool number {i}", {"type": "object", "properties": {
         "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}},
@@ -104,8 +104,8 @@ def compile_figures(tokenizer) -> None:
 
 
 async def _run() -> None:
-    from agents.tool_choice import DEFAULT_MAX_PARALLEL_TOOL_CALLS, ToolChoice
-    from agents.tool_formats import DEFAULT_FORMAT, get_format
+    from conch.agents.tool_choice import DEFAULT_MAX_PARALLEL_TOOL_CALLS, ToolChoice
+    from conch.agents.tool_formats import DEFAULT_FORMAT, get_format
 
     engine = Engine(ModelRepository())
     await engine.start()

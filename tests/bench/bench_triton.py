@@ -21,10 +21,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from engine.engine import Engine
-from engine.weights import DEFAULT_MODEL_ID
-from engine.repository import ModelRepository
-from engine.types import GenerationRequest, SamplingParams
+from conch.engine.engine import Engine
+from conch.engine.weights import DEFAULT_MODEL_ID
+from conch.engine.repository import ModelRepository
+from conch.engine.types import GenerationRequest, SamplingParams
 
 NEW_TOKENS, CONCURRENCY = 64, 16
 TOPICS = ["the sea", "a robot", "autumn", "a city at night", "coffee", "mountains", "a key", "the moon"]

@@ -92,7 +92,7 @@ def main() -> None:
     if importlib.util.find_spec("vllm") is None:
         print("vllm is not installed here: run `make bench-vllm` (it uses .venv-vllm)")
         return
-    from engine.weights import ensure_smollm2
+    from conch.engine.weights import ensure_smollm2
 
     folder = str(ensure_smollm2())
     with tempfile.TemporaryDirectory(prefix="conch-bench-vllm-") as tmp:

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.admission import QueueTimeout, Trace
-from engine.errors import Overloaded
-from engine.types import GenerationRequest, SamplingParams
+from conch.engine.admission import QueueTimeout, Trace
+from conch.engine.errors import Overloaded
+from conch.engine.types import GenerationRequest, SamplingParams
 from tests.conftest import start_server, write_repository
 from tests.serving_helpers import fake_engine
 

@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-import engine.engine as engine_module
-from engine.backend import Capabilities
-from engine.engine import Engine
-from engine.errors import InvalidRequest
-from engine.repository import ModelConfig, ModelRepository
-from engine.types import GenerationRequest, SamplingParams
+import conch.engine.engine as engine_module
+from conch.engine.backend import Capabilities
+from conch.engine.engine import Engine
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository import ModelConfig, ModelRepository
+from conch.engine.types import GenerationRequest, SamplingParams
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.repository.triton_keys import RateLimit
-from engine.resources import ResourceLimiter
+from conch.engine.repository.triton_keys import RateLimit
+from conch.engine.resources import ResourceLimiter
 
 
 def test_executions_sharing_a_resource_take_turns_by_priority():

@@ -7,7 +7,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from engine.weights.minilm import minilm_path
+from conch.engine.weights.minilm import minilm_path
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import httpx
 
-from engine.loaded_model import LoadedModel
-from engine.repository import ModelConfig
-from gateway.app import build_app
-from gateway.auth import ApiKey, Gate, KeyRing, bearer
-from gateway.limits import open_limiter
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.repository import ModelConfig
+from conch.gateway.app import build_app
+from conch.gateway.auth import ApiKey, Gate, KeyRing, bearer
+from conch.gateway.limits import open_limiter
 from tests.serving_helpers import FakeBackend, fake_engine
 
 KEYS = [ApiKey("sk-all", "all"), ApiKey("sk-m", "only-m", frozenset({"m"})),

@@ -52,6 +52,6 @@ def test_keep_alive_timeout_closes_idle_connections_after_it(servers):
 
 
 def test_a_negative_keep_alive_timeout_is_refused():
-    r = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--keep-alive-timeout", "-1"],
+    r = subprocess.run([sys.executable, "-m", "conch.gateway.cli", "serve", "--keep-alive-timeout", "-1"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "--keep-alive-timeout must be >= 0" in r.stderr

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.tool_choice import ToolChoice
-from agents.tool_formats import get_format
-from engine import RequestStatus
-from gateway.conversation import OutputReader
+from conch.agents.tool_choice import ToolChoice
+from conch.agents.tool_formats import get_format
+from conch.engine import RequestStatus
+from conch.gateway.conversation import OutputReader
 
 CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>'
 S = RequestStatus

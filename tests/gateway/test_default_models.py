@@ -6,8 +6,8 @@ import httpx
 import openai
 import pytest
 
-from engine.weights import DEFAULT_MODEL_ID
-from engine.weights.minilm import EMBEDDING_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights.minilm import EMBEDDING_MODEL_ID
 from tests.conftest import start_server
 
 

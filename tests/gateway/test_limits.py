@@ -6,10 +6,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from gateway.limits.bucket import MemoryBuckets, decide, refill
-from gateway.limits import LimiterUnavailable
-from gateway.limits.fallback import Fallback
-from gateway.limits.redis_buckets import RedisBuckets
+from conch.gateway.limits.bucket import MemoryBuckets, decide, refill
+from conch.gateway.limits import LimiterUnavailable
+from conch.gateway.limits.fallback import Fallback
+from conch.gateway.limits.redis_buckets import RedisBuckets
 from tests.conftest import start_server, write_repository
 from tests.serving_helpers import start_redis
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import yaml
 
-from gateway import cli
+from conch.gateway import cli
 from tests.conftest import start_server, write_repository
 
 
@@ -36,7 +36,7 @@ def test_bad_settings_stop_the_server_at_start(tmp_path, flags, message):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"servers": {"calc": {"url": "http://h/mcp", "token": "x"}}}))
     flags = [f.format(missing=tmp_path / "none.yaml", bad=bad) for f in flags]
-    done = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", *flags], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "conch.gateway.cli", "serve", *flags], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode != 0 and "MCP settings" in done.stderr and message in done.stderr
 
@@ -44,7 +44,7 @@ def test_bad_settings_stop_the_server_at_start(tmp_path, flags, message):
 def test_ray_carries_the_face_flags_to_its_ingress(tmp_path, monkeypatch):
     """`conch serve --ray` takes the MCP, alias and billing-header flags into RaySettings (each ingress replica
     builds its faces from them), and refuses a bad one before Ray starts."""
-    import gateway.ray.run as run
+    import conch.gateway.ray.run as run
 
     path = tmp_path / "mcp.yaml"
     path.write_text(yaml.safe_dump({"servers": {"calc": {"url": "http://127.0.0.1:9/mcp"}}}))
@@ -63,9 +63,9 @@ def test_ray_carries_the_face_flags_to_its_ingress(tmp_path, monkeypatch):
 
 
 def test_metrics_expose_mcp_calls(tmp_path):
-    from engine.engine import Engine
-    from engine.repository import ModelRepository
-    from gateway.metrics import Metrics
+    from conch.engine.engine import Engine
+    from conch.engine.repository import ModelRepository
+    from conch.gateway.metrics import Metrics
 
     metrics = Metrics(Engine(ModelRepository(tmp_path)))
     metrics.on_mcp_call("calc", "add", "ok", 0.02)

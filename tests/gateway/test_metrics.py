@@ -8,9 +8,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.app import build_app
-from gateway.auth import ApiKey, Gate, KeyRing
-from gateway.limits import open_limiter
+from conch.gateway.app import build_app
+from conch.gateway.auth import ApiKey, Gate, KeyRing
+from conch.gateway.limits import open_limiter
 from tests.conftest import start_server, write_repository
 from tests.serving_helpers import fake_engine
 

@@ -9,7 +9,7 @@ import httpx
 import jsonschema
 import pytest
 
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
 from tests.conftest import start_server, write_repository
 
 CHROMIUM = "/usr/bin/chromium"

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.app import build_app
+from conch.gateway.app import build_app
 from tests.serving_helpers import fake_engine
 
 MAX_TOKENS = 4

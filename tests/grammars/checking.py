@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonschema
 
-from grammars.schema_keywords import FORMATS
+from conch.grammars.schema_keywords import FORMATS
 
 FORMAT_CHECKER = jsonschema.FormatChecker(formats=sorted(FORMATS & set(jsonschema.FormatChecker.checkers)))
 

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import pytest
 
-from grammars import GrammarCompiler, TokenizerInfo, available_libraries
+from conch.grammars import GrammarCompiler, TokenizerInfo, available_libraries
 
 LIBRARIES = available_libraries()
 
@@ -19,7 +19,7 @@ LIBRARIES = available_libraries()
 def load_tokenizer():
     from transformers import AutoTokenizer
 
-    from engine.weights import ensure_smollm2
+    from conch.engine.weights import ensure_smollm2
 
     return AutoTokenizer.from_pretrained(ensure_smollm2())
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from grammars import GrammarError, JsonSchema, available_libraries, validate
+from conch.grammars import GrammarError, JsonSchema, available_libraries, validate
 
 from .checking import validate_output
 from .conftest import load_compiler, load_info

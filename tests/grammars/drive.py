@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from grammars import CompiledGrammar, TokenizerInfo, allocate_bitmask
+from conch.grammars import CompiledGrammar, TokenizerInfo, allocate_bitmask
 
 _CLOSING = (b'"', b"}", b"]", b"@")
 CLOSE_BIAS = 0.5  # chance per step of drawing among "closing" tokens, so unbounded outputs end too

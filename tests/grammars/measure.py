@@ -15,8 +15,8 @@ import statistics
 import sys
 import time
 
-from grammars import GrammarCompiler, GrammarError, JsonSchema, allocate_bitmask, available_libraries, validate
-from grammars.schema_check import prepared_schema
+from conch.grammars import GrammarCompiler, GrammarError, JsonSchema, allocate_bitmask, available_libraries, validate
+from conch.grammars.schema_check import prepared_schema
 
 from .conftest import load_info
 from .drive import allowed_ids

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grammars import allocate_bitmask, apply_bitmask
-from grammars.bitmask import allowed_tokens, bitmask_width, set_tokens, unpack_bitmask, vocabulary_row
+from conch.grammars import allocate_bitmask, apply_bitmask
+from conch.grammars.bitmask import allowed_tokens, bitmask_width, set_tokens, unpack_bitmask, vocabulary_row
 
 
 def test_allocate_allows_exactly_the_vocabulary():

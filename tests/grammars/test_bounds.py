@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from grammars import GenerationBounds, GrammarCompiler, JsonSchema
-from grammars.libraries import library_class
-from grammars.lowering import lower
+from conch.grammars import GenerationBounds, GrammarCompiler, JsonSchema
+from conch.grammars.libraries import library_class
+from conch.grammars.lowering import lower
 
 from .checking import parse_unique, validate_output
 from .conftest import load_info
@@ -120,8 +120,8 @@ def test_random_walks_end_with_only_declared_keys_once(library):
 
 
 def test_model_config_sets_the_bounds():
-    from engine.errors import InvalidRequest
-    from engine.repository.config import ModelConfig
+    from conch.engine.errors import InvalidRequest
+    from conch.engine.repository.config import ModelConfig
 
     config = ModelConfig.from_mapping("m", {"grammar_bounds": {"max_string_length": 32, "max_items": None}})
     assert config.grammar_bounds == GenerationBounds(max_string_length=32, max_items=None)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from grammars.cache import LRUCache
+from conch.grammars.cache import LRUCache
 
 
 def test_hits_return_the_same_object_and_count():

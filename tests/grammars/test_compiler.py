@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from grammars import GrammarError, JsonObject, JsonSchema, Regex
+from conch.grammars import GrammarError, JsonObject, JsonSchema, Regex
 
 
 def test_cache_hit_returns_the_same_object(compiler):
@@ -28,7 +28,7 @@ def test_compiled_grammar_records_its_origin(compiler, info, library):
 def test_compile_seconds_is_the_wall_time_of_the_library_s_build(compiler, monkeypatch):
     ticks = iter([100.0, 100.25])            # the build's start and end, on a clock only the build reads
     clock = types.SimpleNamespace(perf_counter=lambda: next(ticks))
-    monkeypatch.setattr(importlib.import_module("grammars.libraries.base"), "time", clock)
+    monkeypatch.setattr(importlib.import_module("conch.grammars.libraries.base"), "time", clock)
     grammar = compiler.compile(Regex("[0-9]{3}-seconds"))     # a spec no other test compiles: a cache miss
     assert grammar.compile_seconds == 0.25
 
@@ -43,7 +43,7 @@ def test_compile_refuses_what_the_library_refuses(compiler, monkeypatch):
     """Overlapping oneOf branches pass the neutral checks and are refused by llguidance's converter: by its
     check where the library's build would not refuse them, by the build itself for llguidance (not asked
     twice: its check is never called while compiling)."""
-    from grammars.libraries.llguidance import LLGuidanceLibrary
+    from conch.grammars.libraries.llguidance import LLGuidanceLibrary
 
     def not_called(cls, spec):
         raise AssertionError("llguidance's check called while compiling for llguidance")

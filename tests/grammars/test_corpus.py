@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from grammars.dialects import dialect_of
-from grammars.libraries import DEFAULT_LIBRARY
-from grammars.schema_keywords import REFUSED
+from conch.grammars.dialects import dialect_of
+from conch.grammars.libraries import DEFAULT_LIBRARY
+from conch.grammars.schema_keywords import REFUSED
 
 from .conftest import LIBRARIES
 from .corpus import corpus, survey

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from grammars import GrammarError, JsonSchema, validate
-from grammars.schema_check import prepared_schema
+from conch.grammars import GrammarError, JsonSchema, validate
+from conch.grammars.schema_check import prepared_schema
 
 D4, D6, D7 = ("http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-06/schema#",
               "http://json-schema.org/draft-07/schema")

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from grammars import GrammarError
-from grammars.lowering import choice_regex, escape_regex
-from grammars.regex_check import check_regex, may_produce
-from grammars.schema_walk import is_recursive, iter_nodes, resolve_ref
+from conch.grammars import GrammarError
+from conch.grammars.lowering import choice_regex, escape_regex
+from conch.grammars.regex_check import check_regex, may_produce
+from conch.grammars.schema_walk import is_recursive, iter_nodes, resolve_ref
 
 JSON_UNSAFE = '"\\' + "".join(chr(c) for c in range(32))
 

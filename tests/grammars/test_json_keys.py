@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 
-from grammars import GenerationBounds, GrammarCompiler, JsonObject, JsonSchema, allocate_bitmask
+from conch.grammars import GenerationBounds, GrammarCompiler, JsonObject, JsonSchema, allocate_bitmask
 
 from .checking import parse_unique
 from .conftest import load_info

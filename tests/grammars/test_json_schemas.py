@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from grammars import GrammarError, JsonSchema, validate
-from grammars.libraries import DEFAULT_LIBRARY
+from conch.grammars import GrammarError, JsonSchema, validate
+from conch.grammars.libraries import DEFAULT_LIBRARY
 
 from .checking import validate_output
 from .conftest import LIBRARIES, load_compiler

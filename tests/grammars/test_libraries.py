@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from grammars import available_libraries
-from grammars.libraries import DEFAULT_LIBRARY, library_class, library_names
+from conch.grammars import available_libraries
+from conch.grammars.libraries import DEFAULT_LIBRARY, library_class, library_names
 
 
 def test_registry_knows_three_and_the_default_is_installed():

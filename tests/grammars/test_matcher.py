@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from grammars import Choice, Grammar, GrammarError, JsonSchema, Regex, allocate_bitmask
-from grammars.bitmask import allowed_tokens
+from conch.grammars import Choice, Grammar, GrammarError, JsonSchema, Regex, allocate_bitmask
+from conch.grammars.bitmask import allowed_tokens
 
 from .drive import random_walk
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from grammars import Choice, Grammar, JsonObject, JsonSchema, Regex
+from conch.grammars import Choice, Grammar, JsonObject, JsonSchema, Regex
 
 
 def test_json_schema_is_canonical_and_keeps_key_order():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import llguidance.hf
 import pytest
 
-from grammars import TokenizerInfo
+from conch.grammars import TokenizerInfo
 
 
 def test_smollm2_facts(info):

@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from grammars import Choice, Grammar, GrammarError, JsonObject, JsonSchema, Regex, validate
-from grammars.cache import LRUCache
-from grammars.lowering import lower
-from grammars.schema_check import prepared_schema
+from conch.grammars import Choice, Grammar, GrammarError, JsonObject, JsonSchema, Regex, validate
+from conch.grammars.cache import LRUCache
+from conch.grammars.lowering import lower
+from conch.grammars.schema_check import prepared_schema
 
 from .conftest import LIBRARIES
 from .schemas import SCHEMAS
 
-validate_module = importlib.import_module("grammars.validate")   # the package's `validate` is the function
+validate_module = importlib.import_module("conch.grammars.validate")   # the package's `validate` is the function
 
 UNSUPPORTED = {
     "not": {"not": {"type": "string"}},

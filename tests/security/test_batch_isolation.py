@@ -15,11 +15,11 @@ import pytest
 import torch
 from openai import AsyncOpenAI
 
-from engine.backends.transformers.sampler import Sampler
-from engine.backends.transformers.scheduler import Scheduler
+from conch.engine.backends.transformers.sampler import Sampler
+from conch.engine.backends.transformers.scheduler import Scheduler
 from tests.engine.backends.transformers.fake_runner import FakeRunner
-from engine.backends.transformers.sequence import Sequence
-from engine.types import GenerationRequest, RequestStatus, SamplingParams
+from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.types import GenerationRequest, RequestStatus, SamplingParams
 from tests.conftest import start_server, write_repository
 
 STREAM_TOKENS = 160

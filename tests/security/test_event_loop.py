@@ -78,7 +78,7 @@ def test_health_and_a_normal_request_answer_beside_huge_prompts_and_a_flood(serv
 
 
 def test_tools_are_checked_off_the_event_loop(tmp_path, monkeypatch):
-    import gateway.conversation.tools as tools_module
+    import conch.gateway.conversation.tools as tools_module
 
     checked_on: list[threading.Thread] = []
     check = tools_module.validate

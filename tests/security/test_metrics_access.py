@@ -48,8 +48,8 @@ def test_the_metrics_port_serves_without_a_key(server):
 
 
 async def test_with_no_metrics_key_the_api_port_refuses_everyone():
-    from gateway.app import build_app
-    from gateway.auth import ApiKey, Gate, KeyRing
+    from conch.gateway.app import build_app
+    from conch.gateway.auth import ApiKey, Gate, KeyRing
     from tests.serving_helpers import fake_engine
 
     app = build_app(fake_engine(), gate=Gate(KeyRing([ApiKey("sk-user")])))

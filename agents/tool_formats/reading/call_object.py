@@ -15,9 +15,9 @@ import enum
 import json
 import re
 
-from agents.tool_formats.reading.json_reader import JsonReader, canonical_object
-from agents.tool_formats.reading.call_sink import CallSink
-from agents.tool_formats.reading.reader import Reader, run_end
+from conch.agents.tool_formats.reading.json_reader import JsonReader, canonical_object
+from conch.agents.tool_formats.reading.call_sink import CallSink
+from conch.agents.tool_formats.reading.reader import Reader, run_end
 
 ARGUMENT_KEYS = frozenset({"arguments", "parameters"})
 _WS_RUN = re.compile(r"[ \t\n\r]*")

@@ -12,7 +12,7 @@ to the call's canonical arguments; every delta goes, in order, onto the shared `
 """
 from __future__ import annotations
 
-from agents.tools.types import StreamEvent, ToolCallDelta, new_call_id
+from conch.agents.tools.types import StreamEvent, ToolCallDelta, new_call_id
 
 
 class CallSink:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import enum
 import re
 
-from agents.tools.canonical import encode_string_body
-from agents.tool_formats.reading.reader import Reader, run_end
+from conch.agents.tools.canonical import encode_string_body
+from conch.agents.tool_formats.reading.reader import Reader, run_end
 
 MAX_DEPTH = 128
 _WS_RUN = re.compile(r"[ \t\n\r]*")

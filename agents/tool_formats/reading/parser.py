@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from agents.tools.assemble import assemble
-from agents.tool_formats.reading.call_object import CallObjectReader
-from agents.tool_formats.reading.call_sink import CallSink
-from agents.tool_formats.reading.content import WHITESPACE, find_marker, held_from, skip_whitespace
-from agents.tools.types import ContentDelta, ParsedOutput, StreamEvent, ToolCallDelta
+from conch.agents.tools.assemble import assemble
+from conch.agents.tool_formats.reading.call_object import CallObjectReader
+from conch.agents.tool_formats.reading.call_sink import CallSink
+from conch.agents.tool_formats.reading.content import WHITESPACE, find_marker, held_from, skip_whitespace
+from conch.agents.tools.types import ContentDelta, ParsedOutput, StreamEvent, ToolCallDelta
 
 State = Callable[[], bool]
 

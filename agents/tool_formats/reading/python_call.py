@@ -13,8 +13,8 @@ import enum
 import re
 from typing import Any
 
-from agents.tools.canonical import dumps
-from agents.tool_formats.reading.reader import Reader, run_end
+from conch.agents.tools.canonical import dumps
+from conch.agents.tool_formats.reading.reader import Reader, run_end
 
 _BODY_RUN = re.compile(r"""[^'"()\[\]{}#\\]+""")
 _STRING_RUN = re.compile(r"""[^'"\\]+""")

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, AsyncGenerator, Sequence
 
 import numpy as np
 
-from engine.backend import BackendStats, Capabilities
-from engine.backends.dynamic_batcher import DynamicBatcher
-from engine.errors import InvalidRequest, ModelNotReady
-from engine.params.kinds import read_int, short_repr
-from engine.repository.config import ModelConfig
-from engine.tensors.contract import EMBEDDING_INPUTS, EMBEDDING_OUTPUTS
-from engine.tensors.interface import InferRequest, Tensors, check_inputs, datatype_of
+from conch.engine.backend import BackendStats, Capabilities
+from conch.engine.backends.dynamic_batcher import DynamicBatcher
+from conch.engine.errors import InvalidRequest, ModelNotReady
+from conch.engine.params.kinds import read_int, short_repr
+from conch.engine.repository.config import ModelConfig
+from conch.engine.tensors.contract import EMBEDDING_INPUTS, EMBEDDING_OUTPUTS
+from conch.engine.tensors.interface import InferRequest, Tensors, check_inputs, datatype_of
 
 if TYPE_CHECKING:
-    from engine.backends.embedding.encoder import Encoder
+    from conch.engine.backends.embedding.encoder import Encoder
 
 Row = tuple[int, ...]
 
@@ -40,7 +40,7 @@ class EmbeddingBackend:
         self.inputs, self.outputs = EMBEDDING_INPUTS, EMBEDDING_OUTPUTS
 
     async def start(self) -> None:
-        from engine.backends.embedding.encoder import Encoder
+        from conch.engine.backends.embedding.encoder import Encoder
 
         self.encoder = encoder = await asyncio.to_thread(Encoder, self.config)
         self._specials = _special_tokens(encoder.tokenizer)

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.weights.folder import weights_folder
-from engine.errors import BackendUnavailable
-from engine.repository.config import ModelConfig
+from conch.engine.weights.folder import weights_folder
+from conch.engine.errors import BackendUnavailable
+from conch.engine.repository.config import ModelConfig
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
 POOLINGS = ("mean", "cls")

@@ -7,17 +7,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import AsyncGenerator
 
-from engine.backend import BackendStats, Capabilities
-from engine.engine import Engine
-from engine.backends.ensemble.generation import TextPipeline, text_plan
-from engine.backends.ensemble.graph import plan
-from engine.backends.ensemble.run import run_steps
-from engine.errors import BackendUnavailable, InvalidRequest, ModelNotFound, ModelNotReady
-from engine.loaded_model import LoadedModel
-from engine.repository.config import ModelConfig
-from engine.repository.specs import EnsembleStep
-from engine.tensors.interface import InferRequest, Tensors, check_inputs
-from engine.types import GenerationDelta, GenerationRequest
+from conch.engine.backend import BackendStats, Capabilities
+from conch.engine.engine import Engine
+from conch.engine.backends.ensemble.generation import TextPipeline, text_plan
+from conch.engine.backends.ensemble.graph import plan
+from conch.engine.backends.ensemble.run import run_steps
+from conch.engine.errors import BackendUnavailable, InvalidRequest, ModelNotFound, ModelNotReady
+from conch.engine.loaded_model import LoadedModel
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.specs import EnsembleStep
+from conch.engine.tensors.interface import InferRequest, Tensors, check_inputs
+from conch.engine.types import GenerationDelta, GenerationRequest
 
 
 class EnsembleBackend:

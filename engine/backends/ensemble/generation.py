@@ -21,14 +21,14 @@ from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import AsyncGenerator, AsyncIterator, Callable
 
-from engine.engine import Engine
-from engine.backends.ensemble.run import run_steps
-from engine.errors import InvalidRequest
-from engine.repository.config import ModelConfig
-from engine.repository.specs import EnsembleStep
-from engine.tensors.interface import InferenceError, InferRequest, Tensors, bytes_tensor, first_string
-from engine.tensors.llm import ALL_FLAGS, llm_outputs
-from engine.types import GenerationDelta, GenerationRequest
+from conch.engine.engine import Engine
+from conch.engine.backends.ensemble.run import run_steps
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.specs import EnsembleStep
+from conch.engine.tensors.interface import InferenceError, InferRequest, Tensors, bytes_tensor, first_string
+from conch.engine.tensors.llm import ALL_FLAGS, llm_outputs
+from conch.engine.types import GenerationDelta, GenerationRequest
 
 
 @dataclass(frozen=True)

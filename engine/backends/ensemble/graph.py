@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from engine.errors import EngineError, InvalidRequest
-from engine.repository.config import ModelConfig
-from engine.repository.specs import EnsembleStep
-from engine.tensors.contract import tensor_interface
+from conch.engine.errors import EngineError, InvalidRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.specs import EnsembleStep
+from conch.engine.tensors.contract import tensor_interface
 
 Lookup = Callable[[str], ModelConfig]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import AsyncGenerator
 
-from engine.engine import Engine
-from engine.repository.specs import EnsembleStep
-from engine.tensors.interface import InferRequest, Tensors
-from engine.tensors.llm import tensor_model
+from conch.engine.engine import Engine
+from conch.engine.repository.specs import EnsembleStep
+from conch.engine.tensors.interface import InferRequest, Tensors
+from conch.engine.tensors.llm import tensor_model
 
 
 async def run_steps(engine: Engine, steps: tuple[EnsembleStep, ...], tensors: Tensors, request: InferRequest,

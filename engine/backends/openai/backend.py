@@ -16,14 +16,14 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import Any, AsyncGenerator, Callable, Sequence
 
-from engine.backend import BackendStats, Capabilities
-from engine.backends.openai.client import engine_error, make_client
-from engine.backends.openai.convert import StreamState, upstream_kwargs
-from engine.backends.openai.counting import open_tokenizer
-from engine.backends.openai.deployments import Deployment, Router
-from engine.errors import BackendUnavailable, EngineError, UpstreamError
-from engine.repository.config import ModelConfig
-from engine.types import GenerationDelta, GenerationRequest
+from conch.engine.backend import BackendStats, Capabilities
+from conch.engine.backends.openai.client import engine_error, make_client
+from conch.engine.backends.openai.convert import StreamState, upstream_kwargs
+from conch.engine.backends.openai.counting import open_tokenizer
+from conch.engine.backends.openai.deployments import Deployment, Router
+from conch.engine.errors import BackendUnavailable, EngineError, UpstreamError
+from conch.engine.repository.config import ModelConfig
+from conch.engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
 

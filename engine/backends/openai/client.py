@@ -8,8 +8,8 @@ import os
 
 import openai
 
-from engine.errors import EngineError, InvalidRequest, UpstreamError, UpstreamRateLimited, UpstreamTimeout
-from engine.repository.upstream import RouteConfig, UpstreamConfig
+from conch.engine.errors import EngineError, InvalidRequest, UpstreamError, UpstreamRateLimited, UpstreamTimeout
+from conch.engine.repository.upstream import RouteConfig, UpstreamConfig
 
 try:                                   # the HTTP library the openai SDK is built on (httpx2 from openai 3)
     import httpx2 as _http

@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.errors import InvalidRequest
-from engine.repository.upstream import UpstreamConfig
-from engine.types import GenerationDelta, GenerationRequest, RequestStatus, Usage
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.upstream import UpstreamConfig
+from conch.engine.types import GenerationDelta, GenerationRequest, RequestStatus, Usage
 
 _FINISH = {"stop": RequestStatus.FINISHED_STOPPED, "length": RequestStatus.FINISHED_LENGTH,
            "tool_calls": RequestStatus.FINISHED_STOPPED, "function_call": RequestStatus.FINISHED_STOPPED,

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import tiktoken
 
-from engine.errors import BackendUnavailable
+from conch.engine.errors import BackendUnavailable
 
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 
@@ -83,7 +83,7 @@ def open_tokenizer(source: str | None, encoding: str):
     from transformers import AutoTokenizer
 
     if source.startswith("builtin:"):                 # a built-in model's folder (built once, cached)
-        from engine.weights import ensure_smollm2, ensure_tiny_model
+        from conch.engine.weights import ensure_smollm2, ensure_tiny_model
 
         builders = {"smollm2": ensure_smollm2, "tiny": ensure_tiny_model}
         builder = builders.get(source.removeprefix("builtin:"))

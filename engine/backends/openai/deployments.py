@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.repository.upstream import RouteConfig, UpstreamConfig
+from conch.engine.repository.upstream import RouteConfig, UpstreamConfig
 
 
 @dataclass

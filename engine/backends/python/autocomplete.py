@@ -6,10 +6,10 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from engine.backends.python.tensor import TritonModelException
-from engine.repository.config import ModelConfig
-from engine.repository.pbtxt import from_json, to_conch
-from engine.tensors.triton_config import to_triton
+from conch.engine.backends.python.tensor import TritonModelException
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.pbtxt import from_json, to_conch
+from conch.engine.tensors.triton_config import to_triton
 
 
 class AutoCompleteModelConfig:

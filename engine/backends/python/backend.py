@@ -25,22 +25,22 @@ from typing import Any, AsyncGenerator
 
 from google.protobuf import json_format
 
-from engine.backend import BackendStats, Capabilities
-from engine.backends.python import bls
-from engine.backends.dynamic_batcher import DynamicBatcher
-from engine.backends.python import utils as pb_utils
-from engine.backends.python.autocomplete import auto_complete
-from engine.backends.python.environment import import_paths, importing
-from engine.backends.python.instances import InstancePool
-from engine.backends.python.sequences import Sequences
-from engine.backends.python.messages import (TRITONSERVER_RESPONSE_COMPLETE_FINAL, InferenceRequest,
+from conch.engine.backend import BackendStats, Capabilities
+from conch.engine.backends.python import bls
+from conch.engine.backends.dynamic_batcher import DynamicBatcher
+from conch.engine.backends.python import utils as pb_utils
+from conch.engine.backends.python.autocomplete import auto_complete
+from conch.engine.backends.python.environment import import_paths, importing
+from conch.engine.backends.python.instances import InstancePool
+from conch.engine.backends.python.sequences import Sequences
+from conch.engine.backends.python.messages import (TRITONSERVER_RESPONSE_COMPLETE_FINAL, InferenceRequest,
                                              InferenceResponse, InferenceResponseSender, TritonError)
-from engine.engine import Engine
-from engine.errors import BackendUnavailable, InvalidRequest
-from engine.repository.config import ModelConfig
-from engine.tensors.contract import batches
-from engine.tensors.interface import InferenceError, InferRequest, Tensors, check_inputs
-from engine.tensors.triton_config import to_triton
+from conch.engine.engine import Engine
+from conch.engine.errors import BackendUnavailable, InvalidRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.tensors.contract import batches
+from conch.engine.tensors.interface import InferenceError, InferRequest, Tensors, check_inputs
+from conch.engine.tensors.triton_config import to_triton
 
 sys.modules.setdefault("triton_python_backend_utils", pb_utils)
 

@@ -14,12 +14,12 @@ import threading
 import uuid
 from typing import AsyncGenerator, AsyncIterator, Iterator
 
-from engine.backends.python.messages import InferenceRequest, InferenceResponse, TritonError, set_runner
-from engine.backends.python.tensor import Tensor, TritonModelException
-from engine.engine import Engine
-from engine.errors import EngineError, InvalidRequest
-from engine.tensors.interface import InferRequest, Tensors
-from engine.tensors.llm import tensor_model
+from conch.engine.backends.python.messages import InferenceRequest, InferenceResponse, TritonError, set_runner
+from conch.engine.backends.python.tensor import Tensor, TritonModelException
+from conch.engine.engine import Engine
+from conch.engine.errors import EngineError, InvalidRequest
+from conch.engine.tensors.interface import InferRequest, Tensors
+from conch.engine.tensors.llm import tensor_model
 
 _DONE = object()
 

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from engine.errors import BackendUnavailable
-from engine.repository.config import ModelConfig
+from conch.engine.errors import BackendUnavailable
+from conch.engine.repository.config import ModelConfig
 
 ENV_KEY = "EXECUTION_ENV_PATH"
 

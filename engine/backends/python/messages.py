@@ -11,7 +11,7 @@ import json
 import threading
 from typing import Any, Callable, Protocol
 
-from engine.backends.python.tensor import Tensor, TritonModelException
+from conch.engine.backends.python.tensor import Tensor, TritonModelException
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1

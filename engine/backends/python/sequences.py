@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import InvalidRequest
-from engine.repository.sequence import SequenceBatching
-from engine.tensors.interface import Tensors
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.sequence import SequenceBatching
+from conch.engine.tensors.interface import Tensors
 
 
 @dataclass

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.backends.python.logger import Logger, LogLevel
-from engine.backends.python.messages import (TRITONSERVER_REQUEST_FLAG_SEQUENCE_END,
+from conch.engine.backends.python.logger import Logger, LogLevel
+from conch.engine.backends.python.messages import (TRITONSERVER_REQUEST_FLAG_SEQUENCE_END,
                                              TRITONSERVER_REQUEST_FLAG_SEQUENCE_START,
                                              TRITONSERVER_RESPONSE_COMPLETE_FINAL, InferenceRequest,
                                              InferenceResponse, InferenceResponseSender, TritonError)
-from engine.backends.python.tensor import Tensor, TritonModelException
-from engine.tensors.interface import NUMPY_DTYPES
+from conch.engine.backends.python.tensor import Tensor, TritonModelException
+from conch.engine.tensors.interface import NUMPY_DTYPES
 
 __all__ = ["Logger", "LogLevel", "InferenceRequest", "InferenceResponse", "InferenceResponseSender", "Tensor",
            "TritonError", "TritonModelException", "TRITONSERVER_RESPONSE_COMPLETE_FINAL",

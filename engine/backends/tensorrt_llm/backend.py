@@ -15,12 +15,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
-from engine.backend import BackendStats, Capabilities
-from engine.backends.tensorrt_llm.mapping import TRTRequest, llm_kwargs, to_trt_request
-from engine.backends.tensorrt_llm.outputs import aborted_delta, choice_delta, stats_from_iteration
-from engine.errors import BackendUnavailable
-from engine.repository.config import ModelConfig
-from engine.types import GenerationDelta, GenerationRequest
+from conch.engine.backend import BackendStats, Capabilities
+from conch.engine.backends.tensorrt_llm.mapping import TRTRequest, llm_kwargs, to_trt_request
+from conch.engine.backends.tensorrt_llm.outputs import aborted_delta, choice_delta, stats_from_iteration
+from conch.engine.errors import BackendUnavailable
+from conch.engine.repository.config import ModelConfig
+from conch.engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
 _STATS_PERIOD = 1.0          # seconds between two reads of the iteration stats
@@ -64,7 +64,7 @@ class TensorRTLLMBackend:
     async def start(self) -> None:
         from transformers import AutoTokenizer
 
-        from engine.weights.folder import weights_folder
+        from conch.engine.weights.folder import weights_folder
 
         kwargs = {**llm_kwargs(self.config, weights_folder(self.config)), "guided_decoding_backend": "xgrammar"}
         if "kv_cache_config" in kwargs:
@@ -105,7 +105,7 @@ class TensorRTLLMBackend:
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
         trt = to_trt_request(request)
         if request.grammar is not None:
-            from grammars import validate
+            from conch.grammars import validate
 
             validate(request.grammar, "xgrammar", self.config.grammar_bounds)   # a 400 for what it cannot enforce
         result = self._llm.generate_async(list(trt.prompt_token_ids), sampling_params=self._params(trt),

@@ -11,10 +11,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.errors import InvalidRequest
-from engine.repository.config import ModelConfig
-from engine.types import GenerationRequest, SamplingParams
-from grammars import Choice, Grammar, JsonObject, JsonSchema, Regex
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.types import GenerationRequest, SamplingParams
+from conch.grammars import Choice, Grammar, JsonObject, JsonSchema, Regex
 
 # Triton's tensorrtllm model parameters (config.pbtxt) -> where they go in LLM(...) / its KvCacheConfig.
 _TRITON_KV: dict[str, tuple[str, Callable[[Any], Any]]] = {

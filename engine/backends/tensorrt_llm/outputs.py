@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.backend import BackendStats
-from engine.types import GenerationDelta, PositionLogprobs, RequestStatus, TokenLogprob, Usage
+from conch.engine.backend import BackendStats
+from conch.engine.types import GenerationDelta, PositionLogprobs, RequestStatus, TokenLogprob, Usage
 
 _FINISH = {"stop": RequestStatus.FINISHED_STOPPED, "length": RequestStatus.FINISHED_LENGTH,
            "cancelled": RequestStatus.FINISHED_ABORTED, "timeout": RequestStatus.FINISHED_ABORTED}

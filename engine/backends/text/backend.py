@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, AsyncGenerator
 
 import numpy as np
 
-from engine.backend import BackendStats, Capabilities
-from engine.errors import ModelNotReady
-from engine.repository.config import ModelConfig
-from engine.tensors.contract import tensor_interface
-from engine.tensors.interface import InferRequest, Tensors, bytes_tensor, check_inputs, first_string
+from conch.engine.backend import BackendStats, Capabilities
+from conch.engine.errors import ModelNotReady
+from conch.engine.repository.config import ModelConfig
+from conch.engine.tensors.contract import tensor_interface
+from conch.engine.tensors.interface import InferRequest, Tensors, bytes_tensor, check_inputs, first_string
 
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class _TextModel:
     async def start(self) -> None:
         from transformers import AutoTokenizer
 
-        from engine.weights.folder import weights_folder
+        from conch.engine.weights.folder import weights_folder
 
         source = self.config.resolve(self.config.tokenizer) if self.config.tokenizer else weights_folder(self.config)
         self.tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, source)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from engine.backends.transformers.kernels import Kernels
-from engine.backends.transformers.slot_store import SlotKVStore
-from engine.backends.transformers.step import Step
+from conch.engine.backends.transformers.kernels import Kernels
+from conch.engine.backends.transformers.slot_store import SlotKVStore
+from conch.engine.backends.transformers.step import Step
 
 
 class Attention:

@@ -21,25 +21,25 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import torch
 
-from engine.backend import BackendStats, Capabilities
-from engine.errors import BackendUnavailable
-from engine.backends.transformers import llama, loader
-from engine.backends.transformers.flat_runner import FlatRunner
-from engine.backends.transformers.hf_runner import HFRunner
-from engine.backends.transformers.slot_store import StorePolicy
-from engine.backends.transformers.prefix_cache import PrefixCache
-from engine.backends.transformers.prompt_logprobs import prompt_deltas, prompt_logprobs
-from engine.backends.transformers.runner import Runner
-from engine.backends.transformers.sampler import Sampler
-from engine.backends.transformers.scheduler import Scheduler
-from engine.backends.transformers.sequence import Sequence
-from engine.backends.transformers.speculation import Speculation
-from engine.pipeline.length_bound import max_token_span
-from engine.repository.config import ModelConfig
-from engine.types import GenerationDelta, GenerationRequest
+from conch.engine.backend import BackendStats, Capabilities
+from conch.engine.errors import BackendUnavailable
+from conch.engine.backends.transformers import llama, loader
+from conch.engine.backends.transformers.flat_runner import FlatRunner
+from conch.engine.backends.transformers.hf_runner import HFRunner
+from conch.engine.backends.transformers.slot_store import StorePolicy
+from conch.engine.backends.transformers.prefix_cache import PrefixCache
+from conch.engine.backends.transformers.prompt_logprobs import prompt_deltas, prompt_logprobs
+from conch.engine.backends.transformers.runner import Runner
+from conch.engine.backends.transformers.sampler import Sampler
+from conch.engine.backends.transformers.scheduler import Scheduler
+from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.backends.transformers.speculation import Speculation
+from conch.engine.pipeline.length_bound import max_token_span
+from conch.engine.repository.config import ModelConfig
+from conch.engine.types import GenerationDelta, GenerationRequest
 
 if TYPE_CHECKING:
-    from grammars import GrammarCompiler
+    from conch.grammars import GrammarCompiler
 
 log = logging.getLogger(__name__)
 MAX_FAILED_STEPS = 3          # steps that fail in a row before the engine thread gives up (fails all, stops)
@@ -182,7 +182,7 @@ class TransformersBackend:
 
     async def _compile(self, spec):
         if self._grammars is None:
-            from grammars import GrammarCompiler, TokenizerInfo
+            from conch.grammars import GrammarCompiler, TokenizerInfo
 
             self._grammars = GrammarCompiler(TokenizerInfo.from_hf(self.tokenizer), bounds=self.config.grammar_bounds)
         return await self._grammars.compile_async(spec)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.backends.transformers.sequence import Sequence
+from conch.engine.backends.transformers.sequence import Sequence
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,13 @@ from typing import Any
 
 import torch
 
-from engine.backends.transformers.batch import Batch
-from engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
-from engine.backends.transformers.llama import LlamaForward
-from engine.backends.transformers.prefix_cache import PrefixCache
-from engine.backends.transformers.sequence import Sequence
-from engine.backends.transformers.step import Span, Step
-from engine.errors import BackendUnavailable
+from conch.engine.backends.transformers.batch import Batch
+from conch.engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
+from conch.engine.backends.transformers.llama import LlamaForward
+from conch.engine.backends.transformers.prefix_cache import PrefixCache
+from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.backends.transformers.step import Span, Step
+from conch.engine.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ import inspect
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from engine.backends.transformers.batch import Batch
-from engine.backends.transformers.padded_kv import PaddedKV, kv, layers
-from engine.backends.transformers.prefix_cache import PrefixCache
-from engine.backends.transformers.sequence import Sequence
+from conch.engine.backends.transformers.batch import Batch
+from conch.engine.backends.transformers.padded_kv import PaddedKV, kv, layers
+from conch.engine.backends.transformers.prefix_cache import PrefixCache
+from conch.engine.backends.transformers.sequence import Sequence
 
 
 class HFRunner:

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from engine.backends.transformers import native
+from conch.engine.backends.transformers import native
 
 
 @dataclass(frozen=True)

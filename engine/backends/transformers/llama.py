@@ -14,12 +14,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from engine.backends.transformers.attention import Attention
-from engine.backends.transformers.kernels import Kernels
-from engine.backends.transformers.slot_store import SlotKVStore
-from engine.backends.transformers.step import Step
-from engine.backends.transformers.huge_pages import HugePageArena
-from engine.backends.transformers.weights import NarrowPacking, can_pack, fused_layer, product
+from conch.engine.backends.transformers.attention import Attention
+from conch.engine.backends.transformers.kernels import Kernels
+from conch.engine.backends.transformers.slot_store import SlotKVStore
+from conch.engine.backends.transformers.step import Step
+from conch.engine.backends.transformers.huge_pages import HugePageArena
+from conch.engine.backends.transformers.weights import NarrowPacking, can_pack, fused_layer, product
 
 SUPPORTED = frozenset({"llama", "qwen2", "mistral"})
 

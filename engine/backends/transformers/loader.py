@@ -5,9 +5,9 @@ import os
 
 import torch
 
-from engine.errors import InvalidRequest
-from engine.repository.config import ModelConfig
-from engine.weights.folder import weights_folder
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.weights.folder import weights_folder
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
 

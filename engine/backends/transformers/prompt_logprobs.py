@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.types import GenerationDelta, GenerationRequest, PositionLogprobs, RequestStatus, TokenLogprob, Usage
+from conch.engine.types import GenerationDelta, GenerationRequest, PositionLogprobs, RequestStatus, TokenLogprob, Usage
 
 
 @torch.inference_mode()

@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 import torch
 
-from engine.backends.transformers.batch import Batch
-from engine.backends.transformers.prefix_cache import PrefixCache
-from engine.backends.transformers.sequence import Sequence
+from conch.engine.backends.transformers.batch import Batch
+from conch.engine.backends.transformers.prefix_cache import PrefixCache
+from conch.engine.backends.transformers.sequence import Sequence
 
 
 class Runner(Protocol):

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from engine.backends.transformers import native
-from engine.backends.transformers.sequence import Sequence
-from engine.types import PositionLogprobs, TokenLogprob
+from conch.engine.backends.transformers import native
+from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.types import PositionLogprobs, TokenLogprob
 
 Sampled = tuple[int, PositionLogprobs | None]     # one row's token and (if asked) its logprobs
 
@@ -104,7 +104,7 @@ class Sampler:
         rows = [row for row, seq in enumerate(seqs) if seq.matcher is not None]
         if not rows:
             return
-        from grammars import allocate_bitmask, apply_bitmask
+        from conch.grammars import allocate_bitmask, apply_bitmask
 
         bitmask = allocate_bitmask(len(seqs), self._vocab)
         for row in rows:

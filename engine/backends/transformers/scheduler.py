@@ -17,13 +17,13 @@ import heapq
 import itertools
 import time
 
-from engine.backends.transformers.batch import Batch, make_batch
-from engine.backends.transformers.runner import Runner
-from engine.backends.transformers.sequence import Sequence
-from engine.backends.transformers.speculation import Speculation, verify
-from engine.backends.transformers.speculation.verify import Sample, Sampled
-from engine.backends.transformers.stall_budget import Allotment, StallBudget
-from engine.types import GenerationDelta, RequestStatus
+from conch.engine.backends.transformers.batch import Batch, make_batch
+from conch.engine.backends.transformers.runner import Runner
+from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.backends.transformers.speculation import Speculation, verify
+from conch.engine.backends.transformers.speculation.verify import Sample, Sampled
+from conch.engine.backends.transformers.stall_budget import Allotment, StallBudget
+from conch.engine.types import GenerationDelta, RequestStatus
 
 
 class Scheduler:

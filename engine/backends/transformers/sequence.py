@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from engine.types import (
+from conch.engine.types import (
     GenerationDelta, GenerationRequest, PositionLogprobs, RequestStatus, SamplingParams, Usage,
 )
 

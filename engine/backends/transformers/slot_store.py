@@ -57,7 +57,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from engine.backends.transformers.huge_pages import anonymous
+from conch.engine.backends.transformers.huge_pages import anonymous
 
 SLOT_STEP = 8
 COLUMN_STEP = 256

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import torch
 import torch.nn.functional as F
 
-from engine.backends.transformers.huge_pages import HugePageArena
+from conch.engine.backends.transformers.huge_pages import HugePageArena
 
 PACK_HINT = 64       # the batch size oneDNN lays packed weights out for; measured best over decode 1..64 here
 

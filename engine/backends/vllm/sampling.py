@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.errors import InvalidRequest
-from engine.types import SamplingParams
-from grammars import GrammarError, validate
-from grammars.spec import Choice, Grammar, GrammarSpec, JsonObject, JsonSchema, Regex
+from conch.engine.errors import InvalidRequest
+from conch.engine.types import SamplingParams
+from conch.grammars import GrammarError, validate
+from conch.grammars.spec import Choice, Grammar, GrammarSpec, JsonObject, JsonSchema, Regex
 
 # Conch fields passed through under the same name and meaning.
 _SAME = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from engine.backend import BackendStats
+from conch.engine.backend import BackendStats
 
 
 class StatsRecord:

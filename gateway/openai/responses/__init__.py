@@ -1,4 +1,4 @@
 """The Responses API face (/v1/responses), over the shared conversation path (gateway/conversation)."""
-from gateway.openai.responses.route import router
+from conch.gateway.openai.responses.route import router
 
 __all__ = ["router"]

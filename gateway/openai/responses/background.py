@@ -15,10 +15,10 @@ from typing import Any, AsyncGenerator
 
 from fastapi import Request
 
-from gateway.errors import APIError
-from gateway.openai.responses import stored
-from gateway.openai.responses.run import Prepared
-from gateway.state import conch_state
+from conch.gateway.errors import APIError
+from conch.gateway.openai.responses import stored
+from conch.gateway.openai.responses.run import Prepared
+from conch.gateway.state import conch_state
 
 log = logging.getLogger(__name__)
 

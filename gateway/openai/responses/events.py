@@ -10,15 +10,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.mcp.events import ToolCallRequest
-from agents.tools import ContentDelta, ToolCallDelta, new_call_id
-from engine import GenerationDelta, RequestStatus
-from gateway.conversation import OutputReader
-from gateway.openai.choices import Choice
-from gateway.openai.responses.items import new_item_id
-from gateway.openai.responses.output import (custom_call_item, end_status, function_call_item, logprob_entries,
+from conch.agents.mcp.events import ToolCallRequest
+from conch.agents.tools import ContentDelta, ToolCallDelta, new_call_id
+from conch.engine import GenerationDelta, RequestStatus
+from conch.gateway.conversation import OutputReader
+from conch.gateway.openai.choices import Choice
+from conch.gateway.openai.responses.items import new_item_id
+from conch.gateway.openai.responses.output import (custom_call_item, end_status, function_call_item, logprob_entries,
                                              message_item, text_part)
-from gateway.openai.responses.tools import ResponseTools
+from conch.gateway.openai.responses.tools import ResponseTools
 
 
 @dataclass(frozen=True)

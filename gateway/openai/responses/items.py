@@ -11,8 +11,8 @@ import json
 import uuid
 from typing import Any, Callable
 
-from gateway.errors import APIError
-from gateway.openai.responses.mcp_items import MCP_CHECKS, MCP_FIELDS, MCP_ID_PREFIX, call_messages
+from conch.gateway.errors import APIError
+from conch.gateway.openai.responses.mcp_items import MCP_CHECKS, MCP_FIELDS, MCP_ID_PREFIX, call_messages
 
 _MESSAGE_ROLES = frozenset({"user", "system", "developer", "assistant"})
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}   # part type -> its text key

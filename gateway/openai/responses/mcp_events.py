@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from agents.mcp.events import (Approval, ApprovalRequested, CallArguments, CallCompleted, CallFailed, CallInProgress,
-                               ListToolsCompleted, ListToolsFailed, ListToolsInProgress, McpCall, TurnDone)
-from agents.mcp.types import FailureKind
-from gateway.openai.responses.items import new_item_id
-from gateway.openai.responses.mcp_items import approval_request_item, call_error, call_item, list_tools_item
-from gateway.openai.responses.mcp_plan import refusal
+from conch.agents.mcp.events import (Approval, ApprovalRequested, CallArguments, CallCompleted, CallFailed,
+                                     CallInProgress,
+                                     ListToolsCompleted, ListToolsFailed, ListToolsInProgress, McpCall, TurnDone)
+from conch.agents.mcp.types import FailureKind
+from conch.gateway.openai.responses.items import new_item_id
+from conch.gateway.openai.responses.mcp_items import approval_request_item, call_error, call_item, list_tools_item
+from conch.gateway.openai.responses.mcp_plan import refusal
 
 Events = list[dict[str, Any]]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.mcp import McpTool
-from agents.mcp.events import Approval, CallRecord, McpCall
-from agents.mcp.transcript import as_messages
-from agents.mcp.types import FailureKind
-from gateway.errors import APIError
+from conch.agents.mcp import McpTool
+from conch.agents.mcp.events import Approval, CallRecord, McpCall
+from conch.agents.mcp.transcript import as_messages
+from conch.agents.mcp.types import FailureKind
+from conch.gateway.errors import APIError
 
 MCP_FIELDS = {
     "mcp_list_tools": {"type", "id", "server_label", "tools", "error"},

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from agents.mcp import McpConfig, McpFailure, McpTool, ServerOffer
-from agents.mcp.events import Approval
-from gateway.errors import APIError
-from gateway.openai.responses.mcp_items import approvals, known_tools
-from gateway.openai.responses.mcp_tools import WireMcpTool
-from gateway.openai.responses.tools import ResponseTools
+from conch.agents.mcp import McpConfig, McpFailure, McpTool, ServerOffer
+from conch.agents.mcp.events import Approval
+from conch.gateway.errors import APIError
+from conch.gateway.openai.responses.mcp_items import approvals, known_tools
+from conch.gateway.openai.responses.mcp_tools import WireMcpTool
+from conch.gateway.openai.responses.tools import ResponseTools
 
 
 @dataclass(frozen=True)

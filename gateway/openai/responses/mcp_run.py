@@ -23,18 +23,18 @@ import logging
 from contextlib import aclosing
 from typing import Any, AsyncGenerator
 
-from agents.mcp import Limits
-from agents.mcp.events import Ending, LoopOutcome, ModelTurn, TurnInput
-from agents.mcp.loop import McpLoop, pump
-from agents.mcp.metrics import CallObserver
-from agents.mcp.transcript import as_messages, as_tools
-from gateway.conversation import build_generation
-from gateway.errors import public_reason, to_api_error
-from gateway.openai.choices import Choice
-from gateway.openai.responses.events import OutputBuilder
-from gateway.openai.responses.mcp_events import McpOutput
-from gateway.openai.responses.output import end_status, failure, usage_dict
-from gateway.openai.responses.run import Prepared, TurnExtras, builder, conversation, ending
+from conch.agents.mcp import Limits
+from conch.agents.mcp.events import Ending, LoopOutcome, ModelTurn, TurnInput
+from conch.agents.mcp.loop import McpLoop, pump
+from conch.agents.mcp.metrics import CallObserver
+from conch.agents.mcp.transcript import as_messages, as_tools
+from conch.gateway.conversation import build_generation
+from conch.gateway.errors import public_reason, to_api_error
+from conch.gateway.openai.choices import Choice
+from conch.gateway.openai.responses.events import OutputBuilder
+from conch.gateway.openai.responses.mcp_events import McpOutput
+from conch.gateway.openai.responses.output import end_status, failure, usage_dict
+from conch.gateway.openai.responses.run import Prepared, TurnExtras, builder, conversation, ending
 
 log = logging.getLogger(__name__)
 

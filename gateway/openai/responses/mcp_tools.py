@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agents.mcp import ApprovalRule, McpToolRequest
-from gateway.errors import APIError
+from conch.agents.mcp import ApprovalRule, McpToolRequest
+from conch.gateway.errors import APIError
 
 _LABEL = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 _FIELDS = {"type", "server_label", "server_url", "allowed_tools", "require_approval", "headers", "authorization",

@@ -9,10 +9,10 @@ import time
 import uuid
 from typing import Any
 
-from engine import RequestStatus
-from engine.types import PositionLogprobs
-from gateway.openai.choices import Choice
-from gateway.openai.responses.schemas import ResponsesRequest
+from conch.engine import RequestStatus
+from conch.engine.types import PositionLogprobs
+from conch.gateway.openai.choices import Choice
+from conch.gateway.openai.responses.schemas import ResponsesRequest
 
 # An engine's end -> (the response's status, incomplete_details)
 _STATUS: dict[RequestStatus, tuple[str, dict[str, str] | None]] = {

@@ -5,13 +5,13 @@ from typing import Any, AsyncIterator, Awaitable, Literal
 
 from fastapi import APIRouter, Query, Request
 
-from gateway.openai.json_route import JSONBodyRoute
-from gateway.openai.responses import background, mcp_run, stored
-from gateway.openai.responses.run import Prepared, generation, prepare, run_events
-from gateway.openai.responses.schemas import ResponsesRequest
-from gateway.records import caller
-from gateway.state import conch_state, wants_cache
-from gateway.streaming import prime, sse_named, sse_response, until_disconnect
+from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.openai.responses import background, mcp_run, stored
+from conch.gateway.openai.responses.run import Prepared, generation, prepare, run_events
+from conch.gateway.openai.responses.schemas import ResponsesRequest
+from conch.gateway.records import caller
+from conch.gateway.state import conch_state, wants_cache
+from conch.gateway.streaming import prime, sse_named, sse_response, until_disconnect
 
 router = APIRouter(route_class=JSONBodyRoute)
 

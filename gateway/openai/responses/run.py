@@ -10,20 +10,21 @@ from typing import Any, AsyncGenerator, AsyncIterator
 
 from fastapi import Request
 
-from engine import GenerationDelta, GenerationRequest
-from gateway.conversation import Conversation, OutputReader, ToolPlan, WirePaths, build_generation
-from gateway.conversation.constraint import format_fields
-from gateway.errors import APIError, public_reason, to_api_error
-from gateway.openai.responses import stored
-from gateway.openai.responses.events import ForcedCustomReader, OutputBuilder
-from gateway.openai.responses.items import read_input, to_messages
-from gateway.openai.responses.mcp_plan import McpPlan, plan_mcp
-from gateway.openai.responses.mcp_tools import public_tool
-from gateway.openai.responses.output import echo, end_status, failure, new_response_id, response_object, usage_dict
-from gateway.openai.responses.schemas import ResponsesRequest
-from gateway.openai.responses.tools import ResponseTools, read_tools
-from gateway.records import RecordStore, caller
-from gateway.state import conch_state
+from conch.engine import GenerationDelta, GenerationRequest
+from conch.gateway.conversation import Conversation, OutputReader, ToolPlan, WirePaths, build_generation
+from conch.gateway.conversation.constraint import format_fields
+from conch.gateway.errors import APIError, public_reason, to_api_error
+from conch.gateway.openai.responses import stored
+from conch.gateway.openai.responses.events import ForcedCustomReader, OutputBuilder
+from conch.gateway.openai.responses.items import read_input, to_messages
+from conch.gateway.openai.responses.mcp_plan import McpPlan, plan_mcp
+from conch.gateway.openai.responses.mcp_tools import public_tool
+from conch.gateway.openai.responses.output import (echo, end_status, failure, new_response_id, response_object,
+                                                   usage_dict)
+from conch.gateway.openai.responses.schemas import ResponsesRequest
+from conch.gateway.openai.responses.tools import ResponseTools, read_tools
+from conch.gateway.records import RecordStore, caller
+from conch.gateway.state import conch_state
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from engine import InvalidRequest, SamplingParams, build_sampling
-from gateway.errors import ParamError
-from gateway.openai.schemas.common import WireModel
+from conch.engine import InvalidRequest, SamplingParams, build_sampling
+from conch.gateway.errors import ParamError
+from conch.gateway.openai.schemas.common import WireModel
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 # What `include` may ask for: logprobs are honoured; the others name outputs Conch never produces (hosted

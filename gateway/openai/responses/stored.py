@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.records import RecordNotFound, RecordStore
-from gateway.records.conversations import add_conversation_items, conversation_items
+from conch.gateway.records import RecordNotFound, RecordStore
+from conch.gateway.records.conversations import add_conversation_items, conversation_items
 
 KIND = "response"
 

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from gateway.errors import APIError
-from gateway.openai.responses.mcp_tools import WireMcpTool, read_mcp_tool
+from conch.gateway.errors import APIError
+from conch.gateway.openai.responses.mcp_tools import WireMcpTool, read_mcp_tool
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 _FUNCTION_FIELDS = {"type", "name", "description", "parameters", "strict"}

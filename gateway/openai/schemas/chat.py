@@ -5,8 +5,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.errors import ParamError
-from gateway.openai.schemas.common import SamplingFields, WireModel
+from conch.gateway.errors import ParamError
+from conch.gateway.openai.schemas.common import SamplingFields, WireModel
 
 
 class TextPart(WireModel):

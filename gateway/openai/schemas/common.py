@@ -5,9 +5,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
 
-from engine import InvalidRequest, SamplingParams, build_sampling
-from engine.params.table import BY_WIRE_NAME
-from gateway.errors import ParamError
+from conch.engine import InvalidRequest, SamplingParams, build_sampling
+from conch.engine.params.table import BY_WIRE_NAME
+from conch.gateway.errors import ParamError
 
 
 class WireModel(BaseModel):

@@ -5,8 +5,8 @@ from typing import Any, cast
 
 from pydantic import field_validator, model_validator
 
-from gateway.errors import ParamError
-from gateway.openai.schemas.common import SamplingFields
+from conch.gateway.errors import ParamError
+from conch.gateway.openai.schemas.common import SamplingFields
 
 
 class CompletionRequest(SamplingFields):

@@ -5,8 +5,8 @@ from typing import Annotated, Literal, cast
 
 from pydantic import Field, field_validator
 
-from engine.embedding import EmbeddingRequest as EngineEmbeddingRequest
-from gateway.openai.schemas.common import WireModel
+from conch.engine.embedding import EmbeddingRequest as EngineEmbeddingRequest
+from conch.gateway.openai.schemas.common import WireModel
 
 MAX_INPUTS = 2048           # OpenAI's limit on the items of one request
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from agents.mcp.client import open_session
-from agents.mcp.output import bounded
-from agents.mcp.types import FailureKind, Limits, McpFailure, ServerTarget, Transport
+from conch.agents.mcp.client import open_session
+from conch.agents.mcp.output import bounded
+from conch.agents.mcp.types import FailureKind, Limits, McpFailure, ServerTarget, Transport
 from tests.mcp_servers import free_port, stdio_command
 
 FAST = Limits(connect_timeout_s=10, call_timeout_s=10, max_output_bytes=2048)

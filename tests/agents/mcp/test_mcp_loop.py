@@ -8,13 +8,14 @@ import json
 
 import pytest
 
-from agents.mcp import ApprovalRule, Limits
-from agents.mcp.access import ServerOffer
-from agents.mcp.events import (Approval, ApprovalRequested, CallArguments, CallCompleted, CallFailed, CallInProgress,
-                               Ending, ListToolsCompleted, ListToolsFailed, ListToolsInProgress, LoopOutcome,
-                               ModelTurn, ToolCallRequest, TurnDone, TurnInput)
-from agents.mcp.loop import McpLoop, iterate
-from agents.mcp.types import ServerTarget, Transport
+from conch.agents.mcp import ApprovalRule, Limits
+from conch.agents.mcp.access import ServerOffer
+from conch.agents.mcp.events import (Approval, ApprovalRequested, CallArguments, CallCompleted, CallFailed,
+                                     CallInProgress,
+                                     Ending, ListToolsCompleted, ListToolsFailed, ListToolsInProgress, LoopOutcome,
+                                     ModelTurn, ToolCallRequest, TurnDone, TurnInput)
+from conch.agents.mcp.loop import McpLoop, iterate
+from conch.agents.mcp.types import ServerTarget, Transport
 from tests.mcp_servers import free_port
 
 NEVER = ApprovalRule.parse("never")
@@ -168,9 +169,9 @@ async def test_iterate_ends_with_the_outcome(tools_http):
 
 
 def test_records_as_chat_messages():
-    from agents.mcp.events import CallRecord, McpCall
-    from agents.mcp.transcript import as_messages, as_tools
-    from agents.mcp.types import McpTool
+    from conch.agents.mcp.events import CallRecord, McpCall
+    from conch.agents.mcp.transcript import as_messages, as_tools
+    from conch.agents.mcp.types import McpTool
 
     ok = CallRecord(McpCall("mcp_1", "calc", "add", '{"a": 1}'), output="1")
     bad = CallRecord(McpCall("mcp_2", "calc", "add", "{}"), error="timeout: slow")

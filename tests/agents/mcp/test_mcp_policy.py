@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from agents.mcp import McpConfig, McpRegistry, McpToolRequest, OriginPolicy
-from agents.mcp import policy as policy_module
-from agents.mcp.client import open_session
-from agents.mcp.policy import Grant, KeyGrants, origin_of
-from agents.mcp.types import FailureKind, McpFailure
+from conch.agents.mcp import McpConfig, McpRegistry, McpToolRequest, OriginPolicy
+from conch.agents.mcp import policy as policy_module
+from conch.agents.mcp.client import open_session
+from conch.agents.mcp.policy import Grant, KeyGrants, origin_of
+from conch.agents.mcp.types import FailureKind, McpFailure
 
 
 @pytest.mark.parametrize("url, origin", [

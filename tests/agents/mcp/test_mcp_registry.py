@@ -7,9 +7,9 @@ import json
 import pytest
 import yaml
 
-from agents.mcp import McpConfig, McpRegistry, McpToolRequest
-from agents.mcp.client import open_session
-from agents.mcp.types import McpFailure, Transport
+from conch.agents.mcp import McpConfig, McpRegistry, McpToolRequest
+from conch.agents.mcp.client import open_session
+from conch.agents.mcp.types import McpFailure, Transport
 from tests.mcp_servers import stdio_command
 
 

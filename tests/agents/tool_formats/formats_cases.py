@@ -5,7 +5,7 @@ import json
 
 import jsonschema
 
-from agents.tools import ParsedOutput, ToolFunction
+from conch.agents.tools import ParsedOutput, ToolFunction
 
 WEATHER = ToolFunction("get_weather", "Current weather in a city", {
     "type": "object", "properties": {"city": {"type": "string", "maxLength": 12},

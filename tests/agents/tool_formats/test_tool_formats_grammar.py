@@ -8,9 +8,9 @@ import codecs
 
 import pytest
 
-from agents.tool_choice import ToolChoice
-from agents.tool_formats import format_names, get_format
-from agents.tools import assemble
+from conch.agents.tool_choice import ToolChoice
+from conch.agents.tool_formats import format_names, get_format
+from conch.agents.tools import assemble
 from tests.agents.tool_formats.formats_cases import TOOLS, check_calls
 from tests.grammars.conftest import load_compiler, load_info
 from tests.grammars.drive import random_walk

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from agents.tool_formats import DEFAULT_FORMAT, UnknownToolFormat, format_names, get_format
-from agents.tools.canonical import dumps
+from conch.agents.tool_formats import DEFAULT_FORMAT, UnknownToolFormat, format_names, get_format
+from conch.agents.tools.canonical import dumps
 from tests.agents.tool_formats.formats_cases import ADD, WEATHER
 
 CALLS = [("get_weather", {"city": "Zürich", "unit": "celsius"}), ("add", {"a": 1, "b": 22}),
@@ -34,14 +34,14 @@ def test_registry_names_every_format_and_each_owns_its_parser():
     for name in format_names():
         fmt = get_format(name)
         assert fmt.name == name and fmt.parser.name == name
-        assert fmt.parser.__module__ == type(fmt).__module__ == f"agents.tool_formats.{name}"
+        assert fmt.parser.__module__ == type(fmt).__module__ == f"conch.agents.tool_formats.{name}"
     with pytest.raises(UnknownToolFormat, match="nope"):
         get_format("nope")
 
 
 def test_a_config_naming_an_unknown_format_is_refused_when_it_loads():
-    from engine.errors import InvalidRequest
-    from engine.repository import ModelConfig
+    from conch.engine.errors import InvalidRequest
+    from conch.engine.repository import ModelConfig
 
     with pytest.raises(InvalidRequest, match="unknown tool_call_parser 'nope'; known: hermes, llama3"):
         ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "tool_call_parser": "nope"})

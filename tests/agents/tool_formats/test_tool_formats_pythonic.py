@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agents.tool_choice import ToolChoice
-from agents.tool_formats import ToolFormatError, get_format
-from agents.tools import ToolFunction
+from conch.agents.tool_choice import ToolChoice
+from conch.agents.tool_formats import ToolFormatError, get_format
+from conch.agents.tools import ToolFunction
 
 OK = {"type": "object", "properties": {"x": {"type": "integer"}}}
 

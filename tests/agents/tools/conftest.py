@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from agents.tools import ContentDelta, ParsedOutput, StreamEvent, assemble
-from agents.tools.canonical import dumps
-from agents.tool_formats.reading.parser import ToolParser
+from conch.agents.tools import ContentDelta, ParsedOutput, StreamEvent, assemble
+from conch.agents.tools.canonical import dumps
+from conch.agents.tool_formats.reading.parser import ToolParser
 
 
 def stream(parser_cls: type[ToolParser], text: str, cuts: list[int], eager: bool) -> list[StreamEvent]:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from agents.tool_formats import format_names, get_format
+from conch.agents.tool_formats import format_names, get_format
 
 PIECES = ['<tool_call>', '</tool_call>', '<tool_', '<|python_tag|>', '[TOOL_CALLS]', '[ARGS]', '[CALL_ID]', '[TOOL_',
           '{"name": "f", "arguments": ', '{"name": "g", "parameters": ', '{"a": 1}', '{"b": "x}"}', '"', '\\', '\\"',

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.tool_formats.hermes import HermesParser
+from conch.agents.tool_formats.hermes import HermesParser
 
 
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from agents.tools.canonical import dumps, encode_string_body
-from agents.tool_formats.reading.json_reader import JsonReader, canonical_object
+from conch.agents.tools.canonical import dumps, encode_string_body
+from conch.agents.tool_formats.reading.json_reader import JsonReader, canonical_object
 
 _CHARS = ['a', 'Z', ' ', '"', '\\', '/', '\n', '\t', '\x01', '\x1f', '\x7f', 'é', '大', '😀', '\u2028',
           '{', '}', '[', ']']

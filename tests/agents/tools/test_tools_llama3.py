@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.tool_formats.llama3 import Llama3Parser
+from conch.agents.tool_formats.llama3 import Llama3Parser
 
 
 def case(text: str, content: str | None, calls: list, eager_same: bool = True, *, id: str):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.tool_formats.mistral import MistralParser
+from conch.agents.tool_formats.mistral import MistralParser
 
 
 def case(text: str, content: str | None, calls: list, eager_same: bool = True, *, id: str):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.tool_formats.reading.python_call import literal_call
-from agents.tool_formats.pythonic import PythonicParser
+from conch.agents.tool_formats.reading.python_call import literal_call
+from conch.agents.tool_formats.pythonic import PythonicParser
 
 
 def case(text: str, content: str | None, calls: list, eager_same: bool = True, *, id: str):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.tool_formats import format_names, get_format
-from agents.tools import ContentDelta, ToolCallDelta
+from conch.agents.tool_formats import format_names, get_format
+from conch.agents.tools import ContentDelta, ToolCallDelta
 
 LONG_CODE = "print('hello')\\n" * 40
 HERMES_LONG = ('<tool_call>\n'

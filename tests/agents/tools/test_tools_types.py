@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from agents.tool_formats import DEFAULT_FORMAT, ToolParser, UnknownToolFormat, format_names, get_format
-from agents.tools import (
+from conch.agents.tool_formats import DEFAULT_FORMAT, ToolParser, UnknownToolFormat, format_names, get_format
+from conch.agents.tools import (
     ContentDelta,
     StreamContractError,
     ToolCall,

@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from engine.admission import QueueTimeout
-from engine.backends.dynamic_batcher import DynamicBatcher
-from engine.errors import InvalidRequest, Overloaded
-from engine.repository.batching import DynamicBatching, QueuePolicy
+from conch.engine.admission import QueueTimeout
+from conch.engine.backends.dynamic_batcher import DynamicBatcher
+from conch.engine.errors import InvalidRequest, Overloaded
+from conch.engine.repository.batching import DynamicBatching, QueuePolicy
 
 
 class Recorder:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.params import OutputConstraint, build_constraint, constraint_fields
-from grammars import Choice, Grammar, JsonObject, JsonSchema, Regex
+from conch.engine.errors import InvalidRequest
+from conch.engine.params import OutputConstraint, build_constraint, constraint_fields
+from conch.grammars import Choice, Grammar, JsonObject, JsonSchema, Regex
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 

@@ -6,10 +6,10 @@ from dataclasses import fields
 
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.params import PARAMS, TENSOR_NAMES, build_sampling, checked_sampling
-from engine.params.table import BY_NAME
-from engine.types import SamplingParams
+from conch.engine.errors import InvalidRequest
+from conch.engine.params import PARAMS, TENSOR_NAMES, build_sampling, checked_sampling
+from conch.engine.params.table import BY_NAME
+from conch.engine.types import SamplingParams
 
 # name -> (a value in range and what it becomes, values out of range, values of the wrong type)
 CASES = {

@@ -8,9 +8,9 @@ import asyncio
 import pytest
 from transformers import AutoTokenizer
 
-from engine.weights import ensure_smollm2
-from engine.pipeline import detokenize
-from engine.types import GenerationDelta, GenerationRequest, RequestStatus, SamplingParams, Usage
+from conch.engine.weights import ensure_smollm2
+from conch.engine.pipeline import detokenize
+from conch.engine.types import GenerationDelta, GenerationRequest, RequestStatus, SamplingParams, Usage
 
 
 @pytest.fixture(scope="module")

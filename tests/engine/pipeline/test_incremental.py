@@ -1,8 +1,8 @@
 import pytest
 from transformers import AutoTokenizer
 
-from engine.pipeline.incremental import IncrementalDetokenizer
-from engine.weights import ensure_smollm2
+from conch.engine.pipeline.incremental import IncrementalDetokenizer
+from conch.engine.weights import ensure_smollm2
 
 
 @pytest.fixture(scope="module")

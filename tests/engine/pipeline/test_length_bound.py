@@ -6,8 +6,8 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from engine.weights.tiny import ensure_tiny_model
-from engine.pipeline.length_bound import at_least_tokens, max_token_span
+from conch.engine.weights.tiny import ensure_tiny_model
+from conch.engine.pipeline.length_bound import at_least_tokens, max_token_span
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-from engine.pipeline.stop import StopChecker
+from conch.engine.pipeline.stop import StopChecker
 
 
 def _run(stops, pieces, include=False):

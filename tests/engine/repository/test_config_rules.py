@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.repository.config import ModelConfig
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.config import ModelConfig
 
 
 def test_speculation_keys_are_read_as_their_types():

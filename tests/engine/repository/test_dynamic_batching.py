@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from engine.errors import InvalidRequest
-from engine.repository.batching import DynamicBatching, QueuePolicy
-from engine.repository.config import ModelConfig
-from engine.repository.pbtxt import parse_pbtxt, to_conch
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.batching import DynamicBatching, QueuePolicy
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.pbtxt import parse_pbtxt, to_conch
 
 PBTXT = '''name: "m"
 backend: "python"

@@ -6,11 +6,11 @@ import json
 import pytest
 from tritonclient.grpc import model_config_pb2
 
-from engine.errors import InvalidRequest, ModelNotFound
-from engine.repository import ModelRepository
-from engine.repository.pbtxt import parse_pbtxt
-from engine.repository.specs import VersionPolicy
-from engine.tensors.triton_config import to_triton
+from conch.engine.errors import InvalidRequest, ModelNotFound
+from conch.engine.repository import ModelRepository
+from conch.engine.repository.pbtxt import parse_pbtxt
+from conch.engine.repository.specs import VersionPolicy
+from conch.engine.tensors.triton_config import to_triton
 
 PBTXT = '''
 name: "m"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.repository.config import ModelConfig
-from engine.repository.pbtxt import parse_pbtxt, to_conch
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.pbtxt import parse_pbtxt, to_conch
 
 PYTHON = 'backend: "python"\nmax_batch_size: 4\n'
 LLM = 'backend: "transformers"\nparameters { key: "weights" value: { string_value: "builtin:tiny" } }\n'

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.repository.config import ModelConfig
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.config import ModelConfig
 
 
 def test_base_url_and_defaults():

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from engine.response_cache import ResponseCache
-from engine.response_cache.redis_store import RedisStore
-from engine.types import GenerationRequest, SamplingParams
+from conch.engine.response_cache import ResponseCache
+from conch.engine.response_cache.redis_store import RedisStore
+from conch.engine.types import GenerationRequest, SamplingParams
 from tests.serving_helpers import fake_engine, start_redis
 
 
@@ -43,7 +43,7 @@ async def test_redis_down_is_a_miss_logged_once_then_reconnects(redis_server, ca
     await run()
     assert engine.get("m").backend.calls == 1                    # a hit
     redis_server.stop()
-    with caplog.at_level(logging.WARNING, logger="engine.response_cache.redis_store"):
+    with caplog.at_level(logging.WARNING, logger="conch.engine.response_cache.redis_store"):
         for _ in range(5):
             assert len(await run()) == 3                          # served, from the backend
             await engine.cache.flush()

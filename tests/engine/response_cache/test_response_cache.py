@@ -5,10 +5,10 @@ from dataclasses import fields, replace
 
 import pytest
 
-from engine.response_cache import MemoryStore, ResponseCache
-from engine.response_cache.key import cache_key
-from engine.repository import ModelConfig
-from engine.types import GenerationRequest, SamplingParams
+from conch.engine.response_cache import MemoryStore, ResponseCache
+from conch.engine.response_cache.key import cache_key
+from conch.engine.repository import ModelConfig
+from conch.engine.types import GenerationRequest, SamplingParams
 from tests.serving_helpers import fake_engine
 
 GREEDY = SamplingParams(max_tokens=6, temperature=0.0)

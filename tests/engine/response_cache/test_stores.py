@@ -1,9 +1,9 @@
 """The value codec and the in-memory LRU store."""
 from __future__ import annotations
 
-from engine.response_cache import MemoryStore
-from engine.response_cache import codec
-from engine.types import GenerationDelta, PositionLogprobs, RequestStatus, TokenLogprob, Usage
+from conch.engine.response_cache import MemoryStore
+from conch.engine.response_cache import codec
+from conch.engine.types import GenerationDelta, PositionLogprobs, RequestStatus, TokenLogprob, Usage
 
 
 def test_codec_round_trips_every_field():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.weights.cache_dir import DONE, publish
+from conch.engine.weights.cache_dir import DONE, publish
 
 
 class _Saves:

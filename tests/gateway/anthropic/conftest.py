@@ -5,7 +5,7 @@ from __future__ import annotations
 import anthropic
 import pytest
 
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
 from tests.conftest import start_server, write_repository
 
 KEY = "sk-conch-anthropic"

@@ -8,13 +8,13 @@ import json
 from anthropic.types import RawMessageStreamEvent
 from pydantic import TypeAdapter
 
-from agents.tools import ContentDelta, ToolCallDelta
-from engine import GenerationDelta, RequestStatus
-from engine.types import Usage
-from gateway.anthropic import events
-from gateway.anthropic.conversation import conversation
-from gateway.anthropic.schemas import MessagesRequest
-from gateway.conversation import OutputReader
+from conch.agents.tools import ContentDelta, ToolCallDelta
+from conch.engine import GenerationDelta, RequestStatus
+from conch.engine.types import Usage
+from conch.gateway.anthropic import events
+from conch.gateway.anthropic.conversation import conversation
+from conch.gateway.anthropic.schemas import MessagesRequest
+from conch.gateway.conversation import OutputReader
 
 EVENT = TypeAdapter(RawMessageStreamEvent)
 

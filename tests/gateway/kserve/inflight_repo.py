@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from engine.weights import ensure_tiny_model
+from conch.engine.weights import ensure_tiny_model
 
 HERE = Path(__file__).parent / "inflight"
 WORDS = ('{ name: "bad_words", data_type: TYPE_STRING, dims: [ -1 ], optional: true },\n'

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
 
 MODEL = DEFAULT_MODEL_ID
 HI = [{"role": "user", "content": "Say hello."}]

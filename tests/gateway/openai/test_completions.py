@@ -6,7 +6,7 @@ import pytest
 
 from transformers import AutoTokenizer
 
-from engine.weights import DEFAULT_MODEL_ID, ensure_smollm2
+from conch.engine.weights import DEFAULT_MODEL_ID, ensure_smollm2
 
 MODEL = DEFAULT_MODEL_ID
 TOKENIZER = AutoTokenizer.from_pretrained(ensure_smollm2())

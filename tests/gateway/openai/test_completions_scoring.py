@@ -21,8 +21,8 @@ def client(tiny_server):
 @pytest.fixture(scope="module")
 def model():
     """The tiny model loaded here, to compute what the server should answer directly."""
-    from engine.backends.transformers import loader
-    from engine.repository.config import ModelConfig
+    from conch.engine.backends.transformers import loader
+    from conch.engine.repository.config import ModelConfig
 
     return loader.load(ModelConfig.from_mapping(TINY, {"weights": "builtin:tiny", "dtype": "float32"}))
 

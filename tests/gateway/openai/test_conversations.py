@@ -125,7 +125,7 @@ def test_a_conversation_continues_on_the_other_process(servers):
         one.conversations.retrieve(conv.id)                  # never served from one's stale memory
 
 
-# The Agents SDK runs in its own venv (tests/agents_sdk.py): its import name is Conch's `agents`.
+# The Agents SDK runs as a script in a process of its own (tests/agents_sdk.py).
 _SESSION_SCRIPT = """
 import asyncio, sys
 import openai

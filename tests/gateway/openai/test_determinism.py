@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
 from tests.conftest import start_server, write_repository
 
 MODEL = DEFAULT_MODEL_ID

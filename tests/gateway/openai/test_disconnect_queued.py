@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from gateway.app import build_app
+from conch.gateway.app import build_app
 from tests.serving_helpers import fake_engine
 
 BODIES = {"/v1/completions": {"model": "m", "prompt": "hi", "max_tokens": 2},

@@ -9,7 +9,7 @@ import numpy as np
 import openai
 import pytest
 
-from engine.weights.minilm import minilm_path
+from conch.engine.weights.minilm import minilm_path
 from tests.conftest import start_server, write_repository
 
 EMB = {"backend": "embedding", "weights": "builtin:minilm", "dtype": "float32"}

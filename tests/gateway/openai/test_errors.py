@@ -4,7 +4,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
 
 MODEL = DEFAULT_MODEL_ID
 MSG = [{"role": "user", "content": "hi"}]

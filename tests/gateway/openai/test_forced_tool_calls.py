@@ -6,7 +6,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
 from tests.conftest import start_server, write_repository
 from tests.gateway.openai.tool_answers import ask
 

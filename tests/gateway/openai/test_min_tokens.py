@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
 
 MODEL = DEFAULT_MODEL_ID
 ASK = [{"role": "user", "content": "Say only: hi"}]
@@ -16,7 +16,7 @@ BUDGET = 8
 def chat_prompt(smollm2_server) -> str:
     from transformers import AutoTokenizer
 
-    from engine.weights import ensure_smollm2
+    from conch.engine.weights import ensure_smollm2
 
     return AutoTokenizer.from_pretrained(str(ensure_smollm2())).apply_chat_template(ASK, tokenize=False,
                                                                                      add_generation_prompt=True)

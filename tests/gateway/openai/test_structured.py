@@ -11,7 +11,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
 from tests.grammars.schemas import BOUNDED, SCHEMAS
 
 MODEL = DEFAULT_MODEL_ID

@@ -10,7 +10,7 @@ import jsonschema
 import openai
 import pytest
 
-from agents.tool_formats import format_names
+from conch.agents.tool_formats import format_names
 from tests.conftest import start_server, write_repository
 from tests.gateway.openai.tool_answers import ask
 from tests.grammars.conftest import load_tokenizer

@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.weights import DEFAULT_MODEL_ID
 
 MODEL = DEFAULT_MODEL_ID
 WEATHER = {"type": "function", "function": {
@@ -107,7 +107,7 @@ def test_none_gives_text(client):
 
 
 def test_tool_result_round_trip_ends_in_text(client):
-    from agents.loop import Agent
+    from conch.agents.loop import Agent
 
     agent = Agent(client, MODEL, first_tool_choice="required", tool_choice_after_results="none",
                   max_tokens=60, temperature=0)

@@ -7,7 +7,7 @@ import anthropic
 import httpx
 import pytest
 
-from engine.weights import DEFAULT_MODEL_ID as MODEL
+from conch.engine.weights import DEFAULT_MODEL_ID as MODEL
 from tests.conftest import write_repository
 from tests.gateway.openai.responses.test_mcp import check_add, forced, mcp_tool, request
 from tests.ray_helpers import start_ray_server, stop_ray_server

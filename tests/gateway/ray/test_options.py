@@ -7,10 +7,10 @@ import pytest
 import yaml
 from ray.serve.schema import ServeDeploySchema
 
-from engine.errors import InvalidRequest
-from engine.repository import ModelConfig
-from gateway.ray.options import deployment_options
-from gateway.ray.settings import RaySettings
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository import ModelConfig
+from conch.gateway.ray.options import deployment_options
+from conch.gateway.ray.settings import RaySettings
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "ray"
 
@@ -61,7 +61,7 @@ def test_shipped_serve_configs_validate():
     for doc in (plain, kuberay):
         ServeDeploySchema.model_validate(doc)
         (app,) = doc["applications"]
-        assert app["import_path"] == "gateway.ray.app:build"
+        assert app["import_path"] == "conch.gateway.ray.app:build"
         RaySettings.from_args(app["args"])
     model = ModelConfig.from_yaml(EXAMPLES / "model_config.yaml", "m")
     assert deployment_options(model).max_replicas == 4

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import pytest
 from ray.serve._private.common import DeploymentHandleSource, DeploymentID, ReplicaID
 
-from engine.types import GenerationRequest
-from gateway.ray.affinity import BLOCK, AffinityTable, block_keys, rank
-from gateway.ray.app import router_options
-from gateway.ray.router import ROUTER_PATHS, RoundRobinRouter, SessionAffinityRouter
-from gateway.ray.settings import RaySettings
+from conch.engine.types import GenerationRequest
+from conch.gateway.ray.affinity import BLOCK, AffinityTable, block_keys, rank
+from conch.gateway.ray.app import router_options
+from conch.gateway.ray.router import ROUTER_PATHS, RoundRobinRouter, SessionAffinityRouter
+from conch.gateway.ray.settings import RaySettings
 
 DEPLOYMENT = DeploymentID(name="model-m", app_name="conch")
 IDS = itertools.count()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.ray import run
-from gateway.ray.app import model_options
-from gateway.ray.capacity import FleetTooLarge, check_fits, fleet_cpus
-from gateway.ray.settings import RaySettings
+from conch.gateway.ray import run
+from conch.gateway.ray.app import model_options
+from conch.gateway.ray.capacity import FleetTooLarge, check_fits, fleet_cpus
+from conch.gateway.ray.settings import RaySettings
 from tests.conftest import write_repository
 
 

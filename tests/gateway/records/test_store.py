@@ -9,8 +9,8 @@ import logging
 import pytest
 import redis
 
-from gateway.records import RecordNotFound, RecordStore, StoreUnavailable, open_records
-from gateway.records.conversations import add_conversation_items, conversation_items, create_conversation
+from conch.gateway.records import RecordNotFound, RecordStore, StoreUnavailable, open_records
+from conch.gateway.records.conversations import add_conversation_items, conversation_items, create_conversation
 from tests.serving_helpers import start_redis
 
 
@@ -93,7 +93,7 @@ def test_open_records_specs():
 
 
 def test_conch_serve_refuses_a_bad_store_at_start():
-    from gateway.cli import main
+    from conch.gateway.cli import main
 
     for flags in (["--response-store", "postgres://db"], ["--response-store-mb", "0"], ["--response-store-ttl", "-1"]):
         with pytest.raises(SystemExit, match="response-store"):
@@ -159,7 +159,7 @@ async def test_redis_down_degrades_to_memory_then_writes_to_redis_again(redis_sr
     other = RecordStore(redis_url=redis_srv.url, pause=0.05)     # another replica: nothing in its memory
     await store.put("response", "before", "alice", _value(1))
     redis_srv.stop()
-    with caplog.at_level(logging.WARNING, logger="gateway.records.store"):
+    with caplog.at_level(logging.WARNING, logger="conch.gateway.records.store"):
         await store.put("response", "during", "alice", _value(2))           # never raises
         await asyncio.sleep(0.06)
         await store.put("response", "during2", "alice", _value(3))

@@ -1,4 +1,4 @@
-"""`python -m engine.backends.transformers.native`: build (or find cached) every native kernel, so that the
+"""`python -m conch.engine.backends.transformers.native`: build (or find cached) every native kernel, so that the
 first server start or test does not pay the compile; exits 1 when one cannot be built here."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 import sys
 import time
 
-from engine.backends.transformers.native import HERE, load
+from conch.engine.backends.transformers.native import HERE, load
 
 logging.basicConfig(level=logging.INFO, format="%(message)s")
 failed = []

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.backends.transformers.sequence import Sequence
-from engine.backends.transformers.speculation.ngram import NgramIndex
+from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.backends.transformers.speculation.ngram import NgramIndex
 
 
 @dataclass(frozen=True)

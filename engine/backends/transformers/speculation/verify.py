@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from engine.backends.transformers.sequence import Sequence
-from engine.types import PositionLogprobs
+from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.types import PositionLogprobs
 
 Sampled = tuple[int, PositionLogprobs | None]
 Sample = Callable[[list[Sequence], list[int]], list[Sampled | None]]   # (seqs, their logits rows) -> a token each

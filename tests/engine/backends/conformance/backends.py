@@ -12,8 +12,8 @@ from typing import Callable
 
 import pytest
 
-from engine.weights.smollm2 import ensure_smollm2
-from engine.repository import ModelConfig
+from conch.engine.weights.smollm2 import ensure_smollm2
+from conch.engine.repository import ModelConfig
 
 MODEL = "conformance"
 CONTEXT = 256          # small, so that the context-limit case runs a prompt to the end of the context

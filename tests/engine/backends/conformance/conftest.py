@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.engine import Engine
-from engine.repository import ModelRepository
+from conch.engine.engine import Engine
+from conch.engine.repository import ModelRepository
 from tests.engine.backends.conformance.backends import BACKENDS, MODEL, backend_params
 
 

@@ -5,8 +5,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.engine import Engine
-from engine.types import GenerationDelta, GenerationRequest, RequestStatus, SamplingParams, Usage
+from conch.engine.engine import Engine
+from conch.engine.types import GenerationDelta, GenerationRequest, RequestStatus, SamplingParams, Usage
 from tests.engine.backends.conformance.backends import MODEL
 
 

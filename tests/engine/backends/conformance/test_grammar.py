@@ -6,8 +6,8 @@ import re
 
 import jsonschema
 
-from grammars import Choice as OneOf
-from grammars import JsonSchema, Regex
+from conch.grammars import Choice as OneOf
+from conch.grammars import JsonSchema, Regex
 from tests.engine.backends.conformance.drive import chat, one
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},

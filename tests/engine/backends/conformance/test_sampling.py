@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import ContextLengthExceeded
+from conch.engine.errors import ContextLengthExceeded
 from tests.engine.backends.conformance.backends import CONTEXT, MODEL
 from tests.engine.backends.conformance.drive import PROMPT, one, request, run
 

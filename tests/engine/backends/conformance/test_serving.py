@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import aclosing
 
-from engine.backend import BackendStats, LLMBackend, TensorModel, TextGenerator
+from conch.engine.backend import BackendStats, LLMBackend, TensorModel, TextGenerator
 from tests.engine.backends.conformance.backends import MODEL
 from tests.engine.backends.conformance.drive import chat, one, request, run, settled
 

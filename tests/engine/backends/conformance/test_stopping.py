@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import aclosing
 
-from engine.types import RequestStatus
+from conch.engine.types import RequestStatus
 from tests.engine.backends.conformance.backends import MODEL
 from tests.engine.backends.conformance.drive import Choice, one, request, settled
 

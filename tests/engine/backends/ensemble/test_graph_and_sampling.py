@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.backends.ensemble.graph import plan
-from engine.errors import InvalidRequest, ModelNotFound
-from engine.repository.config import ModelConfig
-from engine.repository.specs import EnsembleStep, TensorSpec
-from engine.tensors.sampling import sampling_params
+from conch.engine.backends.ensemble.graph import plan
+from conch.engine.errors import InvalidRequest, ModelNotFound
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.specs import EnsembleStep, TensorSpec
+from conch.engine.tensors.sampling import sampling_params
 
 PRE = ModelConfig("pre", backend="python", inputs=(TensorSpec("prompt", "BYTES", (1,)),),
                   outputs=(TensorSpec("text_input", "BYTES", (1,)),))

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.engine import Engine
-from engine.backends.ensemble.generation import MAX_HELD, _merged, _word_ends
-from engine.errors import InvalidRequest, ModelNotReady
-from engine.repository import ModelRepository
-from engine.types import GenerationDelta, GenerationRequest, SamplingParams
+from conch.engine.engine import Engine
+from conch.engine.backends.ensemble.generation import MAX_HELD, _merged, _word_ends
+from conch.engine.errors import InvalidRequest, ModelNotReady
+from conch.engine.repository import ModelRepository
+from conch.engine.types import GenerationDelta, GenerationRequest, SamplingParams
 from tests.conftest import write_repository
 
 EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "model_repository"

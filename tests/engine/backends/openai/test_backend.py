@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.backends.openai.backend import first_started
-from engine.errors import InvalidRequest, UpstreamError, UpstreamTimeout
-from engine.types import GenerationDelta
+from conch.engine.backends.openai.backend import first_started
+from conch.engine.errors import InvalidRequest, UpstreamError, UpstreamTimeout
+from conch.engine.types import GenerationDelta
 
 
 def _attempt(log: list, name: str, texts: tuple[str, ...], error: Exception | None = None):

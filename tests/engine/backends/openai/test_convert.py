@@ -5,11 +5,11 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from engine.backends.openai.convert import StreamState, upstream_kwargs
-from engine.errors import InvalidRequest
-from engine.repository.upstream import upstream_config
-from engine.types import ChatInput, GenerationRequest, RequestStatus, SamplingParams
-from grammars import JsonObject
+from conch.engine.backends.openai.convert import StreamState, upstream_kwargs
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository.upstream import upstream_config
+from conch.engine.types import ChatInput, GenerationRequest, RequestStatus, SamplingParams
+from conch.grammars import JsonObject
 
 CONFIG = upstream_config("m", {"base_url": "http://h/v1", "upstream_model": "up"})
 CHAT = ChatInput(({"role": "user", "content": "hi"},))

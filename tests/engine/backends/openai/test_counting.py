@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from engine.backends.openai import counting
+from conch.engine.backends.openai import counting
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """Picking a deployment: least in-flight per weight, cooldown after repeated failures, recovery after it."""
 from __future__ import annotations
 
-from engine.backends.openai.deployments import Router
-from engine.repository.upstream import upstream_config
+from conch.engine.backends.openai.deployments import Router
+from conch.engine.repository.upstream import upstream_config
 
 
 class Clock:

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from engine.backends.tensorrt_llm.mapping import guided_kwargs, llm_kwargs, sampling_kwargs, to_trt_request
-from engine.backends.tensorrt_llm.outputs import aborted_delta, choice_delta, stats_from_iteration
-from engine.errors import InvalidRequest
-from engine.repository import ModelConfig
-from engine.types import GenerationRequest, RequestStatus, SamplingParams
-from grammars import Choice, Grammar, JsonObject, JsonSchema, Regex
+from conch.engine.backends.tensorrt_llm.mapping import guided_kwargs, llm_kwargs, sampling_kwargs, to_trt_request
+from conch.engine.backends.tensorrt_llm.outputs import aborted_delta, choice_delta, stats_from_iteration
+from conch.engine.errors import InvalidRequest
+from conch.engine.repository import ModelConfig
+from conch.engine.types import GenerationRequest, RequestStatus, SamplingParams
+from conch.grammars import Choice, Grammar, JsonObject, JsonSchema, Regex
 
 
 def test_greedy_becomes_top_k_one_and_neutral_values_are_left_to_its_defaults():

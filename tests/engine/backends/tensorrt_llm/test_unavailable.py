@@ -7,10 +7,10 @@ import importlib.util
 import pytest
 import yaml
 
-from engine.engine import Engine
-from engine.errors import BackendUnavailable
-from engine.repository import ModelRepository
-from engine.model_control import ModelControl
+from conch.engine.engine import Engine
+from conch.engine.errors import BackendUnavailable
+from conch.engine.repository import ModelRepository
+from conch.engine.model_control import ModelControl
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorrt_llm") is not None,
                                 reason="TensorRT-LLM is installed here: the conformance suite runs it instead")

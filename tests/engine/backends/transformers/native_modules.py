@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from engine.backends.transformers import native
+from conch.engine.backends.transformers import native
 
 
 def compiled(name: str, vector: bool = False) -> Any:

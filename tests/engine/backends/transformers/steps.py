@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.backends.transformers.step import Span, Step
+from conch.engine.backends.transformers.step import Span, Step
 
 
 class Occupant:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.backends.transformers.slot_store import BLOCK, SlotKVStore, StorePolicy, _from_blocked, _to_blocked
+from conch.engine.backends.transformers.slot_store import BLOCK, SlotKVStore, StorePolicy, _from_blocked, _to_blocked
 from tests.engine.backends.transformers.native_modules import compiled
 
 G, D, H, CAP = 3, 64, 9, 256

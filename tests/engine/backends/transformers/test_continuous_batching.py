@@ -8,8 +8,8 @@ import httpx
 import openai
 import pytest
 
-from engine.weights import DEFAULT_MODEL_ID
-from engine.types import RequestStatus
+from conch.engine.weights import DEFAULT_MODEL_ID
+from conch.engine.types import RequestStatus
 from tests.conftest import start_inprocess, write_repository
 
 MODEL = DEFAULT_MODEL_ID

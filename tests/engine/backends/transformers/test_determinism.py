@@ -9,11 +9,11 @@ import asyncio
 import pytest
 import torch
 
-from engine.backends.transformers.backend import TransformersBackend
-from engine.backends.transformers.prefix_cache import BLOCK
-from engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
-from engine.repository import ModelConfig
-from engine.types import GenerationRequest, SamplingParams
+from conch.engine.backends.transformers.backend import TransformersBackend
+from conch.engine.backends.transformers.prefix_cache import BLOCK
+from conch.engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
+from conch.engine.repository import ModelConfig
+from conch.engine.types import GenerationRequest, SamplingParams
 from tests.engine.backends.transformers.steps import Occupant, make_step
 
 TOKENS = 12
@@ -139,7 +139,7 @@ def test_a_verify_span_gives_each_row_the_bits_of_decoding_it(cached):
 
 
 def test_batch_invariant_is_a_typed_setting_of_the_transformers_backend():
-    from engine.errors import InvalidRequest
+    from conch.engine.errors import InvalidRequest
 
     assert ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "batch_invariant": "true"}).batch_invariant
     with pytest.raises(InvalidRequest, match="config key 'batch_invariant' must be"):

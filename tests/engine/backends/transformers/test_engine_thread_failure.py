@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from engine.backends.transformers.backend import MAX_FAILED_STEPS
+from conch.engine.backends.transformers.backend import MAX_FAILED_STEPS
 from tests.conftest import start_inprocess, write_repository
 
 GENERATE = {"text_input": "Hi", "parameters": {"max_tokens": 2}}

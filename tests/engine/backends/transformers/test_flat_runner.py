@@ -8,14 +8,14 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from engine.backends.transformers.backend import TransformersBackend
-from engine.backends.transformers.flat_runner import FlatRunner
-from engine.backends.transformers.hf_runner import HFRunner
-from engine.backends.transformers.slot_store import SlotKVStore
-from engine.backends.transformers.llama import LlamaForward
-from engine.weights import ensure_tiny_model
-from engine.repository import ModelConfig
-from engine.types import GenerationRequest, SamplingParams
+from conch.engine.backends.transformers.backend import TransformersBackend
+from conch.engine.backends.transformers.flat_runner import FlatRunner
+from conch.engine.backends.transformers.hf_runner import HFRunner
+from conch.engine.backends.transformers.slot_store import SlotKVStore
+from conch.engine.backends.transformers.llama import LlamaForward
+from conch.engine.weights import ensure_tiny_model
+from conch.engine.repository import ModelConfig
+from conch.engine.types import GenerationRequest, SamplingParams
 from tests.engine.backends.transformers.steps import Occupant, make_step
 
 
@@ -131,7 +131,7 @@ def test_a_bf16_model_with_64_wide_heads_prefills_through_the_native_kernel():
 
 
 def test_runner_and_kv_store_are_typed_settings_refused_at_load_when_unknown():
-    from engine.errors import InvalidRequest
+    from conch.engine.errors import InvalidRequest
 
     with pytest.raises(InvalidRequest, match="config key 'runner' must be one of auto, hf, not 'flat'"):
         ModelConfig.from_mapping("m", {"weights": "builtin:tiny", "runner": "flat"})
@@ -142,7 +142,7 @@ def test_runner_and_kv_store_are_typed_settings_refused_at_load_when_unknown():
 async def test_a_reserved_store_that_sdpa_would_read_is_refused_and_zeroed_is_taken_as_asked():
     """float32 has no native attention kernel: SDPA reads masked columns, so a reserved (unwritten) store is
     refused when the model loads; an explicit zeroed store is what it runs."""
-    from engine.errors import BackendUnavailable
+    from conch.engine.errors import BackendUnavailable
 
     refused = TransformersBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", kv_store="reserved"))
     with pytest.raises(BackendUnavailable, match="reserved"):

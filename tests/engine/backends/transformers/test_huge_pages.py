@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.backends.transformers.huge_pages import ALIGN, HugePageArena
+from conch.engine.backends.transformers.huge_pages import ALIGN, HugePageArena
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
@@ -29,7 +29,7 @@ def test_copies_keep_values_and_pack_one_after_another():
 
 
 def test_a_copy_larger_than_a_segment_gets_its_own(monkeypatch):
-    monkeypatch.setattr("engine.backends.transformers.huge_pages.SEGMENT", 4 << 20)
+    monkeypatch.setattr("conch.engine.backends.transformers.huge_pages.SEGMENT", 4 << 20)
     arena = HugePageArena()
     small, big = arena.copy(torch.ones(10)), arena.copy(torch.ones(3 << 20))     # 12 MB > a 4 MB segment
     assert big.data_ptr() % ALIGN == 0 and torch.equal(big, torch.ones(3 << 20)) and small.sum() == 10

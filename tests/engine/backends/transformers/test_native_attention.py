@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from engine.backends.transformers import native
+from conch.engine.backends.transformers import native
 
 G, R, D, SLOTS, CAPACITY = 3, 3, 64, 10, 300
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.backends.transformers.huge_pages import HugePageArena
-from engine.backends.transformers.weights import Dense, Narrow, NarrowPacking, product
+from conch.engine.backends.transformers.huge_pages import HugePageArena
+from conch.engine.backends.transformers.weights import Dense, Narrow, NarrowPacking, product
 from tests.engine.backends.transformers.native_modules import compiled
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from tests.engine.backends.transformers.native_modules import compiled
 
-from grammars import apply_bitmask
+from conch.grammars import apply_bitmask
 
 
 @pytest.fixture(scope="module")

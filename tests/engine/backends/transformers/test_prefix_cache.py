@@ -6,10 +6,10 @@ import asyncio
 import pytest
 import torch
 
-from engine.backends.transformers.backend import TransformersBackend
-from engine.backends.transformers.prefix_cache import BLOCK, PrefixCache
-from engine.repository import ModelConfig
-from engine.types import GenerationRequest, SamplingParams
+from conch.engine.backends.transformers.backend import TransformersBackend
+from conch.engine.backends.transformers.prefix_cache import BLOCK, PrefixCache
+from conch.engine.repository import ModelConfig
+from conch.engine.types import GenerationRequest, SamplingParams
 
 HEAD = list(range(1000, 1000 + 5 * BLOCK + 7))          # a long shared head (a system prompt, tools...)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from engine.backends.transformers.sampler import Sampler
-from engine.backends.transformers.sequence import Sequence
-from engine.types import GenerationRequest, RequestStatus, SamplingParams
+from conch.engine.backends.transformers.sampler import Sampler
+from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.types import GenerationRequest, RequestStatus, SamplingParams
 
 V = 8
 EOS = 7

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from engine.backends.transformers.scheduler import Scheduler
-from engine.backends.transformers.sequence import Sequence
-from engine.types import GenerationRequest, RequestStatus, SamplingParams
+from conch.engine.backends.transformers.scheduler import Scheduler
+from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.types import GenerationRequest, RequestStatus, SamplingParams
 from tests.engine.backends.transformers.fake_runner import FakeRunner
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.backends.transformers.slot_store import COLUMN_STEP, SlotKVStore, StorePolicy
+from conch.engine.backends.transformers.slot_store import COLUMN_STEP, SlotKVStore, StorePolicy
 
 RESERVED = StorePolicy.RESERVED
 

@@ -11,8 +11,8 @@ import httpx
 import openai
 import pytest
 
-from engine.backends.transformers.speculation import Speculation
-from engine.weights import DEFAULT_MODEL_ID
+from conch.engine.backends.transformers.speculation import Speculation
+from conch.engine.weights import DEFAULT_MODEL_ID
 from tests.bench.agent_workloads import workloads
 from tests.conftest import start_inprocess, write_repository
 

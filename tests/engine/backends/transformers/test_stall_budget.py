@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from engine.backends.transformers.stall_budget import Allotment, StallBudget, _columns
+from conch.engine.backends.transformers.stall_budget import Allotment, StallBudget, _columns
 
 
 def _seconds(rows: int, chunks: list[tuple[int, int]]) -> float:
@@ -95,8 +95,8 @@ def test_stall_zero_means_no_bound():
 def test_the_model_config_checks_prefill_stall():
     import pytest
 
-    from engine.errors import InvalidRequest
-    from engine.repository import ModelConfig
+    from conch.engine.errors import InvalidRequest
+    from conch.engine.repository import ModelConfig
 
     assert ModelConfig.from_mapping("m", {"prefill_stall": 0}).prefill_stall == 0
     assert ModelConfig.from_mapping("m", {"prefill_stall": 4.5}).prefill_stall == 4.5

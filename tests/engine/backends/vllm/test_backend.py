@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from engine.backend import BackendStats, load_backend_class
-from engine.errors import BackendUnavailable, InvalidRequest
-from engine.repository.config import ModelConfig
-from engine.types import GenerationRequest, SamplingParams
-from grammars.spec import Choice, JsonSchema
+from conch.engine.backend import BackendStats, load_backend_class
+from conch.engine.errors import BackendUnavailable, InvalidRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.types import GenerationRequest, SamplingParams
+from conch.grammars.spec import Choice, JsonSchema
 from tests.engine.backends.vllm.helpers import ENGINE_ARGS, HAS_VLLM, needs_vllm, use_vllm_env
 
 CONFIG = ModelConfig(name="m", backend="vllm", weights="builtin:smollm2", parameters={"engine_args": ENGINE_ARGS})

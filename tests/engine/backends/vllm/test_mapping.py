@@ -10,14 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.backends.vllm.args import engine_args, grammar_library
-from engine.backends.vllm.output import ChoiceStream, choice_id
-from engine.backends.vllm.sampling import sampling_kwargs, structured_outputs
-from engine.errors import BackendUnavailable, InvalidRequest
-from engine.repository.config import ModelConfig
-from engine.repository.pbtxt import parse_pbtxt, to_conch
-from engine.types import RequestStatus, SamplingParams
-from grammars.spec import Choice, Grammar, JsonObject, JsonSchema, Regex
+from conch.engine.backends.vllm.args import engine_args, grammar_library
+from conch.engine.backends.vllm.output import ChoiceStream, choice_id
+from conch.engine.backends.vllm.sampling import sampling_kwargs, structured_outputs
+from conch.engine.errors import BackendUnavailable, InvalidRequest
+from conch.engine.repository.config import ModelConfig
+from conch.engine.repository.pbtxt import parse_pbtxt, to_conch
+from conch.engine.types import RequestStatus, SamplingParams
+from conch.grammars.spec import Choice, Grammar, JsonObject, JsonSchema, Regex
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 FULL = SamplingParams(max_tokens=7, temperature=0.7, top_p=0.9, top_k=40, min_p=0.05, seed=11,
@@ -143,7 +143,7 @@ def test_vllm_accepts_the_kwargs():
 
 
 def test_stats_record_keeps_gauges_and_sums_prefix_counters():
-    from engine.backends.vllm.stats import StatsRecord
+    from conch.engine.backends.vllm.stats import StatsRecord
 
     def sched(running, waiting, usage, queries, hits, reset=False):
         cache = SimpleNamespace(queries=queries, hits=hits, reset=reset)

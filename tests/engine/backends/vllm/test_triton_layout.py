@@ -24,7 +24,7 @@ CITY = {"type": "function", "function": {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from engine.weights import ensure_smollm2
+    from conch.engine.weights import ensure_smollm2
     from tests.conftest import free_port, start_server
 
     root = tmp_path_factory.mktemp("repo")

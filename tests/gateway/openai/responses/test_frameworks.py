@@ -1,5 +1,5 @@
 """Agent frameworks on their Responses defaults, pointed at Conch: the OpenAI Agents SDK (its default model
-class is the Responses one; run in its own venv, tests/agents_sdk.py) and LangChain's
+class is the Responses one; a script in a process of its own, tests/agents_sdk.py) and LangChain's
 ChatOpenAI(use_responses_api=True)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from engine.weights import DEFAULT_MODEL_ID as MODEL
+from conch.engine.weights import DEFAULT_MODEL_ID as MODEL
 from tests.agents_sdk import run_agents_sdk
 
 _AGENT_SCRIPT = """

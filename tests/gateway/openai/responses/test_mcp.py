@@ -17,7 +17,7 @@ import pytest
 import redis
 import yaml
 
-from engine.weights import DEFAULT_MODEL_ID as MODEL
+from conch.engine.weights import DEFAULT_MODEL_ID as MODEL
 from tests.agents_sdk import run_agents_sdk
 from tests.conftest import start_server, write_repository
 from tests.gateway.openai.responses.checks import EVENT, check_stream, valid_response

@@ -11,7 +11,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from engine.weights import DEFAULT_MODEL_ID as MODEL
+from conch.engine.weights import DEFAULT_MODEL_ID as MODEL
 from tests.gateway.openai.responses.checks import comparable, post, stream_events, valid_response
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city",

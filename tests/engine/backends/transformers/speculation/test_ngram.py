@@ -1,7 +1,7 @@
 """The prompt lookup's index alone: the continuation of the latest, longest earlier match of the suffix."""
 from __future__ import annotations
 
-from engine.backends.transformers.speculation.ngram import NgramIndex
+from conch.engine.backends.transformers.speculation.ngram import NgramIndex
 
 
 def test_proposes_what_followed_the_latest_occurrence_of_the_suffix():

@@ -2,9 +2,9 @@
 more than its length limits leave room for."""
 from __future__ import annotations
 
-from engine.backends.transformers.sequence import Sequence
-from engine.backends.transformers.speculation import Speculation
-from engine.types import GenerationRequest, SamplingParams
+from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.backends.transformers.speculation import Speculation
+from conch.engine.types import GenerationRequest, SamplingParams
 
 
 class _Forcing:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import torch
 
-from engine.backends.transformers.sampler import Sampler
-from engine.backends.transformers.scheduler import Scheduler
-from engine.backends.transformers.sequence import Sequence
-from engine.backends.transformers.speculation import Speculation, verify
-from engine.types import GenerationRequest, RequestStatus, SamplingParams
+from conch.engine.backends.transformers.sampler import Sampler
+from conch.engine.backends.transformers.scheduler import Scheduler
+from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.backends.transformers.speculation import Speculation, verify
+from conch.engine.types import GenerationRequest, RequestStatus, SamplingParams
 from tests.engine.backends.transformers.fake_runner import FakeRunner
 
 V, EOS = 6, 5
