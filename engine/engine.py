@@ -8,21 +8,27 @@ import time
 import weakref
 from contextlib import aclosing, contextmanager
 from dataclasses import replace
-from typing import AsyncGenerator, Iterator, Protocol, runtime_checkable
+from contextvars import ContextVar
+from typing import AsyncGenerator, Awaitable, Callable, Iterator, Protocol, runtime_checkable
 
 from conch.engine.admission import Admission, Observer, Trace
 from conch.engine.backend import BackendFactory, CompletesConfig, LLMBackend, load_backend_class
 from conch.engine.response_cache import ResponseCache
-from conch.engine.errors import InvalidRequest, ModelNotFound, ModelNotReady
+from conch.engine.errors import EngineError, InvalidRequest, ModelNotFound, ModelNotReady
 from conch.engine.loaded_model import LoadedModel
 from conch.engine.pipeline import detokenize, tokenize
 from conch.engine.pipeline.tokenize import tokenizes_inline
 from conch.engine.repository import ModelConfig, ModelRepository
+from conch.engine.repository.specs import EnsembleStep
 from conch.engine.resources import ResourceLimiter
 from conch.engine.params import checked_sampling
 from conch.engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
+
+Warmup = Callable[["Engine", LoadedModel], Awaitable[object]]   # runs a loaded version's warmup (model control's)
+# The version whose warmup this task runs: `get` hands it to the warmup's own requests, and to no one else.
+_WARMING: ContextVar[LoadedModel | None] = ContextVar("warming", default=None)
 
 
 @runtime_checkable
@@ -57,8 +63,10 @@ class Engine:
         for name in list(self._models):
             await self.unload(name)
 
-    async def load(self, name: str, config: ModelConfig | None = None) -> LoadedModel:
-        """Bring up one version (config.version) of a model; the other versions it serves are untouched."""
+    async def load(self, name: str, config: ModelConfig | None = None, warm: Warmup | None = None) -> LoadedModel:
+        """Bring up one version (config.version) of a model; the other versions it serves are untouched.
+        Invariant: a version is registered (reachable by `get`, so by every face) only once `warm` has run on
+        it; while it runs only the warmup's own requests reach it (`_WARMING`), and a failure stops it."""
         lock = self._loading.setdefault(name, asyncio.Lock())
         async with lock:
             config = config or self.repository.config(name)
@@ -68,14 +76,27 @@ class Engine:
             await backend.start()                 # a failure leaves the serving version in place
             if isinstance(backend, CompletesConfig):
                 config = backend.completed_config
+            loaded = LoadedModel(config, backend)
+            if warm is not None:
+                await self._warm(loaded, warm)
             versions = self._models.setdefault(name, {})
             old = versions.get(config.version)
-            versions[config.version] = loaded = LoadedModel(config, backend)
+            versions[config.version] = loaded
             self._models[name] = dict(sorted(versions.items(), key=lambda kv: _version_key(kv[0])))
             if old is not None:
                 await _retire(old)
             log.info("model %s version %s ready (backend %s)", name, config.version, config.backend)
             return loaded
+
+    async def _warm(self, loaded: LoadedModel, warm: Warmup) -> None:
+        token = _WARMING.set(loaded)
+        try:
+            await warm(self, loaded)
+        except BaseException:
+            await loaded.backend.stop()
+            raise
+        finally:
+            _WARMING.reset(token)
 
     async def unload(self, name: str, version: str | None = None) -> None:
         """Stop serving one version of a model, or (version None) all of them."""
@@ -101,19 +122,49 @@ class Engine:
         return list(self._models.get(name, {}))
 
     def get(self, name: str, version: str | None = None) -> LoadedModel:
-        """The model serving `version` of `name` (None or "": the newest loaded)."""
+        """The model serving `version` of `name` (None or "": the newest loaded); ModelNotReady while the model
+        loads or warms up (only its warmup's own requests reach a warming version)."""
+        warming = _WARMING.get()
+        if warming is not None and warming.name == name and version in (None, "", warming.config.version):
+            return warming
         versions = self._models.get(name)
         if not versions:
             if name in self._loading and self._loading[name].locked():
-                raise ModelNotReady(f"model '{name}' is loading")
+                raise ModelNotReady(f"model '{name}' is loading (or warming up)")
             raise ModelNotFound(f"The model '{name}' does not exist", param="model")
         if not version:
             return list(versions.values())[-1]
         model = versions.get(version)
         if model is None:
+            if self._loading[name].locked():
+                raise ModelNotReady(f"model '{name}' version {version} is loading (or warming up)")
             raise ModelNotFound(f"model '{name}' has no version '{version}' ready "
                                 f"(serving version(s) {', '.join(versions)})", param="model")
         return model
+
+    def ready(self, name: str | None = None, version: str | None = None) -> bool:
+        """The one readiness question every face asks (/v1 through `get`, /health, /v2's ready endpoints,
+        gRPC's ServerReady and ModelReady). A model (version) is ready when it is registered -- loaded and
+        warmed up -- its backend is healthy and, for an ensemble, every step is served. The server is ready
+        when no model is loading and every loaded version is ready (none loaded: ready, as Triton's)."""
+        if name is None:
+            loading = any(lock.locked() for lock in self._loading.values())
+            return not loading and all(self.ready(m.name, m.config.version) for m in self.all_versions())
+        try:
+            model = self.get(name, version)
+        except EngineError:
+            return False
+        return model.backend.health() and not self.missing_steps(name)
+
+    def missing_steps(self, name: str) -> list[str]:
+        """The steps of a loaded ensemble that no model serves now (the ensemble is unavailable meanwhile)."""
+        if not self.versions(name):
+            return []
+        return sorted({step.model for step in self.get(name).config.steps if not self._serves(step)})
+
+    def _serves(self, step: EnsembleStep) -> bool:
+        versions = self.versions(step.model)
+        return bool(versions) and (step.model_version is None or step.model_version in versions)
 
     async def prepare(self, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
         """Sampling checked (engine/params/sampling.py), then the pipeline's tokenize step

@@ -37,6 +37,10 @@ class Overloaded(EngineError):
         self.retry_after = retry_after
 
 
+class InferenceError(EngineError):
+    """A model failed while running a request (the request was valid)."""
+
+
 class BackendUnavailable(EngineError):
     """A backend named by a config is not installed or failed to start."""
 

@@ -45,7 +45,6 @@ class ModelControl:
         self._seen: dict[str, tuple] = {}           # model -> fingerprint of its folder (poll mode)
         self._loaded_from: dict[tuple[str, str], tuple] = {}   # (model, version) -> fingerprint it loaded from
         self._poller: asyncio.Task | None = None
-        self.warming: set[tuple[str, str]] = set()  # (model, version) loaded but not yet warmed up: not ready
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -99,24 +98,6 @@ class ModelControl:
     def _runs_in_loaded_ensemble(self, name: str) -> bool:
         return any(step.model == name for m in self.engine.all_versions() for step in m.config.steps)
 
-    def missing_steps(self, name: str) -> list[str]:
-        """The steps of a loaded ensemble that no model serves now (the ensemble is unavailable meanwhile)."""
-        if not self.engine.versions(name):
-            return []
-        return sorted({step.model for step in self.engine.get(name).config.steps if not self._serves(step)})
-
-    def _serves(self, step) -> bool:
-        versions = self.engine.versions(step.model)
-        return bool(versions) and (step.model_version is None or step.model_version in versions)
-
-    def ready(self) -> bool:
-        """Triton's readiness: every model that should be loaded is (none loading, no ensemble missing a
-        step) and every backend is healthy; a server with no model loaded is ready."""
-        if any(s.state == "LOADING" for s in self._states.values()):
-            return False
-        models = self.engine.all_versions()
-        return all(m.backend.health() for m in models) and not any(self.missing_steps(m.name) for m in models)
-
     def index(self, ready_only: bool = False) -> list[ModelState]:
         """One entry per served version (READY, with the reason a newer one failed), else the model's state;
         an ensemble whose step is missing is UNAVAILABLE with the reason."""
@@ -124,7 +105,7 @@ class ModelControl:
         for name in sorted(set(self.engine.repository.names()) | {m.name for m in self.engine.models()}):
             failure = self._states.get(name)
             versions = self.engine.versions(name)
-            missing = self.missing_steps(name)
+            missing = self.engine.missing_steps(name)
             if missing:
                 listed += [ModelState(name, v, "UNAVAILABLE", f"ensemble step(s) {', '.join(missing)} not loaded")
                            for v in versions]
@@ -195,9 +176,8 @@ class ModelControl:
                 continue
             self._states[name] = ModelState(name, version, "LOADING")
             try:
-                loaded = await self.engine.load(name, config if version == config.version
-                                                else repository.config(name, version, override))
-                await self._warm(loaded)
+                await self.engine.load(name, config if version == config.version
+                                       else repository.config(name, version, override), warm=warm_up)
                 self._loaded_from[(name, version)] = files
             except Exception as exc:
                 failures.append((version, exc))
@@ -209,18 +189,6 @@ class ModelControl:
             await self.engine.unload(name, version)
             self._loaded_from.pop((name, version), None)
         return []
-
-    async def _warm(self, loaded) -> None:
-        """Triton's model_warmup, before the version counts as loaded; a failed sample unloads it."""
-        key = (loaded.name, loaded.config.version)
-        self.warming.add(key)
-        try:
-            await warm_up(self.engine, loaded)
-        except Exception:
-            await self.engine.unload(loaded.name, loaded.config.version)
-            raise
-        finally:
-            self.warming.discard(key)
 
     def _record_failure(self, name: str, exc: Exception, version: str = "") -> None:
         reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"

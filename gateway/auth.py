@@ -57,8 +57,8 @@ class Forbidden(Exception):
         self.param = None
 
 
-register_error(Unauthorized, 401, "invalid_request_error", "invalid_api_key")
-register_error(Forbidden, 403, "permission_error", "permission_denied")
+register_error(Unauthorized, 401, "invalid_api_key")
+register_error(Forbidden, 403, "permission_denied")
 
 ROLES = ("admin", "metrics")      # an admin key holds every role
 

@@ -3,7 +3,8 @@
 The body is the face's, chosen by the request path's longest registered prefix (`register_face`): /v1
 answers OpenAI's {"error": {"message", "type", "param", "code"}}, a face registered under a longer prefix
 (/v1/messages: Anthropic's) its own; a path no face claims answers {"error": "..."} (/v2, KServe's).
-One table maps exception classes to statuses; nothing below the gateway knows HTTP.
+One table (`ERRORS`) maps exception classes to statuses; each face's error type and the gRPC status code
+derive from the status. Nothing below the gateway knows HTTP.
 """
 from __future__ import annotations
 
@@ -39,55 +40,70 @@ class ClientDisconnected(Exception):
 
 
 class APIError(Exception):
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None, headers: dict | None = None) -> None:
+    """A failure as the faces answer it: a status, a message, the parameter it names and OpenAI's `code`.
+    `type` is OpenAI's error type, derived from the status (`openai_type`) unless given (a rate limit names the
+    limit, "requests" or "tokens", as OpenAI's does)."""
+
+    def __init__(self, status: int, message: str, *, type: str | None = None, param: str | None = None,
+                 code: str | None = None, headers: dict | None = None) -> None:
         super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.status, self.message, self.param, self.code = status, message, param, code
+        self.type = type or openai_type(status)
         self.headers = headers or {}
 
 
 @dataclass(frozen=True)
-class _Mapping:
+class ErrorKind:
     status: int
-    type: str
-    code: str | None = None
+    code: str | None = None     # OpenAI's machine-readable `code`; None: the exception's own, if it has one
 
 
-_TABLE: dict[type[Exception], _Mapping] = {
-    engine_errors.InvalidRequest: _Mapping(400, "invalid_request_error"),
-    engine_errors.ContextLengthExceeded: _Mapping(400, "invalid_request_error", "context_length_exceeded"),
-    engine_errors.ModelNotFound: _Mapping(404, "invalid_request_error", "model_not_found"),
-    engine_errors.ModelNotReady: _Mapping(503, "service_unavailable", "model_not_ready"),
-    engine_errors.Overloaded: _Mapping(503, "service_unavailable", "overloaded"),
-    engine_errors.BackendUnavailable: _Mapping(503, "service_unavailable", "backend_unavailable"),
-    engine_errors.UpstreamError: _Mapping(502, "upstream_error", "bad_gateway"),
-    engine_errors.UpstreamTimeout: _Mapping(504, "upstream_error", "gateway_timeout"),
-    engine_errors.UpstreamRateLimited: _Mapping(429, "rate_limit_exceeded", "upstream_rate_limited"),
-    ChatTemplateError: _Mapping(400, "invalid_request_error"),
-    ParamError: _Mapping(400, "invalid_request_error"),
-    GrammarError: _Mapping(400, "invalid_request_error", "invalid_grammar"),
+# The one error table: every exception a face may meet -> its status. Each face's error type (OpenAI's below,
+# Anthropic's in anthropic/errors.py) and the gRPC status code (grpc/convert.py) derive from the status; a
+# layer's own errors join with `register_error` (auth, records).
+ERRORS: dict[type[Exception], ErrorKind] = {
+    engine_errors.InvalidRequest: ErrorKind(400),
+    engine_errors.ContextLengthExceeded: ErrorKind(400, "context_length_exceeded"),
+    engine_errors.ModelNotFound: ErrorKind(404, "model_not_found"),
+    engine_errors.ModelNotReady: ErrorKind(503, "model_not_ready"),
+    engine_errors.Overloaded: ErrorKind(503, "overloaded"),
+    engine_errors.BackendUnavailable: ErrorKind(503, "backend_unavailable"),
+    engine_errors.InferenceError: ErrorKind(500),
+    engine_errors.UpstreamError: ErrorKind(502, "bad_gateway"),
+    engine_errors.UpstreamTimeout: ErrorKind(504, "gateway_timeout"),
+    engine_errors.UpstreamRateLimited: ErrorKind(429, "upstream_rate_limited"),
+    ChatTemplateError: ErrorKind(400),
+    ParamError: ErrorKind(400),
+    GrammarError: ErrorKind(400, "invalid_grammar"),
     # nginx's 499: nobody reads it, but a hang-up is handled here instead of surfacing as a server error
-    ClientDisconnected: _Mapping(499, "client_closed_request"),
+    ClientDisconnected: ErrorKind(499),
 }
 
+# OpenAI's error `type` by status; a status no row names is a request error below 500, an internal one above.
+_OPENAI_TYPES = {401: "invalid_request_error", 403: "permission_error", 429: "rate_limit_exceeded",
+                 499: "client_closed_request", 500: "internal_error", 502: "upstream_error",
+                 503: "service_unavailable", 504: "upstream_error"}
 
-def register_error(cls: type[Exception], status: int, type: str = "invalid_request_error",
-                   code: str | None = None) -> None:
-    _TABLE[cls] = _Mapping(status, type, code)
+
+def openai_type(status: int) -> str:
+    return _OPENAI_TYPES.get(status) or ("invalid_request_error" if status < 500 else "internal_error")
+
+
+def register_error(cls: type[Exception], status: int, code: str | None = None) -> None:
+    ERRORS[cls] = ErrorKind(status, code)
 
 
 def to_api_error(exc: Exception) -> APIError:
     if isinstance(exc, APIError):
         return exc
     for cls in type(exc).__mro__:
-        mapping = _TABLE.get(cls)
-        if mapping is not None:
-            retry = mapping.status in (429, 503)
+        kind = ERRORS.get(cls)
+        if kind is not None:
+            retry = kind.status in (429, 503)
             headers = {"Retry-After": str(max(1, round(getattr(exc, "retry_after", 1))))} if retry else None
-            return APIError(mapping.status, getattr(exc, "message", str(exc)), type=mapping.type,
-                            param=getattr(exc, "param", None), code=mapping.code or getattr(exc, "code", None),
-                            headers=headers)
-    return APIError(500, f"internal error: {exc}", type="internal_error")
+            return APIError(kind.status, getattr(exc, "message", str(exc)), param=getattr(exc, "param", None),
+                            code=kind.code or getattr(exc, "code", None), headers=headers)
+    return APIError(500, f"internal error: {exc}")
 
 
 _PATH = re.compile(r"(?<![\w:/.])/(?:[^\s'\"/:,;()]+/)*[^\s'\"/:,;()]*")
@@ -182,7 +198,7 @@ def install_error_handlers(app: FastAPI) -> None:
     # Known classes get their own handler; anything else reaches CatchAll (a handler for `Exception` would run
     # in Starlette's ServerErrorMiddleware, which re-raises after answering, and uvicorn then drops the
     # keep-alive connection).
-    known: tuple[type[Exception], ...] = (APIError, *_TABLE)
+    known: tuple[type[Exception], ...] = (APIError, *ERRORS)
     for cls in known:
         app.add_exception_handler(cls, _on_known)
 
@@ -213,5 +229,5 @@ class CatchAll:
                 raise
             log.exception("unexpected error serving %s %s", scope.get("method"), scope.get("path"))
             err = APIError(500, f"internal server error ({type(exc).__name__}); the server log has the details",
-                           type="internal_error", code="internal_error")
+                           code="internal_error")
             await error_response(Request(scope), err)(scope, receive, send)

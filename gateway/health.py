@@ -8,14 +8,11 @@ from conch.gateway.state import conch_state
 router = APIRouter()
 
 
-def _ready(request: Request) -> bool:
-    models = conch_state(request).engine.all_versions()
-    return bool(models) and all(m.backend.health() for m in models)
-
-
 @router.get("/health")
 async def health(request: Request) -> Response:
-    return Response(status_code=200 if _ready(request) else 503)
+    """Engine.ready (the readiness every face asks), and at least one model served."""
+    engine = conch_state(request).engine
+    return Response(status_code=200 if engine.ready() and engine.all_versions() else 503)
 
 
 @router.get("/v2/health/live")
@@ -25,5 +22,5 @@ async def live() -> Response:
 
 @router.get("/v2/health/ready")
 async def ready(request: Request) -> Response:
-    """Triton's rule (ModelControl.ready): a server with nothing loaded in explicit mode is ready."""
-    return Response(status_code=200 if request.app.state.triton.control.ready() else 503)
+    """Engine.ready: a server with nothing loaded (explicit mode) is ready, as Triton's."""
+    return Response(status_code=200 if conch_state(request).engine.ready() else 503)

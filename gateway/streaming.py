@@ -28,7 +28,7 @@ def sse_named(event: str, payload: Any) -> str:
 def error_event(error: str | Exception) -> str:
     """The OpenAI error event for a failure after a /v1 stream has started: an engine's error message (an
     internal error) or an exception, mapped as a response's would be. The stream closes after it."""
-    err = APIError(500, error, type="internal_error") if isinstance(error, str) else to_api_error(error)
+    err = APIError(500, error) if isinstance(error, str) else to_api_error(error)
     return sse_event(openai_body(err))
 
 

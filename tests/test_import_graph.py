@@ -131,6 +131,15 @@ def test_imports_only_point_down_the_layers():
     assert not upward, "\n".join(upward)
 
 
+def test_the_anthropic_face_imports_nothing_of_the_openai_face():
+    """Face-neutral pieces (choices, the JSON body route, the wire base model) live in gateway/, so one face
+    never reaches into another."""
+    crossing = [f"{module}:{line} imports {target}" for module, edges in import_graph().items()
+                if module.startswith("conch.gateway.anthropic") for target, line in edges.items()
+                if target.startswith("conch.gateway.openai")]
+    assert not crossing, "\n".join(crossing)
+
+
 def test_a_circle_is_found():
     """The checker itself can fail: a planted circle (a -> b -> c -> a) beside an acyclic edge is reported."""
     graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1, "d": 1}, "d": {}}

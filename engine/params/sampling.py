@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from conch.engine.errors import InvalidRequest
 from conch.engine.params.kinds import READERS, TYPE_NAMES, short_repr
@@ -30,21 +30,27 @@ _DEFAULT = SamplingParams()
 
 
 def build_sampling(values: Mapping[str, Any], base: SamplingParams = _DEFAULT,
-                   accepted: frozenset[str] | None = None) -> SamplingParams:
-    """`base` with the given values (None = not given); `accepted` limits the wire names a face takes."""
+                   accepted: frozenset[str] | None = None, names: Mapping[str, str] | None = None) -> SamplingParams:
+    """`base` with the given values (None = not given); `accepted` limits the wire names a face takes; `names`
+    gives a face's own name for a table wire name (Anthropic's `stop_sequences` for `stop`), so its 400s name
+    the field as its client wrote it."""
+    def named(wire_name: str) -> str:
+        return (names or {}).get(wire_name, wire_name)
+
     given = {k: v for k, v in values.items() if v is not None}
     unknown = sorted(k for k in given if k not in BY_WIRE_NAME or (accepted is not None and k not in accepted))
     if unknown:
         supported = sorted(accepted if accepted is not None else BY_WIRE_NAME)
-        raise InvalidRequest(f"unsupported sampling parameter(s) {unknown}; supported: {supported}", param=unknown[0])
+        raise InvalidRequest(f"unsupported sampling parameter(s) {unknown}; supported: {supported}",
+                             param=named(unknown[0]))
     fields: dict[str, Any] = {}
     for wire_name, value in given.items():
         param = BY_WIRE_NAME[wire_name]
         if param.name in fields:
-            raise InvalidRequest(f"'{wire_name}' names '{param.name}' a second time", param=wire_name)
-        fields[param.name] = read_value(param, value, wire_name)
+            raise InvalidRequest(f"'{named(wire_name)}' names '{param.name}' a second time", param=named(wire_name))
+        fields[param.name] = read_value(param, value, named(wire_name))
     params = replace(base, **fields)
-    _check_together(params)
+    _check_together(params, named)
     return _normalized(params, None)
 
 
@@ -87,12 +93,13 @@ def _in_range(param: Param, value: float) -> bool:
     return above_low and below_high
 
 
-def _check_together(params: SamplingParams) -> None:
+def _check_together(params: SamplingParams, named: Callable[[str], str] = str) -> None:
+    least, most = named("min_tokens"), named("max_tokens")
     if params.max_tokens is not None and params.min_tokens > params.max_tokens:
-        raise InvalidRequest(f"'min_tokens' ({params.min_tokens}) must be in [0, max_tokens ({params.max_tokens})]",
-                             param="min_tokens")
+        raise InvalidRequest(f"'{least}' ({params.min_tokens}) must be in [0, {most} ({params.max_tokens})]",
+                             param=least)
     if params.max_tokens == 0 and params.prompt_logprobs is None:
-        raise InvalidRequest("'max_tokens' 0 is only allowed when scoring the prompt", param="max_tokens")
+        raise InvalidRequest(f"'{most}' 0 is only allowed when scoring the prompt", param=most)
 
 
 def checked_sampling(params: SamplingParams, vocab_size: int | None = None) -> SamplingParams:

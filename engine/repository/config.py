@@ -1,7 +1,7 @@
 """A model's configuration, parsed once from `config.yaml` (or `config.pbtxt`) into a frozen dataclass."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, overload
 
@@ -9,7 +9,8 @@ import yaml
 
 from conch.engine.errors import InvalidRequest
 from conch.engine.repository.batching import DynamicBatching
-from conch.engine.repository.config_rules import RULES, checked
+from conch.engine.repository.config_rules import OVERRIDE, PARAMETERS, TRITON, YAML, YAML_ONLY, Rule, checked, key, \
+    keys_from, rules_of
 from conch.grammars import GenerationBounds
 from conch.engine.repository.sequence import SequenceBatching
 from conch.engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy, tensor_specs
@@ -41,60 +42,65 @@ LLM_BACKENDS = frozenset({"transformers", "vllm", "tensorrt_llm", "openai"})
 
 @dataclass(frozen=True)
 class ModelConfig:
-    name: str
-    backend: str = "transformers"
-    weights: str | None = None          # a folder; relative paths are resolved against the version folder
-    tokenizer: str | None = None        # defaults to the weights folder
-    chat_template: str | None = None    # a Jinja template overriding the tokenizer's own
-    tool_call_parser: str = "hermes"
-    max_parallel_tool_calls: int = 4    # most calls one forced (tool_choice "required") answer may hold
-    max_batch_size: int = 64
-    context_length: int = 2048
-    dtype: str = "bfloat16"
-    max_queue_size: int = 256
-    prefix_cache_mb: int = 256          # KV of long prompt heads kept for reuse (0 = off, and freed KV slots
-                                        # keep no tokens for a next turn: slot_store.py)
-    kv_cache_mb: int = 2048             # the running sequences' KV budget (transformers, Llama family)
-    runner: str = "auto"                # one of RUNNERS (the transformers backend)
-    kv_store: str = "auto"              # one of KV_STORES (the transformers backend, Llama family)
-    max_step_tokens: int = 2048         # tokens one engine step computes: decode rows + prefill chunks
-                                        # (vLLM-CPU's API-server default: a 64-chat burst's TTFT p50 1.6-1.7 s
-                                        # against 1.8-1.9 s at 1024)
-    batch_invariant: bool = False       # insist on greedy tokens the same whatever the batch and the caches
-                                        # (the default already is where the native kernels serve: llama.py)
-    prefill_stall: float = 2.0          # while rows decode, a prefilling step may take this many decode-only
-                                        # steps' time (stall_budget.py); 0 = no bound (throughput first)
-    speculative_tokens: int = 4         # multi-token decode steps (transformers, Llama family): most tokens a
-                                        # sequence proposes a step (0 = off); engine/backends/transformers/speculation
-    prompt_lookup_min: int = 2          # the shortest and longest suffix the prompt lookup proposes from
-    prompt_lookup_max: int = 4
-    speculative_grammar: bool = True    # propose the tokens a request's grammar forces
-    speculative_max_batch: int = 4      # no proposals in a step where more sequences decode
-    queue_timeout: float | None = None  # seconds a request may wait for a slot; None = no limit
-    response_cache: bool = True
-    grammar_bounds: GenerationBounds = GenerationBounds()  # how far unbounded JSON may grow (grammars/bounds.py)
-    num_threads: int | None = None
-    version: str = "1"
-    path: str | None = None             # the model's folder in the repository
-    parameters: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    inputs: tuple[TensorSpec, ...] = ()     # declared tensors (python, ensemble); an LLM has the contract
-    outputs: tuple[TensorSpec, ...] = ()
-    steps: tuple[EnsembleStep, ...] = ()    # an ensemble's DAG
-    version_policy: VersionPolicy = VersionPolicy()
-    decoupled: bool = False
-    upstream: UpstreamConfig | None = None  # the openai backend's deployments (engine/repository/upstream.py)
-    dynamic_batching: DynamicBatching | None = None   # Triton's dynamic batcher (non-LLM models); None: off
-    instance_count: int = 1             # instances run at once (instance_group; python/embedding/text only)
-    model_warmup: tuple[WarmupSample, ...] = ()       # run at load, before the model is ready (warmup.py)
-    sequence_batching: SequenceBatching | None = None  # python models; from config.pbtxt only (sequence.py)
-    rate_limiter: RateLimit | None = None   # python models' instance_group rate_limiter (engine/resources.py)
-    triton: Any = field(default=None, hash=False, compare=False, repr=False)  # the parsed config.pbtxt
+    """A model's config. Each key is declared once, here: its default, its rule (config_rules.py) and the
+    sources it may be written in; `RULES`, `YAML_KEYS` and `PARAMETER_KEYS` below derive from these fields."""
+
+    name: str = field(metadata={"rule": None, "sources": frozenset()})   # the model's folder (no source sets it)
+    backend: str = key("transformers", Rule(str), YAML_ONLY + (TRITON,))
+    weights: str | None = key(None, Rule(str, optional=True))   # a folder; relative: against the version folder
+    tokenizer: str | None = key(None, Rule(str, optional=True))  # defaults to the weights folder
+    chat_template: str | None = key(None, Rule(str, optional=True))  # a Jinja template over the tokenizer's own
+    tool_call_parser: str = key("hermes", Rule(str))
+    max_parallel_tool_calls: int = key(4, Rule(int, 1))   # most calls one forced (tool_choice "required") answer
+    max_batch_size: int = key(64, Rule(int, 1), YAML_ONLY + (TRITON,))   # Triton's 0 (no batching): pbtxt.py
+    context_length: int = key(2048, Rule(int, 1))
+    dtype: str = key("bfloat16", Rule(str))
+    max_queue_size: int = key(256, Rule(int, 0))          # 0: unbounded, as in Triton
+    prefix_cache_mb: int = key(256, Rule(int, 0))         # KV of long prompt heads kept for reuse (0 = off, and
+                                                          # freed KV slots keep no tokens for a next turn)
+    kv_cache_mb: int = key(2048, Rule(int, 1))            # the running sequences' KV budget (Llama family)
+    runner: str = key("auto", Rule(str))                  # one of RUNNERS (the transformers backend)
+    kv_store: str = key("auto", Rule(str))                # one of KV_STORES (the transformers backend)
+    max_step_tokens: int = key(2048, Rule(int, 1))        # tokens one engine step computes: decode rows +
+                                                          # prefill chunks (vLLM-CPU's API-server default)
+    batch_invariant: bool = key(False, Rule(bool))        # insist on greedy tokens the same whatever the batch
+                                                          # and the caches (the default where native kernels serve)
+    prefill_stall: float = key(2.0, Rule(float, 0))       # while rows decode, a prefilling step may take this
+                                                          # many decode-only steps' time; 0 = no bound
+    speculative_tokens: int = key(4, Rule(int, 0, high=16))   # multi-token decode (transformers, Llama family):
+                                                          # most tokens a sequence proposes a step (0 = off)
+    prompt_lookup_min: int = key(2, Rule(int, 1, high=16))    # the shortest and longest suffix the prompt
+    prompt_lookup_max: int = key(4, Rule(int, 1, high=16))    # lookup proposes from
+    speculative_grammar: bool = key(True, Rule(bool))     # propose the tokens a request's grammar forces
+    speculative_max_batch: int = key(4, Rule(int, 1))     # no proposals in a step where more sequences decode
+    queue_timeout: float | None = key(None, Rule(float, 0, low_open=True, optional=True))  # seconds a request
+                                                          # may wait for a slot; None = no limit
+    response_cache: bool = key(True, Rule(bool), YAML_ONLY + (TRITON,))
+    grammar_bounds: GenerationBounds = key(GenerationBounds(), None, YAML_ONLY)  # how far unbounded JSON may grow
+    num_threads: int | None = key(None, Rule(int, 1, optional=True))
+    version: str = key("1", Rule(str), ())               # the version folder served (the repository's choice)
+    path: str | None = key(None, Rule(str, optional=True), ())   # the model's folder in the repository
+    parameters: dict[str, Any] = key(None, None, YAML_ONLY + (TRITON,), default_factory=dict, hash=False,
+                                     compare=False)   # a backend's own settings (Triton's other `parameters`)
+    inputs: tuple[TensorSpec, ...] = key((), None, YAML_ONLY + (TRITON,))  # declared tensors (python, ensemble)
+    outputs: tuple[TensorSpec, ...] = key((), None, YAML_ONLY + (TRITON,))   # an LLM has the contract's
+    steps: tuple[EnsembleStep, ...] = key((), None, YAML_ONLY + (TRITON,))   # an ensemble's DAG
+    version_policy: VersionPolicy = key(VersionPolicy(), None, YAML_ONLY + (TRITON,))
+    decoupled: bool = key(False, Rule(bool), YAML_ONLY + (TRITON,))
+    upstream: UpstreamConfig | None = key(None, None, ())   # the openai backend's deployments, gathered from
+                                                            # its top-level keys (engine/repository/upstream.py)
+    dynamic_batching: DynamicBatching | None = key(None, None, YAML_ONLY + (TRITON,))   # non-LLM models; None: off
+    instance_count: int = key(1, None, YAML_ONLY + (TRITON,))   # instances run at once (python/embedding/text)
+    model_warmup: tuple[WarmupSample, ...] = key((), None, YAML_ONLY + (TRITON,))   # run at load (warmup.py)
+    sequence_batching: SequenceBatching | None = key(None, None, (TRITON,))   # python models (sequence.py)
+    rate_limiter: RateLimit | None = key(None, None, (TRITON,))   # python models' instance_group rate_limiter
+    triton: Any = key(None, None, (), hash=False, compare=False, repr=False)  # the parsed config.pbtxt
 
     def __post_init__(self) -> None:
-        given = {key: getattr(self, key) for key in RULES}
-        for key, value in checked(self.name, given).items():
-            if value is not given[key]:                        # "8" read as 8: the config holds its type
-                object.__setattr__(self, key, value)
+        given = {name: getattr(self, name) for name in RULES}
+        for name, value in checked(self.name, given, RULES).items():
+            if value is not given[name]:                       # "8" read as 8: the config holds its type
+                object.__setattr__(self, name, value)
         if not (self.prefill_stall == 0 or self.prefill_stall >= 1):
             raise InvalidRequest(f"model '{self.name}': config key 'prefill_stall' must be 0 (no bound) or a "
                                  f"number >= 1", param="prefill_stall")
@@ -106,10 +112,10 @@ class ModelConfig:
             raise InvalidRequest(f"model '{self.name}': config key 'prompt_lookup_min' ({self.prompt_lookup_min}) "
                                  f"must not exceed 'prompt_lookup_max' ({self.prompt_lookup_max})",
                                  param="prompt_lookup_min")
-        for key, allowed in (("runner", RUNNERS), ("kv_store", KV_STORES)):
-            if getattr(self, key) not in allowed:
-                raise InvalidRequest(f"model '{self.name}': config key '{key}' must be one of {', '.join(allowed)}, "
-                                     f"not {getattr(self, key)!r}", param=key)
+        for name, allowed in (("runner", RUNNERS), ("kv_store", KV_STORES)):
+            if getattr(self, name) not in allowed:
+                raise InvalidRequest(f"model '{self.name}': config key '{name}' must be one of "
+                                     f"{', '.join(allowed)}, not {getattr(self, name)!r}", param=name)
         for check in _CHECKS:
             problem = check(self)
             if problem is not None:
@@ -120,24 +126,26 @@ class ModelConfig:
         return self.backend in LLM_BACKENDS
 
     @classmethod
-    def from_mapping(cls, name: str, data: dict[str, Any], **extra: Any) -> "ModelConfig":
-        known = {f.name for f in fields(cls)} - {"triton", "upstream"}
+    def from_mapping(cls, name: str, data: dict[str, Any], source: str = YAML, **extra: Any) -> "ModelConfig":
+        """A config from a mapping written in `source` (config.yaml, or a load override in Conch's keys)."""
+        known = keys_from(cls, source)
         if data.get("backend") == "openai":
             known |= UPSTREAM_KEYS | {"max_concurrency"}
+        pbtxt_only = sorted(set(data) & keys_from(cls, TRITON) - known)
+        if pbtxt_only:
+            raise InvalidRequest(f"model '{name}': {pbtxt_only[0]} is read from config.pbtxt only",
+                                 param=pbtxt_only[0])
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidRequest(f"model '{name}': unknown config keys {unknown}", param="config")
         data = _split_upstream(name, dict(data))
-        for key in ("inputs", "outputs"):
-            if key in data:
-                data[key] = tensor_specs(data[key])
+        for tensors in ("inputs", "outputs"):
+            if tensors in data:
+                data[tensors] = tensor_specs(data[tensors])
         if "steps" in data:
             data["steps"] = tuple(EnsembleStep.from_mapping(s) for s in data["steps"] or ())
         if data.get("dynamic_batching") is not None and not isinstance(data["dynamic_batching"], DynamicBatching):
             data["dynamic_batching"] = DynamicBatching.from_mapping(data["dynamic_batching"])
-        for key in ("sequence_batching", "rate_limiter"):
-            if data.get(key) is not None:
-                raise InvalidRequest(f"model '{name}': {key} is read from config.pbtxt only", param=key)
         if data.get("model_warmup") and not isinstance(data["model_warmup"], tuple):
             data["model_warmup"] = warmup_samples(data["model_warmup"], name)
         if "grammar_bounds" in data and not isinstance(data["grammar_bounds"], GenerationBounds):
@@ -181,6 +189,12 @@ class ModelConfig:
         return Path(self.path) / self.version if self.path is not None else None
 
 
+# Derived from the fields' declarations: what each rule is, and where each key may be written.
+RULES = rules_of(ModelConfig)
+PARAMETER_KEYS = keys_from(ModelConfig, PARAMETERS)     # config.pbtxt's `parameters` entries Conch reads
+OVERRIDE_KEYS = keys_from(ModelConfig, OVERRIDE)
+
+
 def _split_upstream(name: str, data: dict[str, Any]) -> dict[str, Any]:
     """An openai backend's top-level upstream keys, gathered into `upstream`; `max_concurrency` (default 64)
     is its `max_batch_size`: the requests in flight upstream, the admission queue holding the rest."""
@@ -197,12 +211,12 @@ def confine_override(config: ModelConfig, root: Path) -> ModelConfig:
     """A config given on load may read only what the repository holds: its `weights` and `tokenizer` are the
     server's built-in weights (`builtin:NAME`) or folders inside `root` (after resolving links), named without
     `..`. A hub id, an absolute path elsewhere, or a file is refused, and the refusal never echoes a path."""
-    for key in ("weights", "tokenizer"):
-        value = getattr(config, key)
+    for folder in ("weights", "tokenizer"):
+        value = getattr(config, folder)
         if value is None or value.startswith("builtin:"):
             continue
         target = Path(config.resolve(value)).resolve()
         if ".." in Path(value).parts or not target.is_relative_to(Path(root).resolve()) or not target.is_dir():
-            raise InvalidRequest(f"model '{config.name}': a config override's '{key}' must be a folder inside "
+            raise InvalidRequest(f"model '{config.name}': a config override's '{folder}' must be a folder inside "
                                  f"the model repository or 'builtin:NAME'", param="config")
     return config

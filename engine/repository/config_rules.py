@@ -3,13 +3,14 @@
 already serving keeps serving. Nothing below reads a config value it has not passed here: a `max_batch_size`
 of "x" or 0 would otherwise load and then fail or stall every request on the engine thread.
 
+Each rule is declared once, on its `ModelConfig` field (config.py's `key(default, Rule(...), sources)`).
 Values may arrive as text (Triton's `parameters` are strings): a rule reads "8" as 8 and "true" as True, and
 refuses "x" naming the key.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from conch.engine.errors import InvalidRequest
@@ -83,39 +84,46 @@ def _str(value: Any) -> str:
 
 _READ = {int: _int, float: _float, bool: _bool, str: _str}
 
-RULES: dict[str, Rule] = {
-    "backend": Rule(str), "weights": Rule(str, optional=True), "tokenizer": Rule(str, optional=True),
-    "chat_template": Rule(str, optional=True), "tool_call_parser": Rule(str), "dtype": Rule(str),
-    "version": Rule(str), "path": Rule(str, optional=True),
-    "max_parallel_tool_calls": Rule(int, 1),
-    "max_batch_size": Rule(int, 1),           # Triton's 0 (no batching) never reaches here: pbtxt.py skips it
-    "context_length": Rule(int, 1),
-    "max_queue_size": Rule(int, 0),           # 0: unbounded, as in Triton
-    "prefix_cache_mb": Rule(int, 0),          # 0: off
-    "kv_cache_mb": Rule(int, 1),
-    "max_step_tokens": Rule(int, 1),
-    "prefill_stall": Rule(float, 0),          # 0 (no bound) or >= 1: ModelConfig checks the gap
-    "queue_timeout": Rule(float, 0, low_open=True, optional=True),
-    "response_cache": Rule(bool), "decoupled": Rule(bool), "batch_invariant": Rule(bool),
-    "speculative_tokens": Rule(int, 0, high=16),   # 0: off; a verify span is 1 + this many tokens
-    "prompt_lookup_min": Rule(int, 1, high=16), "prompt_lookup_max": Rule(int, 1, high=16),
-    "speculative_grammar": Rule(bool), "speculative_max_batch": Rule(int, 1),
-    "num_threads": Rule(int, 1, optional=True),
-    "runner": Rule(str), "kv_store": Rule(str),   # their values: config.py's RUNNERS and KV_STORES
-}
+# Where a key may be written. A config key is one `ModelConfig` field declared with `key()` (config.py), which
+# names its rule and its sources; the rules, the keys a config.yaml may write and the `parameters` entries
+# config.pbtxt reads all derive from those fields, so a key is declared once.
+YAML = "yaml"               # config.yaml
+PARAMETERS = "parameters"   # a config.pbtxt `parameters { key: ... }` entry (text, read by the key's rule)
+TRITON = "triton"           # a config.pbtxt key of Triton's own (max_batch_size, instance_group, input...)
+OVERRIDE = "override"       # a load's config override in Conch's keys (Triton's message as JSON reads as pbtxt)
+SETTING = (YAML, PARAMETERS, OVERRIDE)     # a Conch setting: written in any of them
+YAML_ONLY = (YAML, OVERRIDE)               # structured, or a key config.pbtxt spells its own way (TRITON)
 
 
-def checked(model: str, values: dict[str, Any]) -> dict[str, Any]:
+def key(default: Any = None, rule: Rule | None = None, sources: tuple[str, ...] = SETTING, **options: Any) -> Any:
+    """A config key: a dataclass field whose metadata holds its rule (None: a structured value its own reader
+    checks) and the sources it may be written in."""
+    metadata = {"rule": rule, "sources": frozenset(sources)}
+    if "default_factory" in options:
+        return field(metadata=metadata, **options)
+    return field(default=default, metadata=metadata, **options)
+
+
+def rules_of(cls: type) -> dict[str, Rule]:
+    return {f.name: f.metadata["rule"] for f in fields(cls) if f.metadata.get("rule") is not None}
+
+
+def keys_from(cls: type, source: str) -> frozenset[str]:
+    """The keys that may be written in `source`."""
+    return frozenset(f.name for f in fields(cls) if source in f.metadata.get("sources", ()))
+
+
+def checked(model: str, values: dict[str, Any], rules: dict[str, Rule]) -> dict[str, Any]:
     """`values` with every key that has a rule read as its type; InvalidRequest naming the first bad key."""
     out = dict(values)
-    for key, rule in RULES.items():
-        if key not in values:
+    for name, rule in rules.items():
+        if name not in values:
             continue
         try:
-            out[key] = rule.read(values[key])
+            out[name] = rule.read(values[name])
         except (ValueError, OverflowError) as exc:
-            raise InvalidRequest(f"model '{model}': config key '{key}' must be {rule.describe()}, got "
-                                 f"{_short(values[key])}{_why(exc)}", param=key) from None
+            raise InvalidRequest(f"model '{model}': config key '{name}' must be {rule.describe()}, got "
+                                 f"{_short(values[name])}{_why(exc)}", param=name) from None
     return out
 
 

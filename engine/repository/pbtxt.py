@@ -1,7 +1,8 @@
 """Triton's `config.pbtxt`: protobuf text format into tritonclient's `ModelConfig` message, and that into
 Conch's `ModelConfig` (the way back, with the tensor contract filled in, is engine/tensors/triton_config.py).
 
-Conch's own settings (weights, dtype, context_length...) may come as `parameters { key: ... }` entries.
+Conch's own settings (weights, dtype, context_length...) may come as `parameters { key: ... }` entries: every
+key whose declaration (config.py) names the `parameters` source, each read as its type by its rule.
 A vLLM-layout folder (`backend: "vllm"` + `<version>/model.json`) keeps its engine arguments in
 `parameters["engine_args"]`.
 """
@@ -16,19 +17,11 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from conch.engine.errors import InvalidRequest
 from conch.engine.repository.batching import DynamicBatching
-from conch.engine.repository.config import LLM_BACKENDS, ModelConfig
+from conch.engine.repository.config import LLM_BACKENDS, PARAMETER_KEYS, ModelConfig
 from conch.engine.repository.contracts import check_llm_tensors
 from conch.engine.repository.sequence import sequence_batching
 from conch.engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
 from conch.engine.repository.triton_keys import check_keys, instance_count, rate_limit, response_cache, warmups
-
-# Conch's own settings, carried in Triton's `parameters` as text; ModelConfig reads each as its type
-# (engine/repository/config_rules.py), so "x" for an integer refuses the load naming the key
-CONCH_FIELDS = frozenset({"weights", "tokenizer", "chat_template", "tool_call_parser", "max_parallel_tool_calls",
-                          "dtype", "context_length", "max_queue_size", "num_threads", "prefill_stall",
-                          "kv_cache_mb", "prefix_cache_mb", "max_step_tokens", "queue_timeout", "runner", "kv_store",
-                          "batch_invariant"})
-
 
 def parse_pbtxt(text: str, name: str) -> pb.ModelConfig:
     message = pb.ModelConfig()
@@ -65,7 +58,7 @@ def to_conch(message: pb.ModelConfig, name: str, path: str | None, version: str)
                 rate_limiter=rate_limit(message, data["backend"], name),
                 sequence_batching=sequence_batching(message.sequence_batching if message.HasField(
                     "sequence_batching") else None, data["backend"], name))
-    data.update({k: params.pop(k) for k in list(params) if k in CONCH_FIELDS})
+    data.update({k: params.pop(k) for k in list(params) if k in PARAMETER_KEYS})
     if backend == "vllm" and path is not None:
         params["engine_args"] = _model_json(Path(path) / version / "model.json", name)
     policy = json_format.MessageToDict(message.version_policy, preserving_proto_field_name=True)

@@ -10,6 +10,7 @@ from conch.engine.weights.minilm import EMBEDDING_MODEL_ID, minilm_available
 from conch.engine.weights.smollm2 import DEFAULT_MODEL_ID
 from conch.engine.repository.batching import DynamicBatching
 from conch.engine.repository.config import ModelConfig, confine_override
+from conch.engine.repository.config_rules import OVERRIDE
 from conch.engine.params.json_text import loads
 from conch.engine.repository.pbtxt import from_json, parse_pbtxt, to_conch
 
@@ -115,5 +116,5 @@ def _from_override(name: str, override: Any, **extra: Any) -> ModelConfig:
     if not isinstance(data, dict):
         raise InvalidRequest(f"model '{name}': the config override is not a JSON object", param="config")
     if set(data) <= {f.name for f in fields(ModelConfig)}:
-        return ModelConfig.from_mapping(name, {k: v for k, v in data.items() if k != "name"}, **extra)
+        return ModelConfig.from_mapping(name, {k: v for k, v in data.items() if k != "name"}, OVERRIDE, **extra)
     return to_conch(from_json(data, name), name, **extra)

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from conch.engine.errors import EngineError, InvalidRequest
+from conch.engine.errors import InvalidRequest
 from conch.engine.repository.specs import TensorSpec
 
 Tensors = dict[str, np.ndarray]
@@ -19,10 +19,6 @@ NUMPY_DTYPES: dict[str, Any] = {
     "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64,
     "FP16": np.float16, "FP32": np.float32, "FP64": np.float64, "BYTES": np.object_,
 }
-
-
-class InferenceError(EngineError):
-    """A model failed while running a request (the request was valid)."""
 
 
 def datatype_of(array: np.ndarray) -> str:

@@ -12,12 +12,12 @@ from typing import AsyncGenerator
 import numpy as np
 
 from conch.engine.engine import Engine
-from conch.engine.errors import InvalidRequest
+from conch.engine.errors import InferenceError, InvalidRequest
 from conch.engine.repository.config import ModelConfig
 from conch.engine.tensors.contract import tensor_interface
 from conch.engine.backend import TensorModel
-from conch.engine.tensors.interface import (InferenceError, InferRequest, Tensors, bytes_tensor, check_inputs,
-                                      first_bool, first_string)
+from conch.engine.tensors.interface import (InferRequest, Tensors, bytes_tensor, check_inputs, first_bool,
+                                            first_string)
 from conch.engine.tensors.sampling import parse_json_object, sampling_params
 from conch.engine.tensors.structured import split_grammar
 from conch.engine.tensors.traced import TracedTensorModel

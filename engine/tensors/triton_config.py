@@ -6,8 +6,7 @@ from dataclasses import fields
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from conch.engine.repository.config import ModelConfig
-from conch.engine.repository.pbtxt import CONCH_FIELDS
+from conch.engine.repository.config import PARAMETER_KEYS, ModelConfig
 from conch.engine.tensors.contract import tensor_interface
 
 
@@ -30,7 +29,7 @@ def to_triton(config: ModelConfig) -> pb.ModelConfig:
         s.input_map.update(dict(step.input_map))
         s.output_map.update(dict(step.output_map))
     for field in fields(config):
-        if field.name in CONCH_FIELDS and getattr(config, field.name) is not None:
+        if field.name in PARAMETER_KEYS and getattr(config, field.name) is not None:
             message.parameters[field.name].string_value = str(getattr(config, field.name))
     return message
 

@@ -15,10 +15,11 @@ from typing import AsyncGenerator
 import numpy as np
 
 from conch.engine.engine import Engine
+from conch.engine.errors import InferenceError
 from conch.engine.repository.config import ModelConfig
 from conch.engine.repository.contracts import TRTLLM_INPUTS, TRTLLM_OUTPUTS
 from conch.engine.tensors.contract import batches, tensor_interface
-from conch.engine.tensors.interface import InferenceError, InferRequest, Tensors, check_inputs
+from conch.engine.tensors.interface import InferRequest, Tensors, check_inputs
 from conch.engine.tensors.trtllm_inputs import prompt_ids, sampling, scalar
 from conch.engine.types import GenerationDelta, GenerationRequest
 

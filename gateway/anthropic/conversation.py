@@ -62,10 +62,9 @@ def sampling(body: wire.CountTokensRequest) -> SamplingParams:
     values = {name: getattr(body, name, None) for name in ("max_tokens", "temperature", "top_p", "top_k")}
     values["stop"] = getattr(body, "stop_sequences", None)
     try:
-        return build_sampling(values, base=SamplingParams(max_tokens=None))
+        return build_sampling(values, base=SamplingParams(max_tokens=None), names=_WIRE_NAMES)
     except InvalidRequest as exc:
-        param = _WIRE_NAMES.get(exc.param or "", exc.param)
-        raise APIError(400, exc.message.replace("'stop'", "'stop_sequences'"), param=param) from exc
+        raise APIError(400, exc.message, param=exc.param) from exc
 
 
 def _system(system: str | list[wire.TextBlock] | None, keep_billing_header: bool) -> list[dict[str, Any]]:

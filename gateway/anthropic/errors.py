@@ -38,7 +38,7 @@ def request_id_header() -> dict:
 def error_event(error: str | Exception) -> str:
     """The `error` event of a stream that has started (an engine's error message, or an exception mapped as a
     response's would be); the stream closes after it."""
-    err = APIError(500, error, type="internal_error") if isinstance(error, str) else to_api_error(error)
+    err = APIError(500, error) if isinstance(error, str) else to_api_error(error)
     return sse_named("error", anthropic_body(err))
 
 

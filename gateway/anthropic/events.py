@@ -19,7 +19,7 @@ from conch.engine import GenerationDelta
 from conch.gateway.anthropic.errors import error_event
 from conch.gateway.anthropic.output import stop_of, tool_use_id, usage
 from conch.gateway.conversation import OutputReader
-from conch.gateway.openai.choices import Choice
+from conch.gateway.choices import Choice
 from conch.gateway.streaming import sse_named
 
 GRACE_S = 1.0   # the route waits this long for the first delta: a failure by then is a status, not an event

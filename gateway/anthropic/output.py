@@ -18,7 +18,7 @@ from pydantic_core import from_json
 from conch.agents.tools import ToolCall
 from conch.engine import RequestStatus
 from conch.gateway.conversation import OutputReader
-from conch.gateway.openai.choices import Choice
+from conch.gateway.choices import Choice
 
 _ALPHABET = string.ascii_letters + string.digits
 

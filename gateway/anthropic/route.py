@@ -15,8 +15,8 @@ from conch.gateway.anthropic.errors import new_request_id
 from conch.gateway.anthropic.output import message, message_id
 from conch.gateway.anthropic.schemas import CountTokensRequest, MessagesRequest
 from conch.gateway.conversation import OutputReader, ToolPlan, build_generation
-from conch.gateway.openai.choices import collect
-from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.choices import collect
+from conch.gateway.json_route import JSONBodyRoute
 from conch.gateway.state import conch_state, wants_cache
 from conch.gateway.streaming import sse_response, until_disconnect
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, model_validator
 
 from conch.gateway.errors import ParamError
-from conch.gateway.openai.schemas.common import WireModel
+from conch.gateway.wire import WireModel
 
 
 class CacheControl(WireModel):

@@ -11,35 +11,33 @@ from tritonclient.grpc import service_pb2 as pb
 
 from conch.engine import errors
 from conch.engine.tensors.interface import InferRequest, Tensors, datatype_of
-from conch.gateway.auth import Forbidden, Unauthorized
+from conch.gateway.errors import to_api_error
 from conch.gateway.kserve.codec import check_shape, dtype_for, from_raw, to_raw
 from conch.gateway.kserve.shared_memory import ShmReference, SystemSharedMemory
-from conch.gateway.limits import LimiterUnavailable, RateLimited
-from conch.grammars import GrammarError
 
 _CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
              "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents",
              "UINT32": "uint_contents", "UINT64": "uint64_contents", "FP32": "fp32_contents",
              "FP64": "fp64_contents", "BYTES": "bytes_contents"}
-_CODES: dict[type[Exception], grpc.StatusCode] = {
-    errors.InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
-    errors.ModelNotFound: grpc.StatusCode.NOT_FOUND,
-    errors.ModelNotReady: grpc.StatusCode.UNAVAILABLE,
-    errors.Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    errors.BackendUnavailable: grpc.StatusCode.UNAVAILABLE,
-    GrammarError: grpc.StatusCode.INVALID_ARGUMENT,
-    Unauthorized: grpc.StatusCode.UNAUTHENTICATED,
-    Forbidden: grpc.StatusCode.PERMISSION_DENIED,
-    RateLimited: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    LimiterUnavailable: grpc.StatusCode.UNAVAILABLE,
+# The gRPC status code of each HTTP status (gRPC's own HTTP mapping, read backwards); the status comes from
+# the gateway's one error table (gateway/errors.py), so HTTP and gRPC answer every failure alike.
+GRPC_CODES: dict[int, grpc.StatusCode] = {
+    400: grpc.StatusCode.INVALID_ARGUMENT, 401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED, 404: grpc.StatusCode.NOT_FOUND, 409: grpc.StatusCode.ALREADY_EXISTS,
+    413: grpc.StatusCode.RESOURCE_EXHAUSTED, 429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    499: grpc.StatusCode.CANCELLED, 500: grpc.StatusCode.INTERNAL, 501: grpc.StatusCode.UNIMPLEMENTED,
+    502: grpc.StatusCode.UNAVAILABLE, 503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.DEADLINE_EXCEEDED,
 }
 
 
+def grpc_code(status: int) -> grpc.StatusCode:
+    """A status no row names: INVALID_ARGUMENT below 500 (a request error), INTERNAL from 500 on."""
+    return GRPC_CODES.get(status) or (grpc.StatusCode.INVALID_ARGUMENT if status < 500 else grpc.StatusCode.INTERNAL)
+
+
 def status_of(exc: Exception) -> tuple[grpc.StatusCode, str]:
-    for cls in type(exc).__mro__:
-        if cls in _CODES:
-            return _CODES[cls], getattr(exc, "message", str(exc))
-    return grpc.StatusCode.INTERNAL, f"internal error: {exc}"
+    err = to_api_error(exc)
+    return grpc_code(err.status), err.message
 
 
 def parameter_value(p: pb.InferParameter) -> Any:

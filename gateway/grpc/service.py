@@ -75,7 +75,7 @@ class InferenceService(ExtensionRPCs, service_pb2_grpc.GRPCInferenceServiceServi
         return pb.ServerLiveResponse(live=True)
 
     async def ServerReady(self, request, context):
-        return pb.ServerReadyResponse(ready=self.state.control.ready())
+        return pb.ServerReadyResponse(ready=self.state.engine.ready())
 
     async def ModelReady(self, request, context):
         async def work():
@@ -84,7 +84,7 @@ class InferenceService(ExtensionRPCs, service_pb2_grpc.GRPCInferenceServiceServi
                 loaded = self.state.model(request.name, request.version or None)
             except EngineError:
                 return pb.ModelReadyResponse(ready=False)
-            return pb.ModelReadyResponse(ready=loaded.backend.health())
+            return pb.ModelReadyResponse(ready=self.state.engine.ready(loaded.name, loaded.config.version))
         return await _guard(context, work())
 
     async def ServerMetadata(self, request, context):

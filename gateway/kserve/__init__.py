@@ -1,12 +1,8 @@
 """Triton's face over HTTP: KServe v2 (metadata, health, infer) and the generate and repository extensions."""
 from fastapi import APIRouter
 
-from conch.engine.tensors.interface import InferenceError
-from conch.gateway.errors import register_error
 from conch.gateway.kserve import extensions, generate, infer, models, repository
 from conch.gateway.kserve.state import TritonState
-
-register_error(InferenceError, 500, "internal_error")
 
 # `open_router`: server metadata, open like /v2/health/*; `router`: everything that names or lists models,
 # which the app puts behind the API-key guard.

@@ -43,13 +43,14 @@ async def model_metadata(request: Request, model: str, version: str | None = Non
 
 @_route("/ready")
 async def model_ready(request: Request, model: str, version: str | None = None) -> Response:
+    state = triton_state(request)
     try:
-        loaded = triton_state(request).model(model, version)
+        loaded = state.model(model, version)
     except ModelNotFound:
         return Response(status_code=404)
     except Exception:
         return Response(status_code=400)
-    return Response(status_code=200 if loaded.backend.health() else 400)   # an engine that stopped is not ready
+    return Response(status_code=200 if state.engine.ready(loaded.name, loaded.config.version) else 400)
 
 
 @_route("/config")

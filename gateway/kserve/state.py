@@ -31,21 +31,19 @@ class TritonState:
     shm: SystemSharedMemory = field(default_factory=SystemSharedMemory)
 
     def model(self, name: str, version: str | None = None) -> LoadedModel:
-        """The serving model; 404 for a model or version that is not there, 503 while loading."""
+        """The serving model; 404 for a model or version that is not there, 503 while loading or warming up
+        (Engine.get's answer, as /v1's), 400 for an ensemble missing a step (Triton's)."""
         if not self.engine.versions(name):
             state = self.control.state(name)
             if state is not None and state.state == "UNAVAILABLE":
                 raise ModelNotReady(f"model '{name}' is not ready: {state.reason}")
             if state is None or state.state != "LOADING":
                 raise ModelNotFound(f"model '{name}' is not found")
-        missing = self.control.missing_steps(name)
+        missing = self.engine.missing_steps(name)
         if missing:        # Triton's answer (400) for a model with no available version
             raise InvalidRequest(f"Request for unknown model: '{name}' has no available versions: ensemble "
                                  f"step(s) {', '.join(missing)} not loaded", param="model")
-        model = self.engine.get(name, version)
-        if (model.name, model.config.version) in self.control.warming:
-            raise ModelNotReady(f"model '{name}' version {model.config.version} is warming up")
-        return model
+        return self.engine.get(name, version)      # ModelNotReady while it loads or warms up
 
 
 def triton_state(request: Request) -> TritonState:

@@ -23,7 +23,7 @@ class LimiterUnavailable(APIError):
 
     def __init__(self) -> None:
         super().__init__(503, "rate limits cannot be checked now (their store is unreachable); retry later",
-                         type="service_unavailable", code="rate_limiter_unavailable", headers={"Retry-After": "1"})
+                         code="rate_limiter_unavailable", headers={"Retry-After": "1"})
 
 
 class Fallback:

@@ -12,8 +12,9 @@ from conch.gateway.aliases import resolve_model
 from conch.gateway.conversation import Conversation, OutputReader, ToolPlan, build_generation
 from conch.gateway.errors import APIError
 from conch.gateway.openai.chat_output import call_dict, delta_dict
-from conch.gateway.openai.choices import Choice, collect, chat_logprobs, new_id, now, usage
-from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.choices import Choice, collect
+from conch.gateway.openai.choices import chat_logprobs, new_id, now, usage
+from conch.gateway.json_route import JSONBodyRoute
 from conch.gateway.openai.schemas.chat import ChatCompletionRequest, NamedToolChoice
 from conch.gateway.openai.structured import constraint_fields
 from conch.gateway.state import conch_state, wants_cache

@@ -1,63 +1,10 @@
-"""Accumulates the engine's deltas into per-choice results and renders OpenAI's logprobs shapes."""
+"""OpenAI's shapes of a finished choice: usage, ids and timestamps, the logprobs of chat and completions."""
 from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
-
-from typing import AsyncIterator
-
-from conch.engine import GenerationDelta, RequestStatus
 from conch.engine.types import PositionLogprobs
-from conch.gateway.errors import APIError
-
-
-@dataclass
-class Choice:
-    index: int
-    text: list[str] = field(default_factory=list)
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[PositionLogprobs] = field(default_factory=list)
-    prompt_logprobs: tuple[PositionLogprobs, ...] = ()
-    status: RequestStatus | None = None          # set when the choice ends; .finish_reason is OpenAI's word
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0                       # prompt tokens reused (prefix cache, kept slot)
-    error: str | None = None
-    stop_reason: str | int | None = None         # the stop string or token id that ended the choice
-
-    def add(self, delta: GenerationDelta) -> None:
-        self.text.append(delta.text)
-        self.token_ids.extend(delta.token_ids)
-        self.logprobs.extend(delta.logprobs)
-        self.prompt_logprobs = delta.prompt_logprobs or self.prompt_logprobs
-        if delta.finished:
-            self.status = delta.status
-            self.error = delta.error
-            self.stop_reason = delta.stop_reason
-            if delta.usage is not None:
-                self.prompt_tokens = delta.usage.prompt_tokens
-                self.completion_tokens = delta.usage.completion_tokens
-                self.cached_tokens = delta.usage.cached_tokens
-
-    @property
-    def finish_reason(self) -> str | None:
-        return self.status.finish_reason if self.status is not None else None
-
-    @property
-    def content(self) -> str:
-        return "".join(self.text)
-
-
-async def collect(deltas: AsyncIterator[GenerationDelta], total: int) -> list[Choice]:
-    """Every delta of a non-streamed request, gathered into `total` choices; a failed choice is a 500."""
-    choices = [Choice(i) for i in range(total)]
-    async for delta in deltas:
-        choices[delta.index].add(delta)
-    for choice in choices:
-        if choice.error:
-            raise APIError(500, choice.error, type="internal_error")
-    return choices
+from conch.gateway.choices import Choice
 
 
 def usage(choices: list[Choice], prompt_tokens: int | None = None) -> dict:

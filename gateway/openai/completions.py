@@ -9,8 +9,9 @@ from fastapi import APIRouter, Request
 
 from conch.engine import GenerationDelta, GenerationRequest
 from conch.gateway.errors import APIError
-from conch.gateway.openai.choices import Choice, collect, completion_logprobs, echo_logprobs, new_id, now, usage
-from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.choices import Choice, collect
+from conch.gateway.openai.choices import completion_logprobs, echo_logprobs, new_id, now, usage
+from conch.gateway.json_route import JSONBodyRoute
 from conch.gateway.openai.schemas.completions import CompletionRequest
 from conch.gateway.openai.structured import output_constraint
 from conch.gateway.state import conch_state, wants_cache

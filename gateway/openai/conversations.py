@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from conch.gateway.errors import ParamError
-from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.json_route import JSONBodyRoute
 from conch.gateway.openai.schemas.conversations import (ConversationCreate, ConversationUpdate, ItemsCreate, ItemsQuery,
                                                   items_as_dicts)
 from conch.gateway.records import RecordNotFound, caller

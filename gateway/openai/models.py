@@ -7,7 +7,7 @@ from fastapi import APIRouter, Request
 
 from conch.engine.errors import EngineError, ModelNotFound
 from conch.gateway.auth import may_use
-from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.json_route import JSONBodyRoute
 from conch.gateway.state import conch_state
 
 router = APIRouter(route_class=JSONBodyRoute)

@@ -25,5 +25,5 @@ class StoreUnavailable(Exception):
         self.param = None
 
 
-register_error(RecordNotFound, 404, "invalid_request_error", "not_found")
-register_error(StoreUnavailable, 503, "service_unavailable", "service_unavailable")
+register_error(RecordNotFound, 404, "not_found")
+register_error(StoreUnavailable, 503, "service_unavailable")

@@ -23,10 +23,10 @@ from typing import AsyncGenerator, AsyncIterator, Callable
 
 from conch.engine.engine import Engine
 from conch.engine.backends.ensemble.run import run_steps
-from conch.engine.errors import InvalidRequest
+from conch.engine.errors import InferenceError, InvalidRequest
 from conch.engine.repository.config import ModelConfig
 from conch.engine.repository.specs import EnsembleStep
-from conch.engine.tensors.interface import InferenceError, InferRequest, Tensors, bytes_tensor, first_string
+from conch.engine.tensors.interface import InferRequest, Tensors, bytes_tensor, first_string
 from conch.engine.tensors.llm import ALL_FLAGS, llm_outputs
 from conch.engine.types import GenerationDelta, GenerationRequest
 

@@ -36,10 +36,10 @@ from conch.engine.backends.python.sequences import Sequences
 from conch.engine.backends.python.messages import (TRITONSERVER_RESPONSE_COMPLETE_FINAL, InferenceRequest,
                                              InferenceResponse, InferenceResponseSender, TritonError)
 from conch.engine.engine import Engine
-from conch.engine.errors import BackendUnavailable, InvalidRequest
+from conch.engine.errors import BackendUnavailable, InferenceError, InvalidRequest
 from conch.engine.repository.config import ModelConfig
 from conch.engine.tensors.contract import batches
-from conch.engine.tensors.interface import InferenceError, InferRequest, Tensors, check_inputs
+from conch.engine.tensors.interface import InferRequest, Tensors, check_inputs
 from conch.engine.tensors.triton_config import to_triton
 
 sys.modules.setdefault("triton_python_backend_utils", pb_utils)

@@ -14,7 +14,7 @@ from conch.agents.mcp.events import ToolCallRequest
 from conch.agents.tools import ContentDelta, ToolCallDelta, new_call_id
 from conch.engine import GenerationDelta, RequestStatus
 from conch.gateway.conversation import OutputReader
-from conch.gateway.openai.choices import Choice
+from conch.gateway.choices import Choice
 from conch.gateway.openai.responses.items import new_item_id
 from conch.gateway.openai.responses.output import (custom_call_item, end_status, function_call_item, logprob_entries,
                                              message_item, text_part)

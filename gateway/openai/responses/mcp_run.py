@@ -30,7 +30,7 @@ from conch.agents.mcp.metrics import CallObserver
 from conch.agents.mcp.transcript import as_messages, as_tools
 from conch.gateway.conversation import build_generation
 from conch.gateway.errors import public_reason, to_api_error
-from conch.gateway.openai.choices import Choice
+from conch.gateway.choices import Choice
 from conch.gateway.openai.responses.events import OutputBuilder
 from conch.gateway.openai.responses.mcp_events import McpOutput
 from conch.gateway.openai.responses.output import end_status, failure, usage_dict

@@ -11,7 +11,7 @@ from typing import Any
 
 from conch.engine import RequestStatus
 from conch.engine.types import PositionLogprobs
-from conch.gateway.openai.choices import Choice
+from conch.gateway.choices import Choice
 from conch.gateway.openai.responses.schemas import ResponsesRequest
 
 # An engine's end -> (the response's status, incomplete_details)

@@ -5,7 +5,7 @@ from typing import Any, AsyncIterator, Awaitable, Literal
 
 from fastapi import APIRouter, Query, Request
 
-from conch.gateway.openai.json_route import JSONBodyRoute
+from conch.gateway.json_route import JSONBodyRoute
 from conch.gateway.openai.responses import background, mcp_run, stored
 from conch.gateway.openai.responses.run import Prepared, generation, prepare, run_events
 from conch.gateway.openai.responses.schemas import ResponsesRequest

@@ -10,7 +10,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from conch.engine import InvalidRequest, SamplingParams, build_sampling
 from conch.gateway.errors import ParamError
-from conch.gateway.openai.schemas.common import WireModel
+from conch.gateway.wire import WireModel
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 # What `include` may ask for: logprobs are honoured; the others name outputs Conch never produces (hosted
@@ -121,7 +121,6 @@ def _sampling(body: ResponsesRequest) -> SamplingParams:
     values = {"max_tokens": body.max_output_tokens, "temperature": body.temperature, "top_p": body.top_p,
               "logprobs": (body.top_logprobs or 0) if body.wants_logprobs else None}
     try:
-        return build_sampling(values, base=SamplingParams(max_tokens=None))
+        return build_sampling(values, base=SamplingParams(max_tokens=None), names=_WIRE_NAMES)
     except InvalidRequest as exc:
-        param = _WIRE_NAMES.get(exc.param or "", exc.param or "body")
-        raise ParamError(param, exc.message.replace(f"'{exc.param}'", f"'{param}'")) from exc
+        raise ParamError(exc.param or "body", exc.message) from exc

@@ -6,7 +6,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from conch.gateway.errors import ParamError
-from conch.gateway.openai.schemas.common import SamplingFields, WireModel
+from conch.gateway.openai.schemas.common import SamplingFields
+from conch.gateway.wire import WireModel
 
 
 class TextPart(WireModel):

@@ -3,17 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
+from pydantic import PrivateAttr, field_validator, model_validator
 
 from conch.engine import InvalidRequest, SamplingParams, build_sampling
 from conch.engine.params.table import BY_WIRE_NAME
 from conch.gateway.errors import ParamError
-
-
-class WireModel(BaseModel):
-    """Unknown fields are rejected with a 400 that names them, never silently ignored."""
-
-    model_config = ConfigDict(extra="forbid")
+from conch.gateway.wire import WireModel
 
 
 class StreamOptions(WireModel):

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Discriminator, Field, Tag, field_validator
 
 from conch.gateway.errors import ParamError
-from conch.gateway.openai.schemas.common import WireModel
+from conch.gateway.wire import WireModel
 
 MAX_ITEMS_PER_REQUEST = 20          # as OpenAI's API (the Agents SDK sends batches of at most 20)
 

@@ -6,7 +6,7 @@ from typing import Annotated, Literal, cast
 from pydantic import Field, field_validator
 
 from conch.engine.embedding import EmbeddingRequest as EngineEmbeddingRequest
-from conch.gateway.openai.schemas.common import WireModel
+from conch.gateway.wire import WireModel
 
 MAX_INPUTS = 2048           # OpenAI's limit on the items of one request
 

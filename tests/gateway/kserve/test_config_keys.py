@@ -126,10 +126,18 @@ def test_a_model_is_not_ready_until_its_warmup_ends(server):
     r = httpx.post(f"{server.url}/v2/models/gated/infer",
                    json={"inputs": [{"name": "X", "datatype": "INT32", "shape": [1], "data": [1]}]})
     assert r.status_code == 503 and "warming up" in r.json()["error"]
+    r = httpx.post(f"{server.url}/v1/chat/completions",       # /v1 asks the same readiness (Engine.get)
+                   json={"model": "gated", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 503 and "warming up" in r.json()["error"]["message"]
+    assert httpx.get(f"{server.url}/health").status_code == 503
+    assert httpx.get(f"{server.url}/v2/health/ready").status_code == 503
+    with grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as client:
+        assert not client.is_model_ready("gated") and not client.is_server_ready()
     (folder / "go").touch()
     loader.join(120)
     assert loaded == [200]
     assert httpx.get(f"{server.url}/v2/models/gated/ready").status_code == 200
+    assert httpx.get(f"{server.url}/health").status_code == 200
 
 
 def _meeting(server, models: tuple[str, str]) -> list[int]:

@@ -1,0 +1,10 @@
+"""The base of every face's pydantic wire schemas (OpenAI's, Anthropic's)."""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class WireModel(BaseModel):
+    """Unknown fields are rejected with a 400 that names them, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
