@@ -30,7 +30,7 @@ import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,6 +151,7 @@ class Gate:
         self.limiter = limiter                       # gateway.limits.Limiter, or None for no limits
         self.rejections: Counter[tuple[str, str]] = Counter()
         self.unauthorized = 0
+        self.on_reload: list[Callable[[KeyRing], None]] = []   # called with the new keys after a reload
 
     def reload_keys(self) -> bool:
         """Reads the keys again (SIGHUP); a file that is not valid keeps the keys in force, and says why."""
@@ -161,6 +162,8 @@ class Gate:
         except KeysFileError as exc:
             log.error("keys file reload refused, the %d keys in force stay: %s", len(self.keys), exc)
             return False
+        for listener in self.on_reload:
+            listener(self.keys)
         log.info("keys reloaded: %d keys", len(self.keys))
         return True
 

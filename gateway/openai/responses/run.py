@@ -23,7 +23,7 @@ from conch.gateway.openai.responses.output import (echo, end_status, failure, ne
                                                    usage_dict)
 from conch.gateway.openai.responses.schemas import ResponsesRequest
 from conch.gateway.openai.responses.tools import ResponseTools, read_tools
-from conch.gateway.records import RecordStore, caller
+from conch.gateway.records import Caller, RecordStore, caller
 from conch.gateway.state import conch_state
 
 log = logging.getLogger(__name__)
@@ -41,9 +41,13 @@ class Prepared:
     tools: ResponseTools
     input_items: list[dict[str, Any]]        # this request's, normalized
     context: list[dict[str, Any]]            # the head it continues, then its input
-    owner: str
+    who: Caller                              # the request's key: owns the response, reads its head
     store: RecordStore
     mcp: McpPlan | None = None               # the request's MCP servers, resolved (None: no mcp tools)
+
+    @property
+    def owner(self) -> str:
+        return self.who.name
 
     def response(self, status: str, **fields: Any) -> dict[str, Any]:
         return response_object(self.response_id, self.settings, status, created_at=self.created_at, **fields)
@@ -53,14 +57,14 @@ async def prepare(body: ResponsesRequest, request: Request) -> Prepared:
     """Everything but the engine request: the wire read, the head loaded (404 for an unknown id)."""
     tools = read_tools(body.tools, body.tool_choice)
     input_items = read_input(body.input)
-    owner, _ = caller(request)
+    who = caller(request)
     store = conch_state(request).records
-    head = await stored.load_head(store, owner, body.previous_response_id, body.conversation_id)
+    head = await stored.load_head(store, who, body.previous_response_id, body.conversation_id)
     context = head + input_items
-    mcp = await plan_mcp(tools, context, len(head), conch_state(request).settings.mcp, owner or None) \
+    mcp = await plan_mcp(tools, context, len(head), conch_state(request).settings.mcp, who.name or None) \
         if tools.mcp else None
     settings = echo(body, [public_tool(t) for t in body.tools or ()])
-    return Prepared(body, new_response_id(), int(time.time()), settings, tools, input_items, context, owner, store,
+    return Prepared(body, new_response_id(), int(time.time()), settings, tools, input_items, context, who, store,
                     mcp)
 
 
@@ -164,5 +168,5 @@ async def finish_records(p: Prepared, final: dict[str, Any]) -> None:
     if p.body.stored:
         await stored.save(p.store, p.owner, final, p.input_items, p.context)
     if p.body.conversation_id is not None:
-        await stored.append_to_conversation(p.store, p.owner, p.body.conversation_id,
+        await stored.append_to_conversation(p.store, p.who, p.body.conversation_id,
                                             p.input_items + final["output"])
