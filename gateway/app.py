@@ -52,6 +52,9 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
     app.state.triton = triton
     install_error_handlers(app)
     app.state.gate = gate                  # API keys and rate limits; None = open
+    if gate is not None:                   # each key's share of the record store's memory, kept on reloads
+        records.share_among(len(gate.keys))
+        gate.on_reload.append(lambda keys: records.share_among(len(keys)))
     if gate is not None and gate.limiter is not None:
         engine.observers.append(gate.limiter)
     if metrics:

@@ -9,6 +9,8 @@ Keys come from `--api-key KEY` (any model, no limits) and `--api-keys-file FILE`
         tpm: 100000             # tokens (prompt + completion) per minute; omitted: unlimited
         admin: true             # may load and unload models (and read /metrics); default false
         metrics: true           # may read /metrics; default false
+The file is validated when read (gateway/keys_file.py: types, ranges, unique names and secrets): a bad one
+refuses to start, naming the entry; SIGHUP reads it again, and a bad reload keeps the keys in force.
 `--admin-key KEY` adds an admin key (every model, no limits). No key configured: the server is open, and
 every role is everyone's (what `make run` serves).
 
@@ -28,11 +30,10 @@ import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -86,21 +87,11 @@ class ApiKey:
     def has(self, role: str) -> bool:
         return self.admin or (role == "metrics" and self.metrics)
 
-    @classmethod
-    def from_mapping(cls, data: dict) -> "ApiKey":
-        unknown = sorted(set(data) - {"key", "name", "models", "rpm", "tpm", *ROLES})
-        if unknown or not isinstance(data.get("key"), str) or not data["key"]:
-            raise ValueError(f"an API key entry needs a non-empty 'key'; unknown fields: {unknown}")
-        if any(not isinstance(data.get(role, False), bool) for role in ROLES):
-            raise ValueError(f"an API key's {' and '.join(ROLES)} must be true or false")
-        models = data.get("models")
-        return cls(data["key"], data.get("name") or "", frozenset(models) if models is not None else None,
-                   data.get("rpm"), data.get("tpm"), data.get("admin", False), data.get("metrics", False))
-
 
 class KeyRing:
     def __init__(self, keys: Sequence[ApiKey] = ()) -> None:
         self._by_digest = {_digest(k.secret): k for k in keys}
+        self.source: tuple[tuple[str, ...], Path | None, tuple[str, ...]] = ((), None, ())   # what load read
 
     @property
     def open(self) -> bool:
@@ -117,13 +108,21 @@ class KeyRing:
 
     @classmethod
     def load(cls, secrets: Sequence[str] = (), file: Path | None = None, admins: Sequence[str] = ()) -> "KeyRing":
+        """The command line's keys and the keys file's (gateway/keys_file.py validates it): KeysFileError (a
+        ValueError) naming the entry for a bad file, or for two keys of one name or one secret."""
+        from conch.gateway.keys_file import check_unique, read_keys_file
+
         keys = [ApiKey(s) for s in secrets] + [ApiKey(s, admin=True) for s in admins]
-        if file is not None:
-            text = Path(file).read_text()
-            data = json.loads(text) if str(file).endswith(".json") else yaml.safe_load(text)
-            entries = data.get("keys", []) if isinstance(data, dict) else data
-            keys += [ApiKey.from_mapping(e) for e in entries or []]
-        return cls(keys)
+        keys += read_keys_file(file) if file is not None else []
+        check_unique(keys)
+        ring = cls(keys)
+        ring.source = (tuple(secrets), file, tuple(admins))
+        return ring
+
+    def reloaded(self) -> "KeyRing":
+        """The ring read again from its sources (the keys file may have changed); KeysFileError as load."""
+        secrets, file, admins = self.source
+        return KeyRing.load(secrets, file, admins)
 
 
 def _digest(secret: str) -> bytes:
@@ -152,6 +151,21 @@ class Gate:
         self.limiter = limiter                       # gateway.limits.Limiter, or None for no limits
         self.rejections: Counter[tuple[str, str]] = Counter()
         self.unauthorized = 0
+        self.on_reload: list[Callable[[KeyRing], None]] = []   # called with the new keys after a reload
+
+    def reload_keys(self) -> bool:
+        """Reads the keys again (SIGHUP); a file that is not valid keeps the keys in force, and says why."""
+        from conch.gateway.keys_file import KeysFileError
+
+        try:
+            self.keys = self.keys.reloaded()
+        except KeysFileError as exc:
+            log.error("keys file reload refused, the %d keys in force stay: %s", len(self.keys), exc)
+            return False
+        for listener in self.on_reload:
+            listener(self.keys)
+        log.info("keys reloaded: %d keys", len(self.keys))
+        return True
 
     def authenticate(self, authorization: str | None) -> ApiKey | None:
         if self.keys.open:

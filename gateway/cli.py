@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 from pathlib import Path
 
 from conch.engine.engine import Engine
@@ -172,9 +173,16 @@ def main(argv: list[str] | None = None) -> None:
 
     engine = Engine(ModelRepository(args.model_repository), cache=open_cache(args.response_cache),
                     max_queue_size=args.max_queue_size)
-    keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
+    from conch.gateway.keys_file import KeysFileError
+
+    try:
+        keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
+    except KeysFileError as exc:
+        raise SystemExit(f"conch serve: {exc}") from None
     limiter = open_limiter(args.rate_limits, args.rate_limits_fallback, args.rate_limits_replicas or 1)
     gate = Gate(keys, limiter) if not keys.open else None
+    if gate is not None:              # SIGHUP reads the keys again (a bad file keeps the keys in force)
+        signal.signal(signal.SIGHUP, lambda *_: gate.reload_keys())
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
     settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
                         metrics_host=args.metrics_host, mcp=mcp, aliases=_aliases(args),

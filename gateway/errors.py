@@ -82,7 +82,7 @@ ERRORS: dict[type[Exception], ErrorKind] = {
 # OpenAI's error `type` by status; a status no row names is a request error below 500, an internal one above.
 _OPENAI_TYPES = {401: "invalid_request_error", 403: "permission_error", 429: "rate_limit_exceeded",
                  499: "client_closed_request", 500: "internal_error", 502: "upstream_error",
-                 503: "service_unavailable", 504: "upstream_error"}
+                 503: "service_unavailable", 504: "upstream_error", 507: "invalid_request_error"}
 
 
 def openai_type(status: int) -> str:

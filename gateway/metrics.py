@@ -19,7 +19,9 @@ Conch's (label model): conch_time_to_first_token_seconds, conch_inter_token_late
   conch_mcp_calls (counter) and conch_mcp_call_duration_seconds (histogram), labels server (a registered
   label or an allow-listed origin), tool, outcome (ok, refused, unreachable, timeout, tool_error, protocol,
   cancelled): the MCP tool calls the gateway ran (agents/mcp/client.py reports them to `on_mcp_call`).
-  conch_record_store_memory_bytes (gauge), conch_record_store_evictions (counter) (label tier: memory|redis),
+  conch_record_store_memory_bytes, conch_record_store_records, conch_record_store_key_share_bytes (gauges),
+  conch_record_store_evictions (counter) (label tier: memory|redis; with Redis, memory holds only what Redis
+  has not taken),
   and with a Redis tier conch_record_store_redis_up (gauge), conch_record_store_redis_errors,
   conch_record_store_degraded_writes (counters): the store of responses and conversations (gateway/records).
 Every model kind counts, from every face: LLM generations and tensor requests (python, ensemble, embedding,
@@ -228,8 +230,12 @@ def _record_metrics(records):
     labels = {"tier": records.tier}
     yield _metric("conch_record_store_memory_bytes", "Bytes of records held in this process's memory tier",
                   "gauge", [(labels, records.memory.size)])
-    yield _metric("conch_record_store_evictions", "Records evicted from the memory tier to stay under its bound",
-                  "counter", [(labels, records.memory.evictions)])
+    yield _metric("conch_record_store_records", "Records held in this process's memory tier", "gauge",
+                  [(labels, len(records.memory))])
+    yield _metric("conch_record_store_key_share_bytes", "Bytes of the memory tier each key may hold", "gauge",
+                  [(labels, records.memory.share)])
+    yield _metric("conch_record_store_evictions", "Records evicted from a key's share of the memory tier to stay "
+                                                  "under it", "counter", [(labels, records.memory.evictions)])
     if records.redis_up is None:
         return
     yield _metric("conch_record_store_redis_up", "1 while the record store's Redis answers, 0 while it is "

@@ -3,8 +3,10 @@ free loopback port, and a fake backend whose output is a pure function of the re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -38,6 +40,15 @@ class RedisServer:
     def restart(self) -> None:
         self.stop()
         self.process = _spawn(self.port, self.dir)
+
+    @contextlib.contextmanager
+    def stalled(self):
+        """Redis takes connections and answers nothing (SIGSTOP) until the block ends."""
+        self.process.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self.process.send_signal(signal.SIGCONT)
 
 
 def _spawn(port: int, dir: Path) -> subprocess.Popen:

@@ -3,6 +3,7 @@ nothing else lands in site-packages, and an Agents SDK round trip runs through a
 install, both in one environment."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -42,7 +43,10 @@ def wheel_env(tmp_path_factory) -> Path:
     """A venv holding only the built wheel; the dependencies (the Agents SDK among them) come from this venv's
     site-packages through a .pth line, which does not run this venv's editable-install hook."""
     work = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+    source = work / "source"                       # a copy: setuptools' build/ never sees an earlier build's files
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".*", "build", "dist", "tests", "__pycache__",
+                                                                 "*.egg-info"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(work)], check=True, cwd=work)
     (wheel,) = work.glob("conch-*.whl")
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}

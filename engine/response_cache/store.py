@@ -37,6 +37,9 @@ class MemoryStore:
     def __len__(self) -> int:
         return len(self._items)
 
+    def __contains__(self, key: str) -> bool:
+        return key in self._items
+
     async def get(self, key: str) -> bytes | None:
         item = self._items.get(key)
         if item is None:

@@ -2,7 +2,8 @@
 SDK's OpenAIConversationsSession call it.
 
 A conversation is a record of kind "conversation" in the RecordStore (gateway/records), owned by the key that
-created it: another key's id answers the same 404 as an id that never existed; an admin key may delete any.
+created it: another key's id answers the same 404 as an id that never existed; an admin key of every model
+may read and delete any (a conversation has no model of its own); a key that may use no model creates none.
 POST /v1/responses with `conversation` reads and extends the same record (gateway/records/conversations.py).
 """
 from __future__ import annotations
@@ -25,37 +26,37 @@ router = APIRouter(route_class=JSONBodyRoute)
 @router.post("/v1/conversations")
 async def create(request: Request, body: ConversationCreate | None = None) -> dict:
     body = body or ConversationCreate()
-    owner, _ = caller(request)
-    record = await convs.create_conversation(conch_state(request).records, owner, items_as_dicts(body.items or []),
+    who = caller(request)
+    record = await convs.create_conversation(conch_state(request).records, who, items_as_dicts(body.items or []),
                                              body.metadata)
     return convs.public(record)
 
 
 @router.get("/v1/conversations/{conversation_id}")
 async def retrieve(conversation_id: str, request: Request) -> dict:
-    owner, _ = caller(request)
-    return convs.public(await convs.read_conversation(conch_state(request).records, conversation_id, owner))
+    who = caller(request)
+    return convs.public(await convs.read_conversation(conch_state(request).records, conversation_id, who))
 
 
 @router.post("/v1/conversations/{conversation_id}")
 async def update(conversation_id: str, body: ConversationUpdate, request: Request) -> dict:
-    owner, _ = caller(request)
-    record = await convs.update_metadata(conch_state(request).records, conversation_id, owner, body.metadata)
+    who = caller(request)
+    record = await convs.update_metadata(conch_state(request).records, conversation_id, who, body.metadata)
     return convs.public(record)
 
 
 @router.delete("/v1/conversations/{conversation_id}")
 async def delete(conversation_id: str, request: Request) -> dict:
-    owner, admin = caller(request)
-    await convs.delete_conversation(conch_state(request).records, conversation_id, owner, admin=admin)
+    who = caller(request)
+    await convs.delete_conversation(conch_state(request).records, conversation_id, who)
     return {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
 
 
 @router.get("/v1/conversations/{conversation_id}/items")
 async def list_items(conversation_id: str, request: Request) -> dict:
     query = _items_query(request)
-    owner, _ = caller(request)
-    items = await convs.conversation_items(conch_state(request).records, conversation_id, owner)
+    who = caller(request)
+    items = await convs.conversation_items(conch_state(request).records, conversation_id, who)
     ordered = items if query.order == "asc" else items[::-1]
     start = 0
     if query.after is not None:
@@ -70,16 +71,16 @@ async def list_items(conversation_id: str, request: Request) -> dict:
 
 @router.post("/v1/conversations/{conversation_id}/items")
 async def add_items(conversation_id: str, body: ItemsCreate, request: Request) -> dict:
-    owner, _ = caller(request)
-    added = await convs.add_conversation_items(conch_state(request).records, conversation_id, owner,
+    who = caller(request)
+    added = await convs.add_conversation_items(conch_state(request).records, conversation_id, who,
                                                items_as_dicts(body.items))
     return _item_list(added, has_more=False)
 
 
 @router.get("/v1/conversations/{conversation_id}/items/{item_id}")
 async def retrieve_item(conversation_id: str, item_id: str, request: Request) -> dict:
-    owner, _ = caller(request)
-    items = await convs.conversation_items(conch_state(request).records, conversation_id, owner)
+    who = caller(request)
+    items = await convs.conversation_items(conch_state(request).records, conversation_id, who)
     for item in items:
         if item["id"] == item_id:
             return item
@@ -88,8 +89,8 @@ async def retrieve_item(conversation_id: str, item_id: str, request: Request) ->
 
 @router.delete("/v1/conversations/{conversation_id}/items/{item_id}")
 async def delete_item(conversation_id: str, item_id: str, request: Request) -> dict:
-    owner, _ = caller(request)
-    return convs.public(await convs.delete_item(conch_state(request).records, conversation_id, owner, item_id))
+    who = caller(request)
+    return convs.public(await convs.delete_item(conch_state(request).records, conversation_id, who, item_id))
 
 
 def _items_query(request: Request) -> ItemsQuery:

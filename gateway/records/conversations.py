@@ -3,8 +3,9 @@
 Items are kept in the Responses API's item shapes, as the Conversations API returns them: every item has an
 `id`; a message has `type: "message"`, a `status`, and its content as a list of parts (a string content
 becomes one `input_text` part, or `output_text` for the assistant); a call or its output gets a `status`.
-Items are oldest first. An update is read-modify-write under the record's lock in this process; across
-replicas the last write wins.
+Items are oldest first. Every change (items appended or deleted, metadata) is the store's atomic `update`:
+with Redis, a compare-and-set on the record as Redis holds it, so two replicas appending at once both land.
+Only the owner's key (or an admin of every model: a conversation has no model) reads or changes one.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import uuid
 from typing import Any
 
 from conch.gateway.records.errors import RecordNotFound
+from conch.gateway.records.owner import Caller, as_caller
 from conch.gateway.records.store import RecordStore
 
 KIND = "conversation"
@@ -55,52 +57,49 @@ def public(record: dict) -> dict:
     return {key: record[key] for key in ("id", "object", "created_at", "metadata")}
 
 
-async def create_conversation(store: RecordStore, owner: str, items: list[dict], metadata: dict | None) -> dict:
+async def create_conversation(store: RecordStore, who: Caller | str, items: list[dict],
+                              metadata: dict | None) -> dict:
+    """A new conversation owned by `who`; Forbidden (403) for a key that may use no model."""
+    who = as_caller(who)
+    who.check_may_store()
     record: dict[str, Any] = {"id": new_id("conv"), "object": "conversation", "created_at": int(time.time()),
                               "metadata": metadata or {}, "items": [stored_item(i) for i in items]}
-    await store.put(KIND, record["id"], owner, record)
+    await store.put(KIND, record["id"], who.name, record)
     return record
 
 
-async def read_conversation(store: RecordStore, conversation_id: str, owner: str, *, admin: bool = False) -> dict:
-    return await store.get(KIND, conversation_id, owner, admin=admin)
+async def read_conversation(store: RecordStore, conversation_id: str, who: Caller | str) -> dict:
+    return await store.get(KIND, conversation_id, who)
 
 
-async def conversation_items(store: RecordStore, conversation_id: str, owner: str) -> list[dict]:
+async def conversation_items(store: RecordStore, conversation_id: str, who: Caller | str) -> list[dict]:
     """The conversation's items, oldest first; RecordNotFound / StoreUnavailable as the store's get."""
-    return (await store.get(KIND, conversation_id, owner))["items"]
+    return (await store.get(KIND, conversation_id, who))["items"]
 
 
-async def add_conversation_items(store: RecordStore, conversation_id: str, owner: str,
+async def add_conversation_items(store: RecordStore, conversation_id: str, who: Caller | str,
                                  items: list[dict]) -> list[dict]:
-    """Appends the items (each given an id if it has none) and returns them as stored."""
+    """Appends the items (each given an id if it has none), atomically; returns them as stored."""
     added = [stored_item(i) for i in items]
-    async with store.lock(KIND, conversation_id):
-        record = await store.get(KIND, conversation_id, owner)
-        record["items"].extend(added)
-        await store.put(KIND, conversation_id, owner, record)
+    await store.update(KIND, conversation_id, who, lambda record: record["items"].extend(added))
     return added
 
 
-async def update_metadata(store: RecordStore, conversation_id: str, owner: str, metadata: dict | None) -> dict:
-    async with store.lock(KIND, conversation_id):
-        record = await store.get(KIND, conversation_id, owner)
-        record["metadata"] = metadata or {}
-        await store.put(KIND, conversation_id, owner, record)
-    return record
+async def update_metadata(store: RecordStore, conversation_id: str, who: Caller | str,
+                          metadata: dict | None) -> dict:
+    return await store.update(KIND, conversation_id, who, lambda record: record.update(metadata=metadata or {}))
 
 
-async def delete_item(store: RecordStore, conversation_id: str, owner: str, item_id: str) -> dict:
+async def delete_item(store: RecordStore, conversation_id: str, who: Caller | str, item_id: str) -> dict:
     """Removes one item; returns the conversation. RecordNotFound(param="item_id") for an unknown item."""
-    async with store.lock(KIND, conversation_id):
-        record = await store.get(KIND, conversation_id, owner)
+    def remove(record: dict) -> None:
         kept = [i for i in record["items"] if i.get("id") != item_id]
         if len(kept) == len(record["items"]):
             raise RecordNotFound("item", item_id, param="item_id")
         record["items"] = kept
-        await store.put(KIND, conversation_id, owner, record)
-    return record
+
+    return await store.update(KIND, conversation_id, who, remove)
 
 
-async def delete_conversation(store: RecordStore, conversation_id: str, owner: str, *, admin: bool = False) -> None:
-    await store.delete(KIND, conversation_id, owner, admin=admin)
+async def delete_conversation(store: RecordStore, conversation_id: str, who: Caller | str) -> None:
+    await store.delete(KIND, conversation_id, who)

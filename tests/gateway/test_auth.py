@@ -116,3 +116,54 @@ async def test_models_lists_only_what_the_key_may_use():
     assert hidden.status_code == missing.status_code == 404 and shown.json()["id"] == "hidden"
     assert hidden.json()["error"]["message"].replace("hidden", "X") == \
         missing.json()["error"]["message"].replace("no-such-model", "X")
+
+
+BAD_KEY_FILES = {
+    "tpm: x": ("  - {key: sk-a, name: a, tpm: x}\n", "entry 0 (name 'a'): 'tpm'"),
+    "rpm: -5": ("  - {key: sk-a, name: a, rpm: -5}\n", "entry 0 (name 'a'): 'rpm'"),
+    "models a string": ("  - {key: sk-a, name: a, models: tiny}\n", "entry 0 (name 'a'): 'models'"),
+    "admin a string": ("  - {key: sk-a, name: a, admin: 'yes'}\n", "'admin'"),
+    "unknown field": ("  - {key: sk-a, name: a, rmp: 5}\n", "'rmp'"),
+    "no secret": ("  - {name: a}\n", "'key'"),
+    "duplicate names": ("  - {key: sk-a, name: a}\n  - {key: sk-b, name: a}\n", "named 'a'"),
+    "duplicate secrets": ("  - {key: sk-a, name: a}\n  - {key: sk-a, name: b}\n", "'a' and 'b' share one secret"),
+}
+
+
+def test_a_bad_key_file_is_refused_naming_the_entry_and_the_field(tmp_path):
+    from conch.gateway.keys_file import KeysFileError
+
+    for case, (entries, named) in BAD_KEY_FILES.items():
+        f = tmp_path / "keys.yaml"
+        f.write_text("keys:\n" + entries)
+        try:
+            KeyRing.load(file=f)
+        except KeysFileError as exc:
+            assert named in str(exc), (case, str(exc))
+            assert "sk-" not in str(exc), case                               # never the secret
+        else:
+            raise AssertionError(f"{case}: accepted")
+
+
+def test_conch_serve_refuses_a_bad_key_file_at_start(tmp_path):
+    import pytest
+
+    from conch.gateway.cli import main
+
+    f = tmp_path / "keys.yaml"
+    f.write_text("keys:\n  - {key: sk-a, name: a, rpm: -5}\n")
+    with pytest.raises(SystemExit, match="entry 0 .name 'a'.: 'rpm'"):
+        main(["serve", "--api-keys-file", str(f)])
+
+
+def test_a_bad_reload_keeps_the_keys_in_force(tmp_path, caplog):
+    f = tmp_path / "keys.yaml"
+    f.write_text("keys:\n  - {key: sk-a, name: a}\n")
+    gate = Gate(KeyRing.load(file=f))
+    f.write_text("keys:\n  - {key: sk-a, name: a}\n  - {key: sk-b, name: a}\n")
+    assert gate.reload_keys() is False
+    assert gate.keys.lookup("sk-a").name == "a" and gate.keys.lookup("sk-b") is None
+    assert "reload refused" in caplog.text and "named 'a'" in caplog.text
+    f.write_text("keys:\n  - {key: sk-b, name: b, models: [m]}\n")
+    assert gate.reload_keys() is True
+    assert gate.keys.lookup("sk-a") is None and gate.keys.lookup("sk-b").models == frozenset({"m"})

@@ -5,7 +5,7 @@ that runs); the request's MCP headers live in the task's memory only (the stored
 cancels the task (the engine request, or the MCP call in flight, is cancelled with it) and stores the response
 as cancelled. The runs live on the app (one table per app, not a
 module global); a response queued on another replica is marked cancelled in the store, where its own replica
-sees it when it stores its end (the last write wins)."""
+sees it when it stores its end (the last write wins). Whoever cancels, the record keeps its owner."""
 from __future__ import annotations
 
 import asyncio
@@ -18,6 +18,7 @@ from fastapi import Request
 from conch.gateway.errors import APIError
 from conch.gateway.openai.responses import stored
 from conch.gateway.openai.responses.run import Prepared
+from conch.gateway.records import Caller
 from conch.gateway.state import conch_state
 
 log = logging.getLogger(__name__)
@@ -64,19 +65,18 @@ async def _run(p: Prepared, events: AsyncGenerator[dict[str, Any], None]) -> Non
         log.exception("background response %s could not be stored", p.response_id)
 
 
-async def cancel(request: Request, response_id: str, owner: str, admin: bool) -> dict[str, Any]:
+async def cancel(request: Request, response_id: str, who: Caller) -> dict[str, Any]:
     """The response after cancelling it: 400 if it was not a background response; a finished one is left
-    as it ended (OpenAI's rule: cancelling is idempotent)."""
-    record = await stored.load(conch_state(request).records, response_id, owner, admin)
+    as it ended (OpenAI's rule: cancelling is idempotent). The record keeps its owner whoever cancels."""
+    store = conch_state(request).records
+    record = await stored.load(store, response_id, who)
     if not record["response"].get("background"):
         raise APIError(400, "only a background response can be cancelled", param="response_id")
     task = _runs(request).get(response_id)
     if task is not None:
         task.cancel()
         await asyncio.wait([task])
-        record = await stored.load(conch_state(request).records, response_id, owner, admin)
-    elif record["response"]["status"] in _PENDING:
-        record["response"]["status"] = "cancelled"
-        await stored.save(conch_state(request).records, owner, record["response"], record["input_items"],
-                          record["context"])
+        return (await stored.load(store, response_id, who))["response"]
+    if record["response"]["status"] in _PENDING:
+        record = await stored.mark_cancelled(store, response_id, who, _PENDING)
     return record["response"]

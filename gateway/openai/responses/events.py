@@ -70,6 +70,7 @@ class OutputBuilder:
         self._held_names = held
         self._held: dict[int, list[str]] = {}           # the reader's call index -> [call id, name, fragments...]
         self._pending_logprobs: list[dict] = []
+        self._abandoned = False                         # the client left: what is open closes incomplete
 
     @property
     def held_calls(self) -> tuple[ToolCallRequest, ...]:
@@ -156,6 +157,12 @@ class OutputBuilder:
         """Closes what is open (a stream that ended without a finished delta)."""
         return self._close()
 
+    def abandon(self) -> list[dict[str, Any]]:
+        """The output when the client left mid-stream: an item still open is closed `incomplete`."""
+        self._abandoned = True
+        self._close()
+        return self.items
+
     def _add(self, item: dict[str, Any]) -> list[dict[str, Any]]:
         self._open = _Open(len(self.items), item)
         self.items.append(item)
@@ -175,7 +182,7 @@ class OutputBuilder:
             return []
         opened, self._open = self._open, None
         item, text = opened.item, "".join(opened.text)
-        status = "incomplete" if end_status(self.status)[0] == "incomplete" else "completed"
+        status = "incomplete" if self._abandoned or end_status(self.status)[0] == "incomplete" else "completed"
         closing = _CLOSERS[item["type"]](self, opened, text, status)
         self.items[opened.index] = opened.item
         return closing + [{"type": "response.output_item.done", "output_index": opened.index, "item": opened.item}]

@@ -77,26 +77,22 @@ def _sse(event: dict[str, Any], sequence: int) -> str:
 
 @router.get("/v1/responses/{response_id}")
 async def retrieve_response(response_id: str, request: Request):
-    owner, admin = caller(request)
-    return (await stored.load(conch_state(request).records, response_id, owner, admin))["response"]
+    return (await stored.load(conch_state(request).records, response_id, caller(request)))["response"]
 
 
 @router.delete("/v1/responses/{response_id}")
 async def delete_response(response_id: str, request: Request):
-    owner, admin = caller(request)
-    await conch_state(request).records.delete(stored.KIND, response_id, owner, admin=admin)
+    await stored.delete(conch_state(request).records, response_id, caller(request))
     return {"id": response_id, "object": "response.deleted", "deleted": True}
 
 
 @router.get("/v1/responses/{response_id}/input_items")
 async def list_input_items(response_id: str, request: Request, after: str | None = None,
                            limit: int = Query(20, ge=1, le=100), order: Literal["asc", "desc"] = "desc"):
-    owner, admin = caller(request)
-    record = await stored.load(conch_state(request).records, response_id, owner, admin)
+    record = await stored.load(conch_state(request).records, response_id, caller(request))
     return stored.page(record["input_items"], after, limit, order)
 
 
 @router.post("/v1/responses/{response_id}/cancel")
 async def cancel_response(response_id: str, request: Request):
-    owner, admin = caller(request)
-    return await background.cancel(request, response_id, owner, admin)
+    return await background.cancel(request, response_id, caller(request))

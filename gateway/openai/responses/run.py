@@ -3,6 +3,8 @@ through the OutputBuilder into events, and the finished response stored (with it
 its conversation. Streamed, non-streamed and background responses all run `run_events`."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -23,7 +25,8 @@ from conch.gateway.openai.responses.output import (echo, end_status, failure, ne
                                                    usage_dict)
 from conch.gateway.openai.responses.schemas import ResponsesRequest
 from conch.gateway.openai.responses.tools import ResponseTools, read_tools
-from conch.gateway.records import RecordStore, caller
+from conch.gateway.records import (Caller, RecordNotFound, RecordStore, RecordTooLarge, StoreUnavailable,
+                                   caller)
 from conch.gateway.state import conch_state
 
 log = logging.getLogger(__name__)
@@ -41,9 +44,13 @@ class Prepared:
     tools: ResponseTools
     input_items: list[dict[str, Any]]        # this request's, normalized
     context: list[dict[str, Any]]            # the head it continues, then its input
-    owner: str
+    who: Caller                              # the request's key: owns the response, reads its head
     store: RecordStore
     mcp: McpPlan | None = None               # the request's MCP servers, resolved (None: no mcp tools)
+
+    @property
+    def owner(self) -> str:
+        return self.who.name
 
     def response(self, status: str, **fields: Any) -> dict[str, Any]:
         return response_object(self.response_id, self.settings, status, created_at=self.created_at, **fields)
@@ -53,14 +60,14 @@ async def prepare(body: ResponsesRequest, request: Request) -> Prepared:
     """Everything but the engine request: the wire read, the head loaded (404 for an unknown id)."""
     tools = read_tools(body.tools, body.tool_choice)
     input_items = read_input(body.input)
-    owner, _ = caller(request)
+    who = caller(request)
     store = conch_state(request).records
-    head = await stored.load_head(store, owner, body.previous_response_id, body.conversation_id)
+    head = await stored.load_head(store, who, body.previous_response_id, body.conversation_id)
     context = head + input_items
-    mcp = await plan_mcp(tools, context, len(head), conch_state(request).settings.mcp, owner or None) \
+    mcp = await plan_mcp(tools, context, len(head), conch_state(request).settings.mcp, who.name or None) \
         if tools.mcp else None
     settings = echo(body, [public_tool(t) for t in body.tools or ()])
-    return Prepared(body, new_response_id(), int(time.time()), settings, tools, input_items, context, owner, store,
+    return Prepared(body, new_response_id(), int(time.time()), settings, tools, input_items, context, who, store,
                     mcp)
 
 
@@ -136,6 +143,10 @@ async def run_events(p: Prepared, plan: ToolPlan,
                 error = failure(public_reason(delta.error))
         for event in out.finish():
             yield event
+    except (asyncio.CancelledError, GeneratorExit):
+        if p.body.stream and not p.body.background:    # its id was announced: it must not 404 now
+            await _left(p, out)
+        raise
     except Exception as exc:                    # mid-run failure (the client going away is not an Exception)
         log.warning("response %s failed: %s", p.response_id, exc)
         err = to_api_error(exc)
@@ -146,6 +157,25 @@ async def run_events(p: Prepared, plan: ToolPlan,
 
 
 _TERMINAL = {"completed": "completed", "incomplete": "incomplete"}
+_LEAVING: set[asyncio.Task] = set()              # the records of streams whose client left, being written
+LEFT = {"reason": "client_disconnected"}         # incomplete_details of a streamed response its client left
+
+
+async def _left(p: Prepared, out: OutputBuilder) -> None:
+    """A streamed response whose client left: stored `incomplete` with its output so far (and appended to its
+    conversation), in a task of its own, so that the cancellation that ends the stream does not stop it."""
+    final = p.response("incomplete", output=out.abandon(), usage=usage_dict(out.choice), incomplete=LEFT)
+    task = asyncio.ensure_future(finish_records(p, final))
+    _LEAVING.add(task)
+    task.add_done_callback(_left_written)
+    with contextlib.suppress(BaseException):            # cancelled again (anyio): the task goes on
+        await asyncio.shield(task)
+
+
+def _left_written(task: asyncio.Task) -> None:
+    _LEAVING.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("a response its client left could not be stored: %s", task.exception())
 
 
 async def ending(p: Prepared, items: list[dict[str, Any]], status: tuple[str, dict[str, str] | None],
@@ -154,15 +184,32 @@ async def ending(p: Prepared, items: list[dict[str, Any]], status: tuple[str, di
     stored first."""
     state, incomplete = ("failed", None) if error is not None else status
     final = p.response(state, output=items, usage=usage, incomplete=incomplete, error=error)
-    await finish_records(p, final)
+    try:
+        final = await finish_records(p, final)
+    except (RecordTooLarge, StoreUnavailable) as exc:    # a whole response answers 507 / 503; a stream ends failed
+        if not p.body.stream:
+            raise
+        final = p.response("failed", output=items, usage=usage, error=failure(exc.message))
+        code = to_api_error(exc).code or code
+    error = final.get("error")
     head = [{"type": "error", "code": code, "message": error["message"], "param": None}] if error else []
     return head + [{"type": f"response.{_TERMINAL.get(final['status'], 'failed')}", "response": final}]
 
 
-async def finish_records(p: Prepared, final: dict[str, Any]) -> None:
-    """The finished response stored (store: true), and its input and output appended to its conversation."""
+async def finish_records(p: Prepared, final: dict[str, Any]) -> dict[str, Any]:
+    """The finished response stored (store: true), and its input and output appended to its conversation.
+    Returns the response as stored: failed, if its conversation was deleted while it ran."""
     if p.body.stored:
         await stored.save(p.store, p.owner, final, p.input_items, p.context)
-    if p.body.conversation_id is not None:
-        await stored.append_to_conversation(p.store, p.owner, p.body.conversation_id,
+    if p.body.conversation_id is None:
+        return final
+    try:
+        await stored.append_to_conversation(p.store, p.who, p.body.conversation_id,
                                             p.input_items + final["output"])
+    except RecordNotFound:
+        final = {**final, "status": "failed", "incomplete_details": None, "error": failure(
+            f"The conversation '{p.body.conversation_id}' was deleted while this response ran; its input and "
+            "output were not added to it.")}
+        if p.body.stored:
+            await stored.save(p.store, p.owner, final, p.input_items, p.context)
+    return final

@@ -11,21 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from conch.gateway.records import RecordNotFound, RecordStore
+from conch.gateway.records import Caller, RecordNotFound, RecordStore
 from conch.gateway.records.conversations import add_conversation_items, conversation_items
 
 KIND = "response"
 
 
-async def load_head(store: RecordStore, owner: str, previous_response_id: str | None,
+async def load_head(store: RecordStore, who: Caller, previous_response_id: str | None,
                     conversation_id: str | None) -> list[dict[str, Any]]:
     """The items a request continues: 404 naming the field for an unknown (or another key's) id."""
     if previous_response_id is not None:
-        record = await _get(store, previous_response_id, owner, "previous_response_id")
+        record = await _get(store, previous_response_id, who, "previous_response_id")
         return record["context"] + record["response"]["output"]
     if conversation_id is not None:
         try:
-            return await conversation_items(store, conversation_id, owner)
+            return await conversation_items(store, conversation_id, who)
         except RecordNotFound as exc:
             raise RecordNotFound("conversation", conversation_id, param="conversation") from exc
     return []
@@ -33,22 +33,43 @@ async def load_head(store: RecordStore, owner: str, previous_response_id: str | 
 
 async def save(store: RecordStore, owner: str, response: dict[str, Any], input_items: list[dict[str, Any]],
                context: list[dict[str, Any]]) -> None:
+    """The whole record, owned by `owner` and tagged with the response's model (an admin's scope)."""
     await store.put(KIND, response["id"], owner, {"response": response, "input_items": input_items,
-                                                  "context": context})
+                                                  "context": context}, model=response.get("model"))
 
 
-async def append_to_conversation(store: RecordStore, owner: str, conversation_id: str,
-                                 items: list[dict[str, Any]]) -> None:
-    await add_conversation_items(store, conversation_id, owner, items)
+async def mark_cancelled(store: RecordStore, response_id: str, who: Caller, pending: tuple[str, ...]) -> dict:
+    """A pending response set to cancelled, atomically and under its own owner (whoever cancels it); a
+    finished one is left as it ended. Returns the record."""
+    def cancel(record: dict[str, Any]) -> None:
+        if record["response"]["status"] in pending:
+            record["response"]["status"] = "cancelled"
 
-
-async def load(store: RecordStore, response_id: str, owner: str, admin: bool = False) -> dict[str, Any]:
-    return await _get(store, response_id, owner, "response_id", admin)
-
-
-async def _get(store: RecordStore, response_id: str, owner: str, param: str, admin: bool = False) -> dict:
     try:
-        return await store.get(KIND, response_id, owner, admin=admin)
+        return await store.update(KIND, response_id, who, cancel)
+    except RecordNotFound as exc:
+        raise RecordNotFound(KIND, response_id, param="response_id") from exc
+
+
+async def append_to_conversation(store: RecordStore, who: Caller, conversation_id: str,
+                                 items: list[dict[str, Any]]) -> None:
+    await add_conversation_items(store, conversation_id, who, items)
+
+
+async def load(store: RecordStore, response_id: str, who: Caller) -> dict[str, Any]:
+    return await _get(store, response_id, who, "response_id")
+
+
+async def delete(store: RecordStore, response_id: str, who: Caller) -> None:
+    try:
+        await store.delete(KIND, response_id, who)
+    except RecordNotFound as exc:
+        raise RecordNotFound(KIND, response_id, param="response_id") from exc
+
+
+async def _get(store: RecordStore, response_id: str, who: Caller, param: str) -> dict:
+    try:
+        return await store.get(KIND, response_id, who)
     except RecordNotFound as exc:
         raise RecordNotFound(KIND, response_id, param=param) from exc
 

@@ -15,7 +15,7 @@ import pytest
 from tests.agents_sdk import run_agents_sdk
 from tests.conftest import start_server, write_repository
 
-KEYS = {"alice": "sk-alice", "bob": "sk-bob", "root": "sk-root"}
+KEYS = {"alice": "sk-alice", "bob": "sk-bob", "root": "sk-root", "scoped": "sk-scoped", "none": "sk-none"}
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,9 @@ def servers(tmp_path_factory, redis_server):
     root = write_repository(tmp_path_factory.mktemp("repo"), {
         "tiny": {"weights": "builtin:tiny", "dtype": "float32", "max_batch_size": 4}})
     (root / "keys.yaml").write_text("keys:\n  - {key: sk-alice, name: alice}\n  - {key: sk-bob, name: bob}\n"
-                                    "  - {key: sk-root, name: root, admin: true}\n")
+                                    "  - {key: sk-root, name: root, admin: true}\n"
+                                    "  - {key: sk-scoped, name: scoped, admin: true, models: [tiny2]}\n"
+                                    "  - {key: sk-none, name: none, models: []}\n")
     args = ["--model-repository", str(root), "--api-keys-file", str(root / "keys.yaml"),
             "--response-store", redis_server.url, "--response-store-mb", "8"]
     pair = [start_server(args, root) for _ in range(2)]
@@ -100,6 +102,8 @@ def test_bad_requests_are_400s_naming_the_field(servers):
         with pytest.raises(openai.BadRequestError) as refused:
             client.post("/conversations", body=body, cast_to=object)
         assert refused.value.body["param"] == param, body
+    with pytest.raises(openai.PermissionDeniedError):                      # a key of no model stores nothing
+        _client(servers[0], "none").conversations.create()
     with pytest.raises(openai.BadRequestError) as refused:
         client.conversations.items.create(conv.id, items=[])
     assert refused.value.body["param"] == "items"
@@ -174,6 +178,77 @@ def test_a_response_made_on_one_process_is_continued_and_deleted_on_the_other(se
         one.responses.retrieve(first.id)
 
 
+def test_a_model_scoped_admin_touches_only_its_models_records(servers):
+    mine = _client(servers[0]).responses.create(model="tiny", input="Hello", max_output_tokens=2, temperature=0)
+    scoped = {"Authorization": f"Bearer {KEYS['scoped']}"}                 # admin of tiny2 only
+    for method, path in (("GET", ""), ("GET", "/input_items"), ("POST", "/cancel"), ("DELETE", "")):
+        refused = httpx.request(method, f"{servers[1].v1}/responses/{mine.id}{path}", headers=scoped)
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found", (method, path)
+    assert _client(servers[1], "root").responses.retrieve(mine.id).id == mine.id     # an admin of every model
+    assert _client(servers[1], "alice").responses.retrieve(mine.id).id == mine.id   # nothing was deleted
+
+
+def test_an_admin_cancel_on_another_gateway_keeps_the_owner(servers, redis_server):
+    """A queued background response that no gateway here runs (its own gateway has gone): root cancels it."""
+    import asyncio
+
+    from conch.gateway.records import RecordStore
+
+    response = {"id": "resp_queued_elsewhere", "object": "response", "status": "queued", "background": True,
+                "model": "tiny", "output": []}
+
+    async def put() -> None:
+        store = RecordStore(redis_url=redis_server.url)
+        await store.put("response", response["id"], "alice", {"response": response, "input_items": [],
+                                                               "context": []}, model="tiny")
+        await store.close()
+
+    asyncio.run(put())
+    cancelled = httpx.post(f"{servers[1].v1}/responses/{response['id']}/cancel",
+                           headers={"Authorization": f"Bearer {KEYS['root']}"})
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    owner_sees = httpx.get(f"{servers[0].v1}/responses/{response['id']}",
+                           headers={"Authorization": f"Bearer {KEYS['alice']}"})
+    assert owner_sees.status_code == 200 and owner_sees.json()["status"] == "cancelled"
+
+
+def test_two_gateways_with_redis_stalled_lose_no_acknowledged_item(servers, redis_server):
+    one, two = _client(servers[0]), _client(servers[1])
+    conv = one.conversations.create(items=[{"role": "user", "content": "first"}])
+    assert two.conversations.retrieve(conv.id).id == conv.id
+    acknowledged = ["first"]
+    with redis_server.stalled():
+        for n, server in enumerate(servers * 2):
+            added = httpx.post(f"{server.v1}/conversations/{conv.id}/items", timeout=30,
+                               json={"items": [{"role": "user", "content": f"during-{n}"}]},
+                               headers={"Authorization": f"Bearer {KEYS['alice']}"})
+            assert added.status_code in (200, 503), added.text              # a 503 acknowledges nothing
+            acknowledged += [f"during-{n}"] if added.status_code == 200 else []
+    time.sleep(1.2)                                         # past the Redis links' one-second break
+    two.conversations.items.create(conv.id, items=[{"role": "user", "content": "after-two"}])
+    one.conversations.items.create(conv.id, items=[{"role": "user", "content": "after-one"}])
+    listed = {i.content[0].text for i in two.conversations.items.list(conv.id, limit=100)}
+    assert set(acknowledged) | {"after-one", "after-two"} <= listed
+
+
+def test_a_response_deleted_on_one_gateway_is_never_served_by_the_other(servers, redis_server):
+    one, two = _client(servers[0]), _client(servers[1])
+    first = one.responses.create(model="tiny", input="Hello", max_output_tokens=2, temperature=0)
+    assert two.responses.retrieve(first.id).id == first.id
+    one.responses.delete(first.id)
+    with redis_server.stalled():
+        served = httpx.get(f"{servers[1].v1}/responses/{first.id}", timeout=30,
+                           headers={"Authorization": f"Bearer {KEYS['alice']}"})
+        continued = httpx.post(f"{servers[1].v1}/responses", timeout=30, headers={
+            "Authorization": f"Bearer {KEYS['alice']}"}, json={"model": "tiny", "input": "Again",
+                                                               "previous_response_id": first.id,
+                                                               "max_output_tokens": 2})
+    assert served.status_code == continued.status_code == 503
+    time.sleep(1.2)                                         # past the Redis links' one-second break
+    with pytest.raises(openai.NotFoundError):
+        two.responses.retrieve(first.id)
+
+
 def test_metrics_show_the_record_store(servers):
     text = httpx.get(f"{servers[0].url}/metrics", headers={"Authorization": f"Bearer {KEYS['root']}"}).text
     assert "conch_record_store_redis_up 1" in text
@@ -186,11 +261,11 @@ def test_redis_down_is_a_503_for_what_only_redis_held(servers, redis_server):
     conv = one.conversations.create(items=[{"role": "user", "content": "kept"}])
     redis_server.stop()
     try:
-        refused = httpx.get(f"{servers[1].v1}/conversations/{conv.id}",
-                            headers={"Authorization": f"Bearer {KEYS['alice']}"}, timeout=30)
-        assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
-        assert refused.json()["error"]["code"] == "service_unavailable"
-        assert one.conversations.retrieve(conv.id).id == conv.id            # one holds it in memory
+        for server in servers:                                              # Redis holds it: no stale copy
+            refused = httpx.get(f"{server.v1}/conversations/{conv.id}",
+                                headers={"Authorization": f"Bearer {KEYS['alice']}"}, timeout=30)
+            assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
+            assert refused.json()["error"]["code"] == "service_unavailable"
         during = one.conversations.create(items=[{"role": "user", "content": "during"}])   # kept in memory
         assert [i.content[0].text for i in one.conversations.items.list(during.id)] == ["during"]
         metrics = httpx.get(f"{servers[0].url}/metrics", headers={"Authorization": f"Bearer {KEYS['root']}"}).text

@@ -9,7 +9,8 @@ import logging
 import pytest
 import redis
 
-from conch.gateway.records import RecordNotFound, RecordStore, StoreUnavailable, open_records
+from conch.gateway.auth import Forbidden
+from conch.gateway.records import Caller, RecordNotFound, RecordStore, RecordTooLarge, StoreUnavailable, open_records
 from conch.gateway.records.conversations import add_conversation_items, conversation_items, create_conversation
 from tests.serving_helpers import start_redis
 
@@ -74,13 +75,55 @@ async def test_another_owner_gets_the_same_not_found_as_an_unknown_id():
     assert (await store.get("conversation", "c1", "alice"))["n"] == 1     # bob's delete changed nothing
 
 
-async def test_admin_may_read_and_delete_any_record():
+async def test_an_admin_touches_only_records_of_its_models():
     store = RecordStore()
-    await store.put("response", "r", "alice", _value(1))
-    assert (await store.get("response", "r", "root", admin=True))["n"] == 1
-    await store.delete("response", "r", "root", admin=True)
+    await store.put("response", "r1", "alice", _value(1), model="tiny")
+    await store.put("response", "r2", "alice", _value(2), model="tiny2")
+    await store.put("conversation", "c", "alice", _value(3))                  # a conversation has no model
+    scoped = Caller("scoped", admin=True, models=frozenset({"tiny"}))
+    assert (await store.get("response", "r1", scoped))["n"] == 1
+    for kind, record_id in (("response", "r2"), ("conversation", "c")):
+        with pytest.raises(RecordNotFound):
+            await store.get(kind, record_id, scoped)
+        with pytest.raises(RecordNotFound):
+            await store.delete(kind, record_id, scoped)
+        with pytest.raises(RecordNotFound):
+            await store.update(kind, record_id, scoped, lambda v: v.update(n=0))
+    root = Caller("root", admin=True)                                          # every model
+    assert (await store.get("conversation", "c", root))["n"] == 3
+    await store.update("response", "r2", root, lambda v: v.update(n=20))      # the owner stays alice
+    assert (await store.get("response", "r2", "alice"))["n"] == 20
+    await store.delete("response", "r2", root)
     with pytest.raises(RecordNotFound):
-        await store.get("response", "r", "alice")
+        await store.get("response", "r2", "alice")
+
+
+async def test_each_key_evicts_only_its_own_records():
+    store = RecordStore(memory_bytes=4000)
+    store.share_among(2)                                                       # 2000 bytes a key
+    await store.put("response", "bob0", "bob", _value(0, 300))
+    for n in range(20):                                                         # alice writes far past her share
+        await store.put("response", f"alice{n}", "alice", _value(n, 300))
+    assert (await store.get("response", "bob0", "bob"))["n"] == 0             # bob's record is still there
+    assert (await store.get("response", "alice19", "alice"))["n"] == 19
+    with pytest.raises(RecordNotFound):
+        await store.get("response", "alice0", "alice")                         # alice's oldest went
+    assert store.memory.size <= 4000
+
+
+async def test_a_record_larger_than_the_share_is_refused_never_dropped():
+    store = RecordStore(memory_bytes=2000)
+    with pytest.raises(RecordTooLarge):
+        await store.put("response", "big", "alice", _value(0, 3000))
+    record = await create_conversation(store, "alice", [{"role": "user", "content": "x"}], None)
+    with pytest.raises(RecordTooLarge):                                        # the append that would overflow
+        await add_conversation_items(store, record["id"], "alice", [{"role": "user", "content": "y" * 3000}])
+    assert len(await conversation_items(store, record["id"], "alice")) == 1   # nothing acknowledged, nothing lost
+
+
+async def test_a_key_of_no_model_creates_no_conversation():
+    with pytest.raises(Forbidden):
+        await create_conversation(RecordStore(), Caller("none", models=frozenset()), [], None)
 
 
 def test_open_records_specs():
@@ -166,7 +209,8 @@ async def test_redis_down_degrades_to_memory_then_writes_to_redis_again(redis_sr
     assert len([r for r in caplog.records if r.levelno == logging.WARNING and "record store" in r.message]) == 1
     assert store.redis_up is False and store.degraded_writes == 2 and store.redis_errors >= 1
     assert (await store.get("response", "during", "alice"))["n"] == 2      # served from memory
-    assert (await store.get("response", "before", "alice"))["n"] == 1      # its copy from the write
+    with pytest.raises(StoreUnavailable):
+        await store.get("response", "before", "alice")                      # Redis holds it: no stale copy
     with pytest.raises(StoreUnavailable) as unavailable:
         await other.get("response", "before", "alice")                     # only Redis holds it: 503
     assert unavailable.value.retry_after >= 1
@@ -203,3 +247,55 @@ async def test_a_dead_redis_never_hangs_a_read(redis_srv):
             await asyncio.wait_for(store.get("response", "nope", ""), 2.0)
     assert store.redis_errors == 1
     await store.close()
+
+
+async def test_two_replicas_appending_at_once_lose_no_item(redis_srv):
+    a = RecordStore(redis_url=redis_srv.url, timeout=2.0)
+    b = RecordStore(redis_url=redis_srv.url, timeout=2.0)
+    record = await create_conversation(a, "alice", [], None)
+    await asyncio.gather(*(add_conversation_items(store, record["id"], "alice", [{"role": "user", "content": str(n)}])
+                           for n in range(30) for store in [(a, b)[n % 2]]))
+    texts = sorted(int(i["content"][0]["text"]) for i in await conversation_items(b, record["id"], "alice"))
+    assert texts == list(range(30))
+    await a.close()
+    await b.close()
+
+
+async def test_an_acknowledged_item_survives_a_stalled_redis(redis_srv):
+    a = RecordStore(redis_url=redis_srv.url, timeout=0.2, pause=0.05)
+    b = RecordStore(redis_url=redis_srv.url, timeout=0.2, pause=0.05)
+    record = await create_conversation(a, "alice", [], None)
+    acknowledged: list[str] = []
+
+    async def append(store: RecordStore, text: str) -> None:
+        try:
+            await add_conversation_items(store, record["id"], "alice", [{"role": "user", "content": text}])
+            acknowledged.append(text)
+        except StoreUnavailable:                                      # a 503: the client knows to retry
+            pass
+
+    await append(a, "first")
+    await b.get("conversation", record["id"], "alice")                # b has read it before the stall
+    with redis_srv.stalled():
+        await asyncio.gather(append(a, "during-a"), append(b, "during-b"))
+    await asyncio.sleep(0.06)                                          # past the links' break
+    await asyncio.gather(append(b, "after-b"), append(a, "after-a"))
+    stored = {i["content"][0]["text"] for i in await conversation_items(a, record["id"], "alice")}
+    assert {"first", "after-a", "after-b"} <= set(acknowledged) and set(acknowledged) <= stored
+    await a.close()
+    await b.close()
+
+
+async def test_a_delete_is_seen_by_the_other_replica_while_redis_stalls(redis_srv):
+    a = RecordStore(redis_url=redis_srv.url, timeout=0.2, pause=0.05)
+    b = RecordStore(redis_url=redis_srv.url, timeout=0.2, pause=0.05)
+    await a.put("response", "r", "alice", _value(1))
+    assert (await b.get("response", "r", "alice"))["n"] == 1
+    await a.delete("response", "r", "alice")
+    with redis_srv.stalled(), pytest.raises(StoreUnavailable):          # never the deleted record's copy
+        await b.get("response", "r", "alice")
+    await asyncio.sleep(0.06)
+    with pytest.raises(RecordNotFound):
+        await b.get("response", "r", "alice")
+    await a.close()
+    await b.close()
