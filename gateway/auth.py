@@ -31,7 +31,6 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi import Request
@@ -39,6 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from conch.engine.errors import ModelNotFound
 from conch.gateway.aliases import resolve_model
+from conch.gateway.api_key import ApiKey
 from conch.gateway.errors import error_response, register_error, to_api_error
 
 log = logging.getLogger(__name__)
@@ -61,31 +61,8 @@ class Forbidden(Exception):
 register_error(Unauthorized, 401, "invalid_api_key")
 register_error(Forbidden, 403, "permission_denied")
 
-ROLES = ("admin", "metrics")      # an admin key holds every role
-
 # The key of the request being served (set by Gate.check); token limits charge usage to it afterwards.
 current_key: contextvars.ContextVar["ApiKey | None"] = contextvars.ContextVar("conch_api_key", default=None)
-
-
-@dataclass(frozen=True)
-class ApiKey:
-    secret: str = field(repr=False)
-    name: str = ""
-    models: frozenset[str] | None = None     # None: every model
-    rpm: int | None = None
-    tpm: int | None = None
-    admin: bool = False
-    metrics: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            object.__setattr__(self, "name", "key-" + hashlib.sha256(self.secret.encode()).hexdigest()[:12])
-
-    def allows(self, model: str) -> bool:
-        return self.models is None or model in self.models
-
-    def has(self, role: str) -> bool:
-        return self.admin or (role == "metrics" and self.metrics)
 
 
 class KeyRing:

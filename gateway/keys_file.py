@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
-from conch.gateway.auth import ApiKey
+from conch.gateway.api_key import ApiKey
 
 
 class KeysFileError(ValueError):
