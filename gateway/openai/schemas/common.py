@@ -11,9 +11,10 @@ from conch.gateway.errors import ParamError
 
 
 class WireModel(BaseModel):
-    """Unknown fields are rejected with a 400 that names them, never silently ignored."""
+    """Unknown fields are rejected with a 400 that names them, never silently ignored; so is a float that is NaN
+    or infinite (also when sent as a string, "nan")."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class StreamOptions(WireModel):
