@@ -128,6 +128,9 @@ class ModelConfig:
         if unknown:
             raise InvalidRequest(f"model '{name}': unknown config keys {unknown}", param="config")
         data = _split_upstream(name, dict(data))
+        if data.get("parameters") is not None and not isinstance(data["parameters"], dict):
+            raise InvalidRequest(f"model '{name}': config key 'parameters' must be a mapping, got "
+                                 f"{type(data['parameters']).__name__}", param="parameters")
         for key in ("inputs", "outputs"):
             if key in data:
                 data[key] = tensor_specs(data[key])
