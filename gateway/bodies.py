@@ -8,11 +8,14 @@ before any parser sees it. Only a /v2 infer route takes binary tensor data: ther
 `Inference-Header-Content-Length` has only its JSON header checked; any other route refuses a body sent with
 that header, so the JSON a route parses is always the JSON the guard saw. A lone UTF-16 surrogate escape
 (`"\\ud800"`) is a 400 too, as OpenAI answers: JSON allows it, but it is no character, and every tokenizer,
-UTF-8 encoder and store below would fail on it."""
+UTF-8 encoder and store below would fail on it. So is a bare `NaN`, `Infinity` or `-Infinity` (Python's JSON
+reader takes them, JSON has no such numbers): the 400 names the field that holds it, on every route."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+from typing import Any, Callable
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -43,7 +46,38 @@ def lone_surrogate(body: bytes) -> bool:
     return low_due is not None
 
 
-async def _scanned(check, body: bytes) -> bool:
+_NON_FINITE_HINT = re.compile(rb"(?<![A-Za-z0-9_])(?:NaN|Infinity)(?![A-Za-z0-9_])")
+
+
+class _NonFinite:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def non_finite(body: bytes) -> tuple[str, str] | None:
+    """(the dotted path of the first bare NaN / Infinity / -Infinity in `body`, its text), or None (none, or
+    the body is no JSON: the route's parser refuses that)."""
+    if not _NON_FINITE_HINT.search(body):
+        return None
+    try:
+        value = json.loads(body, parse_constant=_NonFinite)
+    except (ValueError, RecursionError):
+        return None
+    return _find_non_finite(value, [])
+
+
+def _find_non_finite(value: Any, path: list[str]) -> tuple[str, str] | None:
+    if isinstance(value, _NonFinite):
+        return ".".join(path), value.text
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        found = _find_non_finite(child, [*path, str(key)])
+        if found is not None:
+            return found
+    return None
+
+
+async def _scanned(check: Callable[[bytes], Any], body: bytes) -> Any:
     return await asyncio.to_thread(check, body) if len(body) > _OFF_LOOP_BYTES else check(body)
 
 
@@ -95,6 +129,11 @@ class BodyGuard:
                             code="invalid_json")
         if await _scanned(long_integer, json_part):
             return APIError(400, "the request body holds a number of more than 4300 digits", code="invalid_json")
+        bad = await _scanned(non_finite, json_part)
+        if bad is not None:
+            where = f"'{bad[0]}'" if bad[0] else "the request body"
+            return APIError(400, f"Invalid value for {where}: {bad[1]} is not a JSON number (JSON has no NaN or "
+                                 "Infinity)", param=bad[0] or None, code="invalid_value")
         if lone_surrogate(json_part):
             return APIError(400, "the request body holds a lone UTF-16 surrogate escape (such as \\ud800), "
                                  "which is not a character", code="invalid_json")

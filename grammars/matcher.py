@@ -61,6 +61,10 @@ class Matcher(ABC):
     def _undo(self, num_tokens: int) -> None:
         """Roll back the last `num_tokens` non-EOS tokens."""
 
+    def _failure(self) -> str | None:
+        """The library's reason if it has given up on this grammar (a parser limit reached); None if not."""
+        return None
+
     def _forced(self) -> list[int]:
         """Tokens the grammar forces next, as the library tokenizes the forced text; [] if it cannot say."""
         return []
@@ -100,6 +104,11 @@ class Matcher(ABC):
         that the text after it could merge with); a hint, not a mask: the library's tokenization of the forced
         text, which another tokenization of it may also spell."""
         return [] if self.is_finished() else self._forced()
+
+    def failure(self) -> str | None:
+        """Why the library cannot go on with this grammar (its limits: llguidance's items per row, lexer fuel),
+        or None; the compiler's probe (compiler.py) turns it into a GrammarError before generation."""
+        return self._failure()
 
     def is_finished(self) -> bool:
         """EOS was accepted, or the grammar allows nothing but EOS (the output is complete)."""

@@ -14,6 +14,7 @@ from typing import Callable
 from .bounds import DEFAULT_BOUNDS, GenerationBounds
 from .cache import LRUCache
 from .errors import GrammarError
+from .lark_finite import check_finite
 from .lark_json import inline_schemas
 from .libraries import DEFAULT_LIBRARY, library_class
 from .regex_check import check_regex
@@ -74,6 +75,7 @@ def _check_choice(spec: Choice) -> None:
 def _check_grammar(spec: Grammar) -> None:
     if not isinstance(spec.lark, str) or not spec.lark.strip():
         raise GrammarError("a grammar must be non-empty Lark text")
+    check_finite(spec.lark)
     for _, _, schema in inline_schemas(spec.lark):  # each inline %json{...} is a schema like any other
         if isinstance(schema, dict):  # llguidance's layout options ride along; they are not JSON Schema
             schema = {key: value for key, value in schema.items() if key != "x-guidance"}

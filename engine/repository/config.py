@@ -139,6 +139,9 @@ class ModelConfig:
         if unknown:
             raise InvalidRequest(f"model '{name}': unknown config keys {unknown}", param="config")
         data = _split_upstream(name, dict(data))
+        if data.get("parameters") is not None and not isinstance(data["parameters"], dict):
+            raise InvalidRequest(f"model '{name}': config key 'parameters' must be a mapping, got "
+                                 f"{type(data['parameters']).__name__}", param="parameters")
         for tensors in ("inputs", "outputs"):
             if tensors in data:
                 data[tensors] = tensor_specs(data[tensors])

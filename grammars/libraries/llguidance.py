@@ -118,3 +118,7 @@ class LLGuidanceMatcher(Matcher):
 
     def _forced(self) -> list[int]:
         return self._inner.compute_ff_tokens()
+
+    def _failure(self) -> str | None:
+        error = self._inner.get_error()
+        return error.strip().splitlines()[0] if error and error.strip() else None

@@ -37,7 +37,7 @@ def echo(body: ResponsesRequest, tools: list[dict[str, Any]]) -> dict[str, Any]:
     fmt = body.output_format or {"type": "text"}
     return {
         "model": body.model, "instructions": body.instructions, "tools": tools,
-        "tool_choice": body.tool_choice if body.tool_choice is not None else "auto",
+        "tool_choice": body.choice if body.tool_choice is not None else "auto",
         "parallel_tool_calls": body.parallel_tool_calls is not False, "max_tool_calls": body.max_tool_calls,
         "max_output_tokens": body.max_output_tokens,
         "temperature": body.temperature if body.temperature is not None else 1.0,

@@ -1,10 +1,12 @@
 """/v1/responses: create (whole, streamed, or in the background), retrieve, delete, input_items, cancel."""
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Awaitable, Literal
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Literal
 
 from fastapi import APIRouter, Query, Request
 
+from conch.engine import GenerationDelta
+from conch.gateway.conversation import ToolPlan
 from conch.gateway.json_route import JSONBodyRoute
 from conch.gateway.openai.responses import background, mcp_run, stored
 from conch.gateway.openai.responses.run import Prepared, generation, prepare, run_events
@@ -27,8 +29,14 @@ async def create_response(body: ResponsesRequest, request: Request):
         return await background.start(p, run_events(p, plan, deltas), request)
     if body.stream:                   # primed: an error before the first delta is a status, not an event
         return sse_response(_stream(p, run_events(p, plan, await prime(deltas))))
-    # Not primed: a client that hangs up while the request waits in the queue aborts it there.
-    return await until_disconnect(request, _last(run_events(p, plan, deltas)))
+    # Primed under the disconnect watch: a client that hangs up while the request waits in the queue aborts it
+    # there, and a refusal before the first delta (overload, a grammar the engine cannot serve) is a status,
+    # not a stored `failed` response.
+    return await until_disconnect(request, _whole(p, plan, deltas))
+
+
+async def _whole(p: Prepared, plan: ToolPlan, deltas: AsyncGenerator[GenerationDelta, None]) -> dict[str, Any]:
+    return await _last(run_events(p, plan, await prime(deltas)))
 
 
 async def _with_mcp(p: Prepared, request: Request):

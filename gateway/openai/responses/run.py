@@ -58,15 +58,15 @@ class Prepared:
 
 async def prepare(body: ResponsesRequest, request: Request) -> Prepared:
     """Everything but the engine request: the wire read, the head loaded (404 for an unknown id)."""
-    tools = read_tools(body.tools, body.tool_choice)
-    input_items = read_input(body.input)
+    tools = read_tools(body.tool_list, body.choice)
+    input_items = read_input(body.input_items)
     who = caller(request)
     store = conch_state(request).records
     head = await stored.load_head(store, who, body.previous_response_id, body.conversation_id)
     context = head + input_items
     mcp = await plan_mcp(tools, context, len(head), conch_state(request).settings.mcp, who.name or None) \
         if tools.mcp else None
-    settings = echo(body, [public_tool(t) for t in body.tools or ()])
+    settings = echo(body, [public_tool(t) for t in body.tool_list or ()])
     return Prepared(body, new_response_id(), int(time.time()), settings, tools, input_items, context, who, store,
                     mcp)
 

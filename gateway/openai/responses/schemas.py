@@ -1,15 +1,18 @@
-"""POST /v1/responses: the wire body. Items, tools and tool_choice stay plain JSON here (items.py and tools.py
-read them with a table per type, so an unknown type is a 400 naming its path); everything else is typed, and
-an unknown field is a 400 naming it. A field the SDKs send with its default value is accepted; a value Conch
-cannot honour is a 400 naming the field."""
+"""POST /v1/responses: the wire body, typed all the way down: input items (gateway/openai/schemas/items.py),
+tools and tool_choice (wire_tools.py) are unions tagged by `type`, an item type that does not exist is a 400
+naming `input.N.type`, and an unknown field is a 400 naming it. items.py and tools.py read the typed values
+(as the client sent them, `input_items` / `tool_list` / `choice`) into the Conversation's shapes. A field the
+SDKs send with its default value is accepted; a value Conch cannot honour is a 400 naming the field."""
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 
 from conch.engine import InvalidRequest, SamplingParams, build_sampling
 from conch.gateway.errors import ParamError
+from conch.gateway.openai.responses.wire_tools import ToolChoice, Tools, dumped
+from conch.gateway.openai.schemas.items import RESPONSE_ITEMS, as_dicts, item_union, known_types
 from conch.gateway.wire import WireModel
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
@@ -23,8 +26,28 @@ INCLUDABLE = frozenset({
 _WIRE_NAMES = {"max_tokens": "max_output_tokens", "logprobs": "top_logprobs"}   # engine name -> this face's
 
 
+MAX_INPUT_ITEMS = 4096
+InputItem = item_union(RESPONSE_ITEMS)
+# a string, or a list of items: tagged, so a bad item's 400 names its own path (`input.0.role`), not the string's
+Input = Annotated[Union[Annotated[str, Tag("[text]")],
+                        Annotated[list[InputItem], Field(max_length=MAX_INPUT_ITEMS), Tag("[items]")]],  # type: ignore
+                  Discriminator(lambda value: "[text]" if isinstance(value, str) else "[items]")]
+
+
+class PlainFormat(WireModel):
+    type: Literal["text", "json_object"]
+
+
+class JsonSchemaFormat(WireModel):
+    type: Literal["json_schema"]
+    name: Annotated[str, Field(max_length=256)] | None = None
+    schema_: Annotated[dict[str, Any] | bool, Field(alias="schema")]
+    strict: bool | None = None
+    description: str | None = None
+
+
 class TextConfig(WireModel):
-    format: dict[str, Any] | None = None
+    format: Annotated[PlainFormat | JsonSchemaFormat, Field(discriminator="type")] | None = None
     verbosity: Literal["medium"] | None = None        # Conch's models have one verbosity: the default's
 
 
@@ -46,10 +69,10 @@ class ResponseStreamOptions(WireModel):
 
 class ResponsesRequest(WireModel):
     model: str
-    input: str | list[dict[str, Any]] = Field(default_factory=list)
+    input: Input = Field(default_factory=list)        # type: ignore[valid-type]
     instructions: str | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    tools: Tools | None = None                          # type: ignore[valid-type]
+    tool_choice: ToolChoice | None = None               # type: ignore[valid-type]
     parallel_tool_calls: bool | None = None
     max_tool_calls: Annotated[int, Field(ge=1)] | None = None
     max_output_tokens: int | None = None
@@ -72,6 +95,11 @@ class ResponsesRequest(WireModel):
     stream: bool | None = False
     stream_options: ResponseStreamOptions | None = None
     _sampling: SamplingParams = PrivateAttr(default_factory=SamplingParams)
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _item_types(cls, value: Any) -> Any:
+        return known_types("input", value, RESPONSE_ITEMS, "of the Responses API")
 
     @field_validator("include")
     @classmethod
@@ -97,6 +125,19 @@ class ResponsesRequest(WireModel):
         return self
 
     @property
+    def input_items(self) -> str | list[dict[str, Any]]:
+        """The input as the client sent it (a string, or its items with their types), for items.py."""
+        return self.input if isinstance(self.input, str) else as_dicts(self.input)
+
+    @property
+    def tool_list(self) -> list[dict[str, Any]] | None:
+        return dumped(self.tools)
+
+    @property
+    def choice(self) -> str | dict[str, Any] | None:
+        return dumped(self.tool_choice)
+
+    @property
     def stored(self) -> bool:
         return self.store is not False
 
@@ -114,7 +155,7 @@ class ResponsesRequest(WireModel):
 
     @property
     def output_format(self) -> dict[str, Any] | None:
-        return self.text.format if self.text is not None else None
+        return dumped(self.text.format) if self.text is not None else None
 
 
 def _sampling(body: ResponsesRequest) -> SamplingParams:

@@ -7,121 +7,23 @@ Items are text-only, as Conch's models are: message content parts are input_text
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import Field, field_validator
 
 from conch.gateway.errors import ParamError
 from conch.gateway.wire import WireModel
+from conch.gateway.openai.schemas.items import CONVERSATION_ITEMS, as_dicts, item_union, known_types
 
 MAX_ITEMS_PER_REQUEST = 20          # as OpenAI's API (the Agents SDK sends batches of at most 20)
 
 
-class InputText(WireModel):
-    type: Literal["input_text"]
-    text: str
-
-
-class OutputText(WireModel):
-    type: Literal["output_text"]
-    text: str
-    annotations: list[dict[str, Any]] = []
-    logprobs: list[dict[str, Any]] | None = None
-
-
-class Refusal(WireModel):
-    type: Literal["refusal"]
-    refusal: str
-
-
-ContentPart = Annotated[Union[InputText, OutputText, Refusal], Field(discriminator="type")]
-
-
-class MessageItem(WireModel):
-    type: Literal["message"] = "message"
-    role: Literal["user", "system", "developer", "assistant"]
-    content: str | list[ContentPart]
-    id: str | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
-    phase: Literal["commentary", "final_answer"] | None = None
-
-
-class FunctionCallItem(WireModel):
-    type: Literal["function_call"]
-    call_id: str
-    name: str
-    arguments: str
-    id: str | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
-
-
-class FunctionCallOutputItem(WireModel):
-    type: Literal["function_call_output"]
-    call_id: str
-    output: str | list[InputText]
-    id: str | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
-
-
-class CustomToolCallItem(WireModel):
-    type: Literal["custom_tool_call"]
-    call_id: str
-    name: str
-    input: str
-    id: str | None = None
-
-
-class CustomToolCallOutputItem(WireModel):
-    type: Literal["custom_tool_call_output"]
-    call_id: str
-    output: str | list[InputText]
-    id: str | None = None
-
-
-class ReasoningText(WireModel):
-    type: Literal["summary_text", "reasoning_text"]
-    text: str
-
-
-class ReasoningItem(WireModel):
-    """Another model's reasoning, kept as history (Conch does not render it into prompts)."""
-    type: Literal["reasoning"]
-    summary: list[ReasoningText] = []
-    content: list[ReasoningText] | None = None
-    encrypted_content: str | None = None
-    id: str | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
-
-
-_ITEMS = {"message": MessageItem, "function_call": FunctionCallItem, "function_call_output": FunctionCallOutputItem,
-          "custom_tool_call": CustomToolCallItem, "custom_tool_call_output": CustomToolCallOutputItem,
-          "reasoning": ReasoningItem}
-
-
-def _item_type(value: Any) -> str | None:
-    return value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", None)
-
-
-def _tag(value: Any) -> str:
-    """The union's tag, bracketed: a 400's parameter path leaves out bracketed union branches (gateway/errors.py),
-    so an error names `items.0.content`, not `items.0.message.content`."""
-    return f"[{_item_type(value)}]"
-
-
-# A union built at runtime from _ITEMS (pydantic reads it); mypy cannot use it as a type: its uses are ignored
-Item = Annotated[Union[tuple(Annotated[model, Tag(f"[{name}]")] for name, model in _ITEMS.items())],  # type: ignore
-                 Discriminator(_tag)]
+# A union built at runtime from the item table (pydantic reads it); mypy cannot use it as a type: its uses are ignored
+Item = item_union(CONVERSATION_ITEMS)
 
 
 def _known_types(items: Any) -> Any:
-    """An item type that does not exist (or that Conch cannot keep) is a 400 naming it, before the union
-    would answer with a tag error that names nothing."""
-    for index, item in enumerate(items if isinstance(items, list) else ()):
-        kind = _item_type(item)
-        if isinstance(item, dict) and kind not in _ITEMS:
-            raise ParamError(f"items.{index}.type", f"Invalid value for 'items.{index}.type': {kind!r} is not "
-                                                    f"an item type Conch stores; expected one of {sorted(_ITEMS)}")
-    return items
+    return known_types("items", items, CONVERSATION_ITEMS, "Conch stores")
 
 
 class ConversationCreate(WireModel):
@@ -181,4 +83,4 @@ def check_metadata(metadata: dict[str, str] | None) -> dict[str, str] | None:
 
 def items_as_dicts(items: list[Any]) -> list[dict]:
     """The items as the client sent them (fields it left out stay out), for the store."""
-    return [item.model_dump(exclude_unset=True) | {"type": item.type} for item in items]
+    return as_dicts(items)
