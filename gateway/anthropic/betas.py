@@ -29,6 +29,8 @@ KNOWN: dict[str, str] = {
     "output-128k-2025-02-19": "max_tokens is a ceiling: what the context leaves",
     "effort-2025-11-24": "output_config.effort: accepted",
     "oauth-2025-04-20": "OAuth bearer keys: Conch's own keys apply",
+    "per-turn-control-2026-07-01": "system messages inside messages: rendered in their place",
+    "mid-conversation-tool-changes-2026-07-01": "tools may change between turns: each request renders its own",
 }
 _logged: set[str] = set()          # bounded by LOG_AT_MOST: a client cannot grow it without end
 LOG_AT_MOST = 256

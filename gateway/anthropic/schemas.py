@@ -73,9 +73,19 @@ Block = Annotated[Union[TextBlock, MediaBlock, ToolUseBlock, ToolResultBlock, Th
                   Field(discriminator="type")]
 
 
+class TurnConfig(WireModel):
+    """A message's own output_config (beta per-turn-control-2026-07-01): `effort` from this turn on, accepted
+    and changing nothing, as the top-level one."""
+
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+
+
 class Message(WireModel):
-    role: Literal["user", "assistant"]
+    """`system` inside `messages`: Claude Code's per-turn instructions (beta per-turn-control-2026-07-01)."""
+
+    role: Literal["user", "assistant", "system"]
     content: str | list[Block]
+    output_config: TurnConfig | None = None
 
 
 class Tool(WireModel):

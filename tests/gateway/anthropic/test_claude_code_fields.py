@@ -92,6 +92,22 @@ def test_beta_query_and_headers_are_accepted_and_unknown_betas_are_named_back(ht
     assert known.status_code == 200 and "conch-ignored-betas" not in known.headers
 
 
+def test_a_system_turn_inside_messages_with_its_own_output_config(http):
+    """Claude Code 2.1.332's second message: role system, output_config.effort (per-turn-control-2026-07-01)."""
+    messages = [{"role": "user", "content": "Hi"},
+                {"role": "system", "content": [{"type": "text", "text": "# Environment\ncwd: /tmp"}],
+                 "output_config": {"effort": "medium"}}]
+    body = {**BARE, "messages": messages}
+    r = http.post("/v1/messages?beta=true", json=body, headers={"anthropic-beta": "per-turn-control-2026-07-01"})
+    assert r.status_code == 200 and "conch-ignored-betas" not in r.headers
+    counted = http.post("/v1/messages/count_tokens", json={k: v for k, v in body.items() if k != "max_tokens"})
+    without = http.post("/v1/messages/count_tokens", json={"model": CLAUDE, "messages": messages[:1]})
+    assert counted.json()["input_tokens"] > without.json()["input_tokens"]        # rendered in its place
+    use = {"role": "system", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}
+    r = http.post("/v1/messages", json={**BARE, "messages": [messages[0], use]})
+    assert r.status_code == 400
+
+
 def test_max_tokens_past_the_context_is_a_ceiling(client):
     """Claude Code's max_tokens: 32000 on a 2,048-token model: generate what fits, not a 400."""
     with client.messages.stream(model=CLAUDE, max_tokens=32000, messages=[{"role": "user", "content": "Hi"}]) \
