@@ -10,7 +10,7 @@ PORT   ?= 8000
 GRPC_PORT ?= 8001
 PYTEST_ARGS ?=
 
-.PHONY: run test test-slow lint bench setup setup-dev clean vllm-venv test-vllm bench-vllm llama-cpp bench-peers
+.PHONY: run test test-slow test-agents lint bench setup setup-dev clean vllm-venv test-vllm bench-vllm llama-cpp bench-peers
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,17 @@ test: setup-dev
 test-slow: setup-dev
 	bash scripts/ensure-redis.sh
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+# Claude Code and Codex CLI from the npm registry (pinned as tests/gateway/test_agent_programs.py's
+# AGENT_VERSIONS) into .agents-npm/, then their sessions against a real Conch on loopback.
+AGENTS_NPM := .agents-npm
+$(AGENTS_NPM)/.stamp:
+	mkdir -p $(AGENTS_NPM)
+	cd $(AGENTS_NPM) && npm install --no-audit --no-fund @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0
+	touch $@
+
+test-agents: setup-dev $(AGENTS_NPM)/.stamp
+	$(PY) -m pytest -q -m slow tests/gateway/test_agent_programs.py $(PYTEST_ARGS)
 
 lint: setup-dev
 	$(VENV)/bin/ruff check .

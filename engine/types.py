@@ -112,6 +112,10 @@ class GenerationRequest:
     add_special_tokens: bool = True
     use_cache: bool = True       # False: bypass the response cache (the client opted out)
     chat: ChatInput | None = None  # set instead of `prompt` for a Capabilities.chat_input backend
+    # True: a max_tokens past the context's room is a ceiling, cut to that room (the request may end `length`),
+    # as llama.cpp and Anthropic read it; False: such a request is refused (ContextLengthExceeded).
+    max_tokens_ceiling: bool = False
+    session: str | None = None   # the client's conversation key (a session header, prompt_cache_key): routing only
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from conch.gateway.grpc import start_grpc, stop_grpc
 from conch.gateway.kserve.tracing import Tracer
 from conch.gateway.metrics import Metrics, router as metrics_router
 from conch.gateway.metrics_port import MetricsPort
+from conch.gateway.openai.request_id import RequestIdHeader
 from conch.gateway.records import RecordStore
 from conch.gateway.state import ConchState, Settings
 
@@ -71,4 +72,5 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
     app.add_middleware(CatchAll)                                       # the last added runs first: the key,
     app.add_middleware(BodyGuard, limit=settings.max_body_bytes)     # then the body, then a route; an error
     app.add_middleware(KeyFirst, gate=gate)                            # nothing handled becomes a clean 500
+    app.add_middleware(RequestIdHeader)                                # on every /v1 answer, a 401 included
     return app

@@ -75,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--keep-billing-header", action="store_true",
                        help="/v1/messages: keep a system block starting with x-anthropic-billing-header in the "
                             "prompt (by default it is dropped: it changes every request and defeats KV reuse)")
+    serve.add_argument("--hosted-tools", choices=["drop", "refuse"], default="drop",
+                       help="/v1/responses: a hosted tool (web_search, image_generation...) Conch cannot run is left "
+                            "out of what the model is offered and named in the conch-hosted-tools-dropped header "
+                            "(drop, the default: Codex CLI offers web_search) or refused with a 400 (refuse)")
     _ray_arguments(serve)
     return parser
 
@@ -140,7 +144,8 @@ def _serve_ray(args: argparse.Namespace) -> None:
         routing=args.ray_routing, affinity_slack=args.ray_affinity_slack,
         mcp_servers=str(args.mcp_servers.resolve()) if args.mcp_servers else None,
         mcp_allow_origin=tuple(args.mcp_allow_origin), mcp_loop_timeout=args.mcp_loop_timeout,
-        model_alias=tuple(args.model_alias), keep_billing_header=args.keep_billing_header)
+        model_alias=tuple(args.model_alias), keep_billing_header=args.keep_billing_header,
+        hosted_tools=args.hosted_tools)
     from conch.gateway.ray.capacity import FleetTooLarge
 
     try:
@@ -186,7 +191,8 @@ def main(argv: list[str] | None = None) -> None:
     control = ModelControl(engine, args.model_control_mode, args.load_model, args.repository_poll_secs)
     settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
                         metrics_host=args.metrics_host, mcp=mcp, aliases=_aliases(args),
-                        keep_billing_header=args.keep_billing_header, trace_file=args.trace_file)
+                        keep_billing_header=args.keep_billing_header, trace_file=args.trace_file,
+                        hosted_tools=args.hosted_tools)
     app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics, control=control,
                     grpc_port=args.grpc_port, records=records)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,

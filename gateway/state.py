@@ -25,6 +25,7 @@ class Settings:
     mcp: McpConfig = field(default_factory=McpConfig)    # MCP servers, allowed origins, limits (--mcp-*)
     aliases: ModelAliases = field(default_factory=ModelAliases)    # claude-* -> a served model (gateway/aliases.py)
     keep_billing_header: bool = False   # /v1/messages: render Claude Code's volatile billing line (docs/anthropic.md)
+    hosted_tools: str = "drop"          # /v1/responses: hosted tools dropped (named back) or refused
     extra: dict = field(default_factory=dict)
 
 

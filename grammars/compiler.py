@@ -95,7 +95,7 @@ def _startable(compiled: CompiledGrammar, vocab_size: int) -> CompiledGrammar:
         token, forced = _next_token(matcher, mask)
         _check_step(matcher, token, step)
         choices += not forced
-        if not matcher.accept(token):   # type: ignore[arg-type]  (_check_step refused None)
+        if not matcher.accept(token):   # type: ignore[arg-type]  # _check_step refused None
             break
     _check_step(matcher, 0, _PROBE_TOKENS)
     return compiled

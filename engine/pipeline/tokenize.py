@@ -17,7 +17,8 @@ INLINE_CHARS = 2048        # shorter prompts tokenize in well under a millisecon
 
 
 def tokenize(model: LoadedModel, request: GenerationRequest, prompt_param: str = "prompt") -> GenerationRequest:
-    """The request with `prompt_token_ids` set and `max_tokens` resolved (None: the rest of the context).
+    """The request with `prompt_token_ids` set and `max_tokens` resolved (None, or past the context's room
+    with `max_tokens_ceiling`: the rest of the context).
 
     Raises InvalidRequest naming `prompt_param` for an empty prompt, ContextLengthExceeded for one that, with
     max_tokens, exceeds the context. A model whose own steps change the text first (Capabilities.text_prompt)
@@ -42,9 +43,12 @@ def tokenize(model: LoadedModel, request: GenerationRequest, prompt_param: str =
         raise ContextLengthExceeded(
             f"This model's maximum context length is {limit} tokens. However, your prompt has "
             f"{len(ids)} tokens. Please reduce the length of the prompt.", param=prompt_param)
-    max_tokens = params.max_tokens if params.max_tokens is not None else limit - len(ids)
+    room = limit - len(ids)
+    max_tokens = params.max_tokens if params.max_tokens is not None else room
+    if request.max_tokens_ceiling and max_tokens > room:
+        max_tokens = room
     if max_tokens != params.max_tokens:
-        params = replace(params, max_tokens=max_tokens)
+        params = replace(params, max_tokens=max_tokens, min_tokens=min(params.min_tokens, max_tokens))
     if len(ids) + max_tokens > limit:
         raise ContextLengthExceeded(
             f"This model's maximum context length is {limit} tokens. However, you requested "

@@ -5,6 +5,8 @@
                     (it changes every request, so rendering it would defeat every kept slot and prefix cache)
     user blocks     text -> a user message; tool_result -> a tool message (is_error: its text behind "Error: "),
                     in their order; each tool_result names an earlier assistant tool_use (else a 400)
+    system turns    a `system` message inside `messages` (Claude Code's per-turn instructions) -> a system message
+                    in its place, text blocks only
     assistant       text -> content, tool_use -> tool_calls (input as JSON text); thinking and redacted_thinking
                     are dropped (the models do not reason); a final assistant turn is a prefill the model continues
     image/document  a 400 naming the block (no served model takes them)
@@ -88,9 +90,20 @@ def _messages(messages: list[wire.Message]) -> list[dict[str, Any]]:
                                     "Conch serves takes them", param=f"messages.{i}.content.{j}.type")
         if message.role == "assistant":
             out.append(_assistant(blocks, calls))
+        elif message.role == "system":
+            out.append(_system_turn(i, blocks))
         else:
             out.extend(_user(i, blocks, calls))
     return out
+
+
+def _system_turn(i: int, blocks: list) -> dict[str, Any]:
+    """A system message inside `messages`: rendered in its place; its blocks are text only."""
+    for j, block in enumerate(blocks):
+        if not isinstance(block, wire.TextBlock):
+            raise APIError(400, f"messages[{i}].content[{j}]: a system message holds text blocks only",
+                           param=f"messages.{i}.content.{j}.type")
+    return {"role": "system", "content": "".join(b.text for b in blocks)}
 
 
 def _assistant(blocks: list, calls: set[str]) -> dict[str, Any]:

@@ -73,9 +73,19 @@ Block = Annotated[Union[TextBlock, MediaBlock, ToolUseBlock, ToolResultBlock, Th
                   Field(discriminator="type")]
 
 
+class TurnConfig(WireModel):
+    """A message's own output_config (beta per-turn-control-2026-07-01): `effort` from this turn on, accepted
+    and changing nothing, as the top-level one."""
+
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+
+
 class Message(WireModel):
-    role: Literal["user", "assistant"]
+    """`system` inside `messages`: Claude Code's per-turn instructions (beta per-turn-control-2026-07-01)."""
+
+    role: Literal["user", "assistant", "system"]
     content: str | list[Block]
+    output_config: TurnConfig | None = None
 
 
 class Tool(WireModel):
@@ -124,12 +134,51 @@ class OutputConfig(WireModel):
     effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
 
 
+# context_management: what each edit does is gateway/anthropic/context_edits.py
+class TokenCount(WireModel):
+    type: Literal["input_tokens"]
+    value: Annotated[int, Field(ge=0)]
+
+
+class ToolUseCount(WireModel):
+    type: Literal["tool_uses"]
+    value: Annotated[int, Field(ge=0)]
+
+
+class ThinkingTurns(WireModel):
+    type: Literal["thinking_turns"]
+    value: Annotated[int, Field(ge=0)]
+
+
+class ClearToolUses(WireModel):
+    type: Literal["clear_tool_uses_20250919"]
+    trigger: Annotated[Union[TokenCount, ToolUseCount], Field(discriminator="type")] | None = None
+    keep: ToolUseCount | None = None
+    clear_at_least: TokenCount | None = None
+    exclude_tools: list[str] | None = None
+    clear_tool_inputs: bool | list[str] | None = None
+
+
+class ClearThinking(WireModel):
+    type: Literal["clear_thinking_20251015"]
+    keep: ThinkingTurns | Literal["all"] | None = None
+
+
+Edit = Annotated[Union[ClearToolUses, ClearThinking], Field(discriminator="type")]
+
+
+class ContextManagement(WireModel):
+    edits: list[Edit] = Field(default_factory=list)
+
+
+
 class Metadata(WireModel):
     user_id: str | None = None
 
 
 class CountTokensRequest(WireModel):
-    """What count_tokens takes: the prompt's part of a Messages body."""
+    """What count_tokens takes: the prompt's part of a Messages body. `output_format` is the structured-outputs
+    beta's top-level name (litellm sends it): read as `output_config.format`."""
 
     model: str
     messages: Annotated[list[Message], Field(min_length=1)]
@@ -138,7 +187,19 @@ class CountTokensRequest(WireModel):
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None
     output_config: OutputConfig | None = None
+    output_format: JsonOutputFormat | None = None
     cache_control: CacheControl | None = None   # Conch keeps every prompt's KV without being asked
+    context_management: ContextManagement | None = None     # gateway/anthropic/context_edits.py
+
+    @model_validator(mode="after")
+    def _output_format(self) -> "CountTokensRequest":
+        if self.output_format is None:
+            return self
+        if self.output_config is not None and self.output_config.format is not None:
+            raise ParamError("output_format", "output_format is output_config.format's beta name: give one of them")
+        config = self.output_config or OutputConfig()
+        self.output_config = config.model_copy(update={"format": self.output_format})
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -5,8 +5,9 @@ renders its own), and an `OutputReader` turns the engine's text back into conten
 the face writes in its own shapes. A new sampling parameter, tool format or structured-output kind is added
 here once for all three faces."""
 from conch.gateway.conversation.output import OutputReader
-from conch.gateway.conversation.request import build_generation
+from conch.gateway.conversation.request import build_generation, count_prompt_tokens
 from conch.gateway.conversation.tools import ToolPlan, plan_tools
 from conch.gateway.conversation.types import Conversation, WirePaths
 
-__all__ = ["Conversation", "OutputReader", "ToolPlan", "WirePaths", "build_generation", "plan_tools"]
+__all__ = ["Conversation", "OutputReader", "ToolPlan", "WirePaths", "build_generation", "count_prompt_tokens",
+           "plan_tools"]

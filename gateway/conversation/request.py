@@ -53,5 +53,20 @@ async def build_generation(conv: Conversation, engine, request_id: str) -> tuple
     model.generator                   # noqa: B018 -- an embedding model refuses by name, before any chat template
     plan, chat, prompt, grammar = await asyncio.to_thread(_inputs, conv, model)
     gen = GenerationRequest(id=request_id, model=conv.model, chat=chat, prompt=prompt, params=conv.sampling,
-                            grammar=grammar, stream=conv.stream, add_special_tokens=False, use_cache=conv.use_cache)
+                            grammar=grammar, stream=conv.stream, add_special_tokens=False, use_cache=conv.use_cache,
+                            max_tokens_ceiling=True, session=conv.session)
     return await engine.prepare(gen, prompt_param=conv.paths.messages), plan
+
+
+async def count_prompt_tokens(conv: Conversation, engine) -> int:
+    """The prompt's tokens as build_generation renders it, with no context check: a count, not a request (a
+    prompt longer than the context counts too). An upstream's messages count as their rendered text's tokens."""
+    model = engine.get(conv.model)
+    model.generator                   # noqa: B018 -- an embedding model refuses by name
+
+    def count() -> int:
+        _, chat, prompt, _ = _inputs(conv, model)
+        text = chat.text if chat is not None else prompt or ""
+        return len(model.tokenizer.encode(text, add_special_tokens=False))
+
+    return await asyncio.to_thread(count)

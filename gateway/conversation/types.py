@@ -45,6 +45,7 @@ class Conversation:
     add_generation_prompt: bool = True
     continue_final_message: bool = False
     paths: WirePaths = field(default_factory=WirePaths)
+    session: str | None = None      # the client's conversation key: Ray's session affinity (engine.types)
 
     @property
     def has_tool_turns(self) -> bool:

@@ -8,6 +8,7 @@ from typing import AsyncGenerator, AsyncIterator
 from fastapi import APIRouter, Request
 
 from conch.engine import GenerationDelta, GenerationRequest
+from conch.gateway.aliases import resolve_model
 from conch.gateway.errors import APIError
 from conch.gateway.choices import Choice, collect
 from conch.gateway.openai.choices import completion_logprobs, echo_logprobs, new_id, now, usage
@@ -21,8 +22,10 @@ router = APIRouter(route_class=JSONBodyRoute)
 
 
 async def build_requests(body: CompletionRequest, request: Request) -> list[GenerationRequest]:
+    """One engine request per prompt, for the served model `body.model` names (its alias resolved)."""
     conch = conch_state(request)
-    model = conch.engine.get(body.model)
+    served = resolve_model(request, body.model)
+    model = conch.engine.get(served)
     constraint = await asyncio.to_thread(output_constraint, body)     # a large schema's checks: off the event loop
     grammar = constraint.spec if constraint is not None else None
     params = body.sampling
@@ -37,7 +40,7 @@ async def build_requests(body: CompletionRequest, request: Request) -> list[Gene
     base_id = new_id("cmpl")
     out = []
     for i, prompt in enumerate(prompts):
-        gen = GenerationRequest(id=f"{base_id}-{i}", model=body.model, params=params, stream=body.stream,
+        gen = GenerationRequest(id=f"{base_id}-{i}", model=served, params=params, stream=body.stream,
                                 grammar=grammar,
                                 use_cache=wants_cache(request, body.cache),
                                 prompt=prompt if isinstance(prompt, str) else None,
@@ -62,7 +65,7 @@ async def create_completion(body: CompletionRequest, request: Request):
         streams = await _prime_all(streams)
     deltas = merge([_indexed(g, k * body.n, s) for k, (g, s) in enumerate(zip(gens, streams, strict=True))])
     response_id = gens[0].id.rsplit("-", 1)[0]
-    tokenizer = engine.get(body.model).tokenizer
+    tokenizer = engine.get(gens[0].model).tokenizer
     echoes = [_echo(tokenizer, g) for g in gens] if body.echo else None
     prompt_tokens = sum(len(g.prompt_token_ids or ()) for g in gens)   # prepare has set the ids
     if body.stream:

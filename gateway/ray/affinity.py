@@ -37,6 +37,11 @@ def block_keys(tokens: Sequence[int] | str, block: int = BLOCK) -> list[int]:
     return keys
 
 
+def session_key(session: str) -> int:
+    """A client's conversation key as a table key, apart from every block hash (a tagged tuple)."""
+    return hash(("session", session))
+
+
 class AffinityTable(Generic[R]):
     """Block hash -> replica, least recently routed forgotten first. Entries of a replica that is gone stay
     until overwritten or evicted; lookups skip them (a dead replica loses only its own sessions)."""

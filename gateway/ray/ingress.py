@@ -91,7 +91,8 @@ class Ingress:
         gate = Gate(keys, limiter) if not keys.open else None
         records = open_records(s.response_store, s.response_store_ttl, s.response_store_mb)
         faces = Settings(mcp=McpConfig.from_flags(s.mcp_servers, s.mcp_allow_origin, s.mcp_loop_timeout),
-                         aliases=ModelAliases.parse(list(s.model_alias)), keep_billing_header=s.keep_billing_header)
+                         aliases=ModelAliases.parse(list(s.model_alias)), keep_billing_header=s.keep_billing_header,
+                         hosted_tools=s.hosted_tools)
         app = build_app(engine, faces, load=sorted(self.handles), gate=gate, metrics=s.metrics,
                         grpc_port=s.grpc_port, records=records)
         app.add_middleware(ReplicaHeader, ingress=replica_id())

@@ -16,7 +16,7 @@ from typing import Any
 from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
 
 from conch.engine.types import GenerationRequest
-from conch.gateway.ray.affinity import TEXT_BLOCK, AffinityTable, block_keys, default_slack, rank
+from conch.gateway.ray.affinity import TEXT_BLOCK, AffinityTable, block_keys, default_slack, rank, session_key
 
 ROUTER_PATHS = {"affinity": "conch.gateway.ray.router:SessionAffinityRouter",             # routing -> its class
                 "round-robin": "conch.gateway.ray.router:RoundRobinRouter"}
@@ -24,14 +24,17 @@ FORGET_S = 3600.0        # a request never reported complete (cancelled before i
 
 
 def request_keys(pending: PendingRequest | None) -> list[int]:
-    """The routed request's block keys: its prompt's token ids, else its prompt text; none for a chat input
-    (a backend that templates itself) or a call that carries no GenerationRequest."""
+    """The routed request's keys, shallowest first: its session's (a client's conversation key: Claude Code's
+    session header, a Responses prompt_cache_key), then its prompt's blocks (token ids, else text; none for a
+    chat input or a call that carries no GenerationRequest). The deepest known block wins, so the session key
+    decides only where no block of the prompt is known yet (a turn whose prompt's head changed)."""
     request = next((a for a in pending.args if isinstance(a, GenerationRequest)), None) if pending else None
     if request is None:
         return []
+    root = [session_key(request.session)] if request.session else []
     if request.prompt_token_ids is not None:
-        return block_keys(request.prompt_token_ids)
-    return block_keys(request.prompt, TEXT_BLOCK) if request.prompt is not None else []
+        return root + block_keys(request.prompt_token_ids)
+    return root + (block_keys(request.prompt, TEXT_BLOCK) if request.prompt is not None else [])
 
 
 class SessionAffinityRouter(RequestRouter):

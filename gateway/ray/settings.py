@@ -37,6 +37,7 @@ class RaySettings:
     mcp_loop_timeout: float | None = None    # node that runs an ingress replica
     model_alias: tuple[str, ...] = ()
     keep_billing_header: bool = False
+    hosted_tools: str = "drop"
     max_replicas: tuple[tuple[str, int], ...] = ()   # filled by the builder: model -> its most replicas
     multiplexed: tuple[str, ...] = ()                # filled by the builder: models served by a group
 

@@ -139,7 +139,8 @@ class OutputBuilder:
                 self._open.item["call_id"] = event.id         # type: ignore[union-attr]
             else:
                 out += self._add(function_call_item(new_item_id("function_call"), event.id or new_call_id(),
-                                                    event.name or "", "", "in_progress"))
+                                                    event.name or "", "", "in_progress",
+                                                    self.tools.namespaces.get(event.name or "")))
             self._calls[event.index] = self._open
             return out + self._fragment(event.arguments_fragment)
         if self._calls.get(event.index) is None or self._open is not self._calls[event.index]:
@@ -198,7 +199,8 @@ class OutputBuilder:
 
     def _close_call(self, opened: _Open, text: str, status: str) -> list[dict[str, Any]]:
         item = opened.item
-        opened.item = function_call_item(item["id"], item["call_id"], item["name"], text, status)
+        opened.item = function_call_item(item["id"], item["call_id"], item["name"], text, status,
+                                         item.get("namespace"))
         return [{"type": "response.function_call_arguments.done", "item_id": item["id"],
                  "output_index": opened.index, "name": item["name"], "arguments": text}]
 

@@ -1,10 +1,10 @@
 """Input items -> the stored item list and the Conversation's chat messages.
 
 Items are the Responses API's shapes (message, function_call, function_call_output, custom_tool_call and its
-output, reasoning, and the MCP items of mcp_items.py). Each type is read by its row of `_READERS`; an unknown
-type or field is a 400 naming its path (`input.3.type`). Stored items are normalized: every item has an id and
-a type, and a message's content is a list of parts. Chat messages are OpenAI chat's shapes
-(gateway/conversation/types.py)."""
+output, reasoning, compaction (compact.py), and the MCP items of mcp_items.py). Each type is read by its row of
+`_READERS`; an unknown type or field is a 400 naming its path (`input.3.type`). Stored items are normalized:
+every item has an id and a type, and a message's content is a list of parts. Chat messages are OpenAI chat's
+shapes (gateway/conversation/types.py)."""
 from __future__ import annotations
 
 import json
@@ -13,6 +13,10 @@ from typing import Any, Callable
 
 from conch.gateway.errors import APIError
 from conch.gateway.openai.responses.mcp_items import MCP_CHECKS, MCP_FIELDS, MCP_ID_PREFIX, call_messages
+from conch.gateway.sealed import Unsealable, unseal
+
+COMPACTION_KIND = "responses.compaction"     # compact.py seals its summaries under this kind
+SUMMARY_PREFIX = "Summary of the conversation so far:\n"
 
 _MESSAGE_ROLES = frozenset({"user", "system", "developer", "assistant"})
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}   # part type -> its text key
@@ -25,10 +29,11 @@ _FIELDS = {
     "custom_tool_call": {"type", "id", "call_id", "name", "input", "namespace"},
     "custom_tool_call_output": {"type", "id", "call_id", "output"},
     "reasoning": {"type", "id", "summary", "content", "encrypted_content", "status"},
+    "compaction": {"type", "id", "encrypted_content", "created_by"},
     **MCP_FIELDS,
 }
 _ID_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "custom_tool_call": "ctc",
-              "custom_tool_call_output": "ctco", "reasoning": "rs", **MCP_ID_PREFIX}
+              "custom_tool_call_output": "ctco", "reasoning": "rs", "compaction": "cmp", **MCP_ID_PREFIX}
 
 
 def new_item_id(kind: str) -> str:
@@ -107,8 +112,18 @@ _CHECKS: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     "custom_tool_call": _strings("call_id", "name", "input"),
     "custom_tool_call_output": _output,
     "reasoning": lambda index, item: item,
+    "compaction": lambda index, item: (_summary(index, item), item)[1],
     **MCP_CHECKS,
 }
+
+
+def _summary(index: int, item: dict[str, Any]) -> str:
+    """A compaction item's summary (compact.py sealed it); a 400 naming the field for one Conch did not seal."""
+    try:
+        return unseal(COMPACTION_KIND, item.get("encrypted_content") or "")
+    except Unsealable as exc:
+        raise _bad(f"input.{index}.encrypted_content", f"input[{index}].encrypted_content: {exc} (a compaction "
+                                                       "item is read back only where it was made)") from exc
 
 
 def to_messages(items: list[dict[str, Any]], first_new: int = 0) -> list[dict[str, Any]]:
@@ -134,6 +149,8 @@ def to_messages(items: list[dict[str, Any]], first_new: int = 0) -> list[dict[st
                              "content": output if isinstance(output, str) else text_of(output)})
         elif kind == "mcp_call":
             messages += call_messages(item)
+        elif kind == "compaction":
+            messages.append({"role": "user", "content": SUMMARY_PREFIX + _summary(i - first_new, item)})
     # reasoning items: accepted from another model's history, not rendered; nor are MCP tool lists and
     # approvals (the loop reads them: gateway/openai/responses/mcp_items.py)
     return messages

@@ -42,6 +42,7 @@ def echo(body: ResponsesRequest, tools: list[dict[str, Any]]) -> dict[str, Any]:
         "max_output_tokens": body.max_output_tokens,
         "temperature": body.temperature if body.temperature is not None else 1.0,
         "top_p": body.top_p if body.top_p is not None else 1.0, "top_logprobs": body.top_logprobs or 0,
+        "presence_penalty": body.presence_penalty or 0.0, "frequency_penalty": body.frequency_penalty or 0.0,
         "text": {"format": fmt, "verbosity": "medium"}, "reasoning": {"effort": None, "summary": None},
         "store": body.stored, "background": bool(body.background), "truncation": "disabled",
         "previous_response_id": body.previous_response_id,
@@ -83,9 +84,12 @@ def text_part(text: str, logprobs: list[dict] | None) -> dict[str, Any]:
     return part
 
 
-def function_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
-    return {"id": item_id, "type": "function_call", "call_id": call_id, "name": name, "arguments": arguments,
+def function_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str,
+                       namespace: str | None = None) -> dict[str, Any]:
+    """`namespace`: the namespace tool the called function came from (its name is the function's own)."""
+    item = {"id": item_id, "type": "function_call", "call_id": call_id, "name": name, "arguments": arguments,
             "status": status}
+    return {**item, "namespace": namespace} if namespace is not None else item
 
 
 def custom_call_item(item_id: str, call_id: str, name: str, text: str) -> dict[str, Any]:

@@ -1,15 +1,17 @@
-"""/v1/responses: create (whole, streamed, or in the background), retrieve, delete, input_items, cancel."""
+"""/v1/responses: create (whole, streamed, or in the background), retrieve, delete, input_items, cancel; compact
+(compact.py) and input_tokens (the prompt's tokens as create would render the same body)."""
 from __future__ import annotations
 
 from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
+from starlette.responses import Response as StarletteResponse
 
 from conch.engine import GenerationDelta
-from conch.gateway.conversation import ToolPlan
+from conch.gateway.conversation import ToolPlan, count_prompt_tokens
 from conch.gateway.json_route import JSONBodyRoute
-from conch.gateway.openai.responses import background, mcp_run, stored
-from conch.gateway.openai.responses.run import Prepared, generation, prepare, run_events
+from conch.gateway.openai.responses import background, compact, mcp_run, stored
+from conch.gateway.openai.responses.run import Prepared, conversation, generation, prepare, run_events
 from conch.gateway.openai.responses.schemas import ResponsesRequest
 from conch.gateway.records import caller
 from conch.gateway.state import conch_state, wants_cache
@@ -18,9 +20,25 @@ from conch.gateway.streaming import prime, sse_named, sse_response, until_discon
 router = APIRouter(route_class=JSONBodyRoute)
 
 
+DROPPED_HEADER = "conch-hosted-tools-dropped"
+
+
 @router.post("/v1/responses")
-async def create_response(body: ResponsesRequest, request: Request):
+async def create_response(body: ResponsesRequest, request: Request, response: Response):
     p = await prepare(body, request)
+    if p.tools.dropped:               # merged into a returned dict's response; set on a streamed one below
+        response.headers[DROPPED_HEADER] = ", ".join(p.tools.dropped)
+    return _with_headers(await _create(p, request), response)
+
+
+def _with_headers(result: Any, response: Response) -> Any:
+    if isinstance(result, StarletteResponse):
+        result.headers.update({k: v for k, v in response.headers.items() if k == DROPPED_HEADER})
+    return result
+
+
+async def _create(p: Prepared, request: Request):
+    body = p.body
     if p.mcp is not None:
         return await _with_mcp(p, request)
     gen, plan = await generation(p, request, wants_cache(request))
@@ -81,6 +99,21 @@ async def _stream(p: Prepared, events: AsyncIterator[dict[str, Any]]) -> AsyncIt
 
 def _sse(event: dict[str, Any], sequence: int) -> str:
     return sse_named(event["type"], {**event, "sequence_number": sequence})
+
+
+@router.post("/v1/responses/compact")
+async def compact_response(body: ResponsesRequest, request: Request, response: Response):
+    p = await prepare(body, request)
+    if p.tools.dropped:
+        response.headers[DROPPED_HEADER] = ", ".join(p.tools.dropped)
+    return await compact.compact(p, request, wants_cache(request))
+
+
+@router.post("/v1/responses/input_tokens")
+async def input_tokens(body: ResponsesRequest, request: Request):
+    p = await prepare(body, request)
+    tokens = await count_prompt_tokens(conversation(p, False), conch_state(request).engine)
+    return {"object": "response.input_tokens", "input_tokens": tokens}
 
 
 @router.get("/v1/responses/{response_id}")

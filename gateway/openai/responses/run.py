@@ -13,6 +13,7 @@ from typing import Any, AsyncGenerator, AsyncIterator
 from fastapi import Request
 
 from conch.engine import GenerationDelta, GenerationRequest
+from conch.gateway.aliases import resolve_model
 from conch.gateway.conversation import Conversation, OutputReader, ToolPlan, WirePaths, build_generation
 from conch.gateway.conversation.constraint import format_fields
 from conch.gateway.errors import APIError, public_reason, to_api_error
@@ -20,11 +21,10 @@ from conch.gateway.openai.responses import stored
 from conch.gateway.openai.responses.events import ForcedCustomReader, OutputBuilder
 from conch.gateway.openai.responses.items import read_input, to_messages
 from conch.gateway.openai.responses.mcp_plan import McpPlan, plan_mcp
-from conch.gateway.openai.responses.mcp_tools import public_tool
 from conch.gateway.openai.responses.output import (echo, end_status, failure, new_response_id, response_object,
                                                    usage_dict)
 from conch.gateway.openai.responses.schemas import ResponsesRequest
-from conch.gateway.openai.responses.tools import ResponseTools, read_tools
+from conch.gateway.openai.responses.tools import ResponseTools, echo_tool, read_tools
 from conch.gateway.records import (Caller, RecordNotFound, RecordStore, RecordTooLarge, StoreUnavailable,
                                    caller)
 from conch.gateway.state import conch_state
@@ -47,6 +47,7 @@ class Prepared:
     who: Caller                              # the request's key: owns the response, reads its head
     store: RecordStore
     mcp: McpPlan | None = None               # the request's MCP servers, resolved (None: no mcp tools)
+    served: str = ""                         # the served model body.model names (its alias resolved)
 
     @property
     def owner(self) -> str:
@@ -57,8 +58,12 @@ class Prepared:
 
 
 async def prepare(body: ResponsesRequest, request: Request) -> Prepared:
-    """Everything but the engine request: the wire read, the head loaded (404 for an unknown id)."""
-    tools = read_tools(body.tool_list, body.choice)
+    """Everything but the engine request: the wire read (hosted tools dropped or refused by the server's
+    policy; a drop logged), the head loaded (400 previous_response_not_found for an unknown id)."""
+    tools = read_tools(body.tool_list, body.choice, conch_state(request).settings.hosted_tools)
+    if tools.dropped:
+        log.warning("response for %s: hosted tools %s dropped (--hosted-tools drop): Conch cannot run them",
+                    body.model, list(tools.dropped))
     input_items = read_input(body.input_items)
     who = caller(request)
     store = conch_state(request).records
@@ -66,9 +71,9 @@ async def prepare(body: ResponsesRequest, request: Request) -> Prepared:
     context = head + input_items
     mcp = await plan_mcp(tools, context, len(head), conch_state(request).settings.mcp, who.name or None) \
         if tools.mcp else None
-    settings = echo(body, [public_tool(t) for t in body.tool_list or ()])
+    settings = echo(body, [echo_tool(t) for t in body.tool_list or ()])
     return Prepared(body, new_response_id(), int(time.time()), settings, tools, input_items, context, who, store,
-                    mcp)
+                    mcp, resolve_model(request, body.model))
 
 
 @dataclass(frozen=True)
@@ -96,11 +101,11 @@ def conversation(p: Prepared, use_cache: bool, extras: TurnExtras | None = None)
     if _forces_calls(p.tools, choice):   # text.format shapes text, which an output of forced calls never holds
         constraints = []
     return Conversation(
-        model=body.model, messages=tuple(messages), sampling=body.sampling,
+        model=p.served or body.model, messages=tuple(messages), sampling=body.sampling,
         tools=p.tools.tools + (extras.tools if extras else ()), tool_choice=choice,
         parallel_tool_calls=_parallel(body),
         constraints=tuple(constraints) + p.tools.constraints, response_format=chat_format,
-        stream=bool(body.stream), use_cache=use_cache, paths=PATHS)
+        stream=bool(body.stream), use_cache=use_cache, paths=PATHS, session=body.prompt_cache_key)
 
 
 def _forces_calls(tools: ResponseTools, choice: str | dict[str, Any] | None) -> bool:

@@ -69,15 +69,17 @@ class ResponseStreamOptions(WireModel):
 
 class ResponsesRequest(WireModel):
     model: str
-    input: Input = Field(default_factory=list)        # type: ignore[valid-type]
+    input: Input = Field(default_factory=list)
     instructions: str | None = None
-    tools: Tools | None = None                          # type: ignore[valid-type]
-    tool_choice: ToolChoice | None = None               # type: ignore[valid-type]
+    tools: Tools | None = None
+    tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     max_tool_calls: Annotated[int, Field(ge=1)] | None = None
     max_output_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
     top_logprobs: int | None = None
     text: TextConfig | None = None
     reasoning: ReasoningConfig | None = None
@@ -88,7 +90,9 @@ class ResponsesRequest(WireModel):
     include: list[str] | None = None
     truncation: Literal["disabled"] | None = None     # "auto" would drop turns silently: Conch answers a 400
     user: str | None = None
-    prompt_cache_key: str | None = None               # a hint: Conch's prefix cache and kept slots are automatic
+    prompt_cache_key: str | None = None               # the session key: Ray's affinity (the prefix cache is automatic)
+    # A client's labels for its own records (Codex CLI: thread and turn ids): accepted, neither stored nor echoed.
+    client_metadata: dict[str, Any] | None = None
     safety_identifier: str | None = None
     service_tier: Literal["auto", "default"] | None = None
     background: bool | None = False
@@ -160,6 +164,7 @@ class ResponsesRequest(WireModel):
 
 def _sampling(body: ResponsesRequest) -> SamplingParams:
     values = {"max_tokens": body.max_output_tokens, "temperature": body.temperature, "top_p": body.top_p,
+              "presence_penalty": body.presence_penalty, "frequency_penalty": body.frequency_penalty,
               "logprobs": (body.top_logprobs or 0) if body.wants_logprobs else None}
     try:
         return build_sampling(values, base=SamplingParams(max_tokens=None), names=_WIRE_NAMES)

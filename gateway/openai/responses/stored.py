@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conch.gateway.errors import APIError
 from conch.gateway.records import Caller, RecordNotFound, RecordStore
 from conch.gateway.records.conversations import add_conversation_items, conversation_items
 
@@ -19,9 +20,15 @@ KIND = "response"
 
 async def load_head(store: RecordStore, who: Caller, previous_response_id: str | None,
                     conversation_id: str | None) -> list[dict[str, Any]]:
-    """The items a request continues: 404 naming the field for an unknown (or another key's) id."""
+    """The items a request continues. An unknown (or another key's) previous_response_id is OpenAI's 400
+    `previous_response_not_found` (the code clients recover on, resending the whole input); an unknown
+    conversation is a 404 naming the field."""
     if previous_response_id is not None:
-        record = await _get(store, previous_response_id, who, "previous_response_id")
+        try:
+            record = await store.get(KIND, previous_response_id, who)
+        except RecordNotFound as exc:
+            raise APIError(400, f"Previous response with id '{previous_response_id}' not found.",
+                           param="previous_response_id", code="previous_response_not_found") from exc
         return record["context"] + record["response"]["output"]
     if conversation_id is not None:
         try:

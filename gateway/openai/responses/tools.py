@@ -4,8 +4,15 @@ type.
 A `custom` tool is offered to the model as a function of one string parameter, `input`; its calls come back as
 `custom_tool_call` items holding that string. When the tool choice forces a custom tool (named, or `required`
 with that tool alone), the model writes the tool's input itself, and a `grammar` format (Lark or regex syntax)
-is the output constraint, enforced by Conch's grammar engine: the whole output is the call's input. Hosted
-tools (web search, file search, ...) are tools OpenAI runs on its own servers: Conch cannot, and says so."""
+is the output constraint, enforced by Conch's grammar engine: the whole output is the call's input.
+
+A `namespace` tool (Codex CLI's `multi_agent_v1`) is flattened: each of its function tools is offered under its
+own name (a name clash is a 400), and its calls come back as function_call items carrying `namespace`.
+
+Hosted tools (web search, file search, ...) are tools OpenAI runs on its own servers; Conch cannot. The server's
+`--hosted-tools` policy says what a request offering one gets: `drop` (the default, so Codex CLI's `web_search`
+does not stop it) leaves them out of what the model is offered and names them in `dropped` (the route sends
+them back in the `conch-hosted-tools-dropped` header and logs them); `refuse` answers a 400 naming the tool."""
 from __future__ import annotations
 
 import re
@@ -13,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from conch.gateway.errors import APIError
-from conch.gateway.openai.responses.mcp_tools import WireMcpTool, read_mcp_tool
+from conch.gateway.openai.responses.mcp_tools import WireMcpTool, public_tool, read_mcp_tool
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 _FUNCTION_FIELDS = {"type", "name", "description", "parameters", "strict"}
@@ -46,6 +53,8 @@ class ResponseTools:
     custom: dict[str, CustomTool]                     # the custom tools by name: their calls are custom items
     forced_custom: CustomTool | None = None           # the whole output is this tool's input
     mcp: tuple[WireMcpTool, ...] = ()                 # MCP servers: their tools are offered per model turn
+    namespaces: dict[str, str] = field(default_factory=dict)    # a namespaced function's name -> its namespace
+    dropped: tuple[str, ...] = ()                     # hosted tool types left out under the drop policy
 
     @property
     def constraints(self) -> tuple[tuple[str, str, Any], ...]:
@@ -59,16 +68,20 @@ class _Read:
     chat: list[dict[str, Any]] = field(default_factory=list)
     custom: dict[str, CustomTool] = field(default_factory=dict)
     mcp: list[WireMcpTool] = field(default_factory=list)
+    namespaces: dict[str, str] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+    drop_hosted: bool = True
 
 
-def read_tools(tools: list[dict[str, Any]] | None, tool_choice: str | dict[str, Any] | None) -> ResponseTools:
-    read = _Read()
+HOSTED_POLICIES = ("drop", "refuse")
+
+
+def read_tools(tools: list[dict[str, Any]] | None, tool_choice: str | dict[str, Any] | None,
+               hosted: str = "drop") -> ResponseTools:
+    """`hosted`: the server's policy for hosted tools (HOSTED_POLICIES)."""
+    read = _Read(drop_hosted=hosted == "drop")
     for i, tool in enumerate(tools or ()):
-        kind = tool.get("type")
-        reader = _READERS.get(kind) if isinstance(kind, str) else None
-        if reader is None:
-            raise _refused(i, kind)
-        reader(i, tool, read)
+        _read_one(i, tool, read)
     chat_tools, custom = read.chat, read.custom
     choice, allowed = _choice(tool_choice, custom)
     if allowed is not None:
@@ -76,7 +89,19 @@ def read_tools(tools: list[dict[str, Any]] | None, tool_choice: str | dict[str, 
     forced = _forced_custom(choice, chat_tools, custom, bool(read.mcp))
     if forced is not None:   # the model writes the input itself; the tools stay in the prompt as its context
         choice = "auto"
-    return ResponseTools(tuple(chat_tools), choice, custom, forced, tuple(read.mcp))
+    return ResponseTools(tuple(chat_tools), choice, custom, forced, tuple(read.mcp), read.namespaces,
+                         tuple(read.dropped))
+
+
+def _read_one(i: int, tool: dict[str, Any], read: _Read) -> None:
+    kind = tool.get("type")
+    reader = _READERS.get(kind) if isinstance(kind, str) else None
+    if reader is not None:
+        reader(i, tool, read)
+    elif read.drop_hosted and _hosted_base(kind) in _HOSTED:
+        read.dropped.append(str(kind))
+    else:
+        raise _refused(i, kind)
 
 
 def _function(i: int, tool: dict[str, Any], read: _Read) -> None:
@@ -105,18 +130,50 @@ def _mcp(i: int, tool: dict[str, Any], read: _Read) -> None:
     read.mcp.append(read_mcp_tool(i, tool))
 
 
+def _namespace(i: int, tool: dict[str, Any], read: _Read) -> None:
+    _check_fields(i, tool, {"type", "name", "description", "tools"})
+    namespace, inner = _name(i, tool), tool.get("tools")
+    if not isinstance(inner, list) or not all(isinstance(t, dict) and t.get("type") == "function" for t in inner):
+        raise APIError(400, f"tools[{i}].tools must be a list of function tools", param=f"tools.{i}.tools")
+    for j, function in enumerate(inner):
+        taken = {t["function"]["name"] for t in read.chat}
+        before = len(read.chat)
+        try:
+            _function(j, function, read)
+        except APIError as exc:
+            raise APIError(400, f"tools[{i}].{exc.message}", param=f"tools.{i}.{exc.param}") from exc
+        name = read.chat[before]["function"]["name"]
+        if name in taken:
+            raise APIError(400, f"tools[{i}].tools[{j}]: '{name}' is already a tool's name; a namespace's functions "
+                                "are offered under their own names", param=f"tools.{i}.tools.{j}.name")
+        read.namespaces[name] = namespace
+
+
 _READERS: dict[str, Callable[[int, dict[str, Any], _Read], None]] = {
-    "function": _function, "custom": _custom, "mcp": _mcp,
+    "function": _function, "custom": _custom, "mcp": _mcp, "namespace": _namespace,
 }
 
 
+def _hosted_base(kind: Any) -> Any:
+    return re.sub(r"_\d{4}_\d{2}_\d{2}$", "", kind) if isinstance(kind, str) else kind
+
+
 def _refused(i: int, kind: Any) -> APIError:
-    base = re.sub(r"_\d{4}_\d{2}_\d{2}$", "", kind) if isinstance(kind, str) else kind
-    if base in _HOSTED:
+    if _hosted_base(kind) in _HOSTED:
         return APIError(400, f"tools[{i}].type '{kind}' is a hosted tool that OpenAI runs on its own servers; "
-                             f"Conch cannot run it (offer a function tool instead)", param=f"tools.{i}.type")
-    return APIError(400, f"tools[{i}].type {kind!r} is not a tool type; supported: function, custom, mcp",
+                             f"Conch cannot run it (offer a function tool instead; this server's --hosted-tools "
+                             f"policy is refuse)", param=f"tools.{i}.type")
+    return APIError(400, f"tools[{i}].type {kind!r} is not a tool type; supported: function, custom, mcp, namespace",
                     param=f"tools.{i}.type")
+
+
+def echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A request's tool as the response echoes it: a function tool with OpenAI's default `strict` (true) when
+    the request left it out (Conch's grammar enforces a call's schema when the call is forced, whatever strict
+    says), an mcp tool without its secrets."""
+    if tool.get("type") == "function" and tool.get("strict") is None:
+        return {**tool, "strict": True}
+    return public_tool(tool)
 
 
 def _check_fields(i: int, tool: dict[str, Any], allowed: set[str]) -> None:

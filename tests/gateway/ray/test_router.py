@@ -36,10 +36,11 @@ def router(slack: int | None = 4) -> SessionAffinityRouter:
     return r
 
 
-def pending(tokens: list[int] | None = None) -> SimpleNamespace:
+def pending(tokens: list[int] | None = None, session: str | None = None) -> SimpleNamespace:
     """What the router reads of a PendingRequest: its args (the GenerationRequest the ingress sent, if any)
     and its metadata's internal request id."""
-    request = GenerationRequest(id="x", model="m", prompt_token_ids=tuple(tokens)) if tokens is not None else None
+    request = GenerationRequest(id="x", model="m", prompt_token_ids=tuple(tokens), session=session) \
+        if tokens is not None else None
     return SimpleNamespace(args=[request] if request else [], metadata=SimpleNamespace(
         internal_request_id=str(next(IDS))))
 
@@ -51,9 +52,10 @@ class Fleet:
         self.replicas, self.router = replicas(n), router(slack)
         self.running: dict[ReplicaID, list[str]] = {r.replica_id: [] for r in self.replicas}
 
-    async def send(self, tokens: list[int], alive: list[FakeReplica] | None = None) -> ReplicaID:
+    async def send(self, tokens: list[int], alive: list[FakeReplica] | None = None,
+                   session: str | None = None) -> ReplicaID:
         """Route one request; it runs on the first replica of the first rank until `finish`."""
-        request = pending(tokens)
+        request = pending(tokens, session)
         ranks = await self.router.choose_replicas(alive or self.replicas, request)
         chosen = ranks[0][0].replica_id
         self.running[chosen].append(request.metadata.internal_request_id)
@@ -128,6 +130,18 @@ async def test_later_turns_land_on_the_replica_of_their_first_turn():
         for rid in running:
             fleet.finish(rid)
     assert min(list(homes.values()).count(r.replica_id) for r in fleet.replicas) >= 16 // 2 - 4
+
+
+async def test_a_session_key_keeps_a_turn_whose_head_changed_on_its_replica():
+    """Claude Code's session header / a Responses prompt_cache_key: turn 2's prompt shares no block with turn 1's
+    (its head was compacted), yet it goes where turn 1 went; without the key it goes to the least loaded."""
+    fleet = Fleet(2, slack=8)
+    home = await fleet.send(list(range(BLOCK * 4)), session="s-1")
+    other = next(r.replica_id for r in fleet.replicas if r.replica_id != home)
+    fleet.running[home] += ["busy"] * 2                       # home is busier: only the key can send it there
+    fleet.router.sent.update({f"busy{i}": (home, 1e18) for i in range(2)})
+    assert await fleet.send(list(range(1000, 1000 + BLOCK * 4)), session="s-1") == home
+    assert await fleet.send(list(range(2000, 2000 + BLOCK * 4))) == other
 
 
 async def test_a_burst_of_new_sessions_spreads_evenly():

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from dataclasses import replace
+
 from conch.engine.errors import ContextLengthExceeded
 from tests.engine.backends.conformance.backends import CONTEXT, MODEL
 from tests.engine.backends.conformance.drive import PROMPT, one, request, run
@@ -55,6 +57,15 @@ async def test_generation_stops_at_the_context_length(engine):
 async def test_a_request_past_the_context_is_refused(engine, prompt_tokens, max_tokens):
     with pytest.raises(ContextLengthExceeded, match="maximum context length"):
         await one(engine, prompt_token_ids=_long_prompt(engine, prompt_tokens), max_tokens=max_tokens)
+
+
+async def test_max_tokens_as_a_ceiling_generates_what_the_context_leaves(engine):
+    """The chat-like faces' reading (llama.cpp's, Anthropic's): max_tokens past the room is cut to it."""
+    req = replace(request(prompt_token_ids=_long_prompt(engine, CONTEXT - 6), max_tokens=32000, ignore_eos=True,
+                          min_tokens=20), max_tokens_ceiling=True)
+    (choice,) = await run(engine, req)
+    assert choice.finish_reason == "length"
+    assert choice.usage.completion_tokens == 6 and choice.usage.prompt_tokens == CONTEXT - 6
 
 
 async def test_logprobs_one_position_per_token_with_k_alternatives(engine):

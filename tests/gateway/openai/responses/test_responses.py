@@ -133,9 +133,9 @@ def test_background_poll_and_cancel(client):
 @pytest.mark.parametrize("body, status, param", [
     ({"input": [{"type": "no_such_item"}]}, 400, "input.0.type"),
     ({"input": [{"type": "function_call_output", "call_id": "call_x", "output": "1"}]}, 400, "input.0.call_id"),
-    ({"input": "hi", "tools": [{"type": "web_search"}]}, 400, "tools.0.type"),
+    ({"input": "hi", "tools": [{"type": "web_searching"}]}, 400, "tools.0.type"),
     ({"input": "hi", "tools": [{"type": "mcp", "server_label": "x"}]}, 400, "tools.0.server_label"),   # unregistered
-    ({"input": "hi", "previous_response_id": "resp_nope"}, 404, "previous_response_id"),
+    ({"input": "hi", "previous_response_id": "resp_nope"}, 400, "previous_response_id"),   # ..._not_found
     ({"input": "hi", "frobnicate": 1}, 400, "frobnicate"),
     ({"input": "hi", "truncation": "auto"}, 400, "truncation"),
     ({"input": "hi", "max_output_tokens": -1}, 400, "max_output_tokens"),
