@@ -11,6 +11,7 @@ import httpx
 import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from tests.fake_upstreams import TRACEPARENTS, echo_server
 from tests.conftest import free_port, start_server, write_repository
 from tests.gateway.kserve.triton_repo import eventually
 from conch.gateway.telemetry import TraceConfig
@@ -22,7 +23,10 @@ PROMPT = "a secret prompt about zebras"
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     root = tmp_path_factory.mktemp("repo")
-    write_repository(root, {"tiny": {"weights": "builtin:tiny", "dtype": "float32", "max_batch_size": 4}})
+    upstream = echo_server()
+    write_repository(root, {"tiny": {"weights": "builtin:tiny", "dtype": "float32", "max_batch_size": 4},
+                            "echo": {"backend": "openai", "base_url": upstream.url, "upstream_model": "echo-up",
+                                     "timeout": 30}})
     receiver, grpc_port = start_receiver(), free_port()
     server = start_server(["--model-repository", str(root), "--grpc-port", str(grpc_port),
                            "--trace-config", "mode=opentelemetry", "--trace-config", "rate=1",
@@ -33,6 +37,7 @@ def traced(tmp_path_factory):
     yield server, receiver
     server.stop()
     receiver.stop()
+    upstream.stop()
 
 
 def parent() -> tuple[str, str, str]:
@@ -88,6 +93,21 @@ def test_messages_and_v2_generate_are_parented_too(traced):
     assert r.status_code == 200
     spans = spans_of(receiver, trace_id, {"POST /v2/models/tiny/generate", "text_completion tiny"})
     assert spans["text_completion tiny"].parent_id == spans["POST /v2/models/tiny/generate"].span_id
+
+
+def test_the_upstream_call_is_a_client_span_and_gets_the_traceparent(traced):
+    server, receiver = traced
+    trace_id, span_id, traceparent = parent()
+    r = httpx.post(f"{server.v1}/chat/completions", headers={"traceparent": traceparent},
+                   json={"model": "echo", "messages": [{"role": "user", "content": PROMPT}]})
+    assert r.status_code == 200
+    spans = spans_of(receiver, trace_id, {"chat echo", "chat echo-up"})
+    upstream = spans["chat echo-up"]
+    assert upstream.kind == "SPAN_KIND_CLIENT" and upstream.parent_id == spans["POST /v1/chat/completions"].span_id
+    assert upstream.attributes["gen_ai.request.model"] == "echo-up"
+    assert upstream.attributes["gen_ai.usage.output_tokens"] == 7
+    sent = [t for t in TRACEPARENTS if t and t.split("-")[1] == trace_id]
+    assert len(sent) == 1 and sent[0].split("-")[2] == upstream.span_id     # traceparent out, upstream
 
 
 def test_grpc_reads_and_returns_traceparent(traced):
