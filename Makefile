@@ -23,8 +23,9 @@ $(VENV)/.setup: pyproject.toml | $(PY)
 	$(PIP) install -e .
 	touch $@
 
-$(VENV)/.setup-dev: $(VENV)/.setup
+$(VENV)/.setup-dev: $(VENV)/.setup scripts/ensure-azurite.sh
 	$(PIP) install -e '.[dev]'
+	bash scripts/ensure-azurite.sh $(VENV)/azurite
 	touch $@
 
 setup: $(VENV)/.setup

@@ -49,6 +49,8 @@ class Trace:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finished: int = 0                     # choices that ended
+    finish_reasons: list[str] = field(default_factory=list)   # one per ended choice, OpenAI's names
+    cached_tokens: int = 0                # prompt tokens reused from the KV cache
     gaps: list[float] = field(default_factory=list)   # inter-token latencies
     _last: dict[int, float] = field(default_factory=dict)
 
@@ -84,9 +86,13 @@ class Trace:
             self._last[delta.index] = now
         if delta.error or delta.status == RequestStatus.FINISHED_ERROR:
             self.error = delta.error or "error"
+        self.cached_tokens = max(self.cached_tokens, delta.cached_tokens)
         if delta.finished:
             self.finished += 1
+            if delta.finish_reason:
+                self.finish_reasons.append(delta.finish_reason)
             if delta.usage is not None:
+                self.cached_tokens = max(self.cached_tokens, delta.usage.cached_tokens)
                 self.prompt_tokens = delta.usage.prompt_tokens
                 self.completion_tokens += delta.usage.completion_tokens
 

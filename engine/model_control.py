@@ -45,6 +45,7 @@ class ModelControl:
         self._seen: dict[str, tuple] = {}           # model -> fingerprint of its folder (poll mode)
         self._loaded_from: dict[tuple[str, str], tuple] = {}   # (model, version) -> fingerprint it loaded from
         self._poller: asyncio.Task | None = None
+        self._refreshing = asyncio.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -65,9 +66,25 @@ class ModelControl:
         await self.engine.stop()
 
     # -- the repository extension ---------------------------------------------------------------------
+    async def refresh(self) -> None:
+        """Explicit mode: bring object-storage repositories up to date, so that the index and a load see what
+        the buckets hold now (poll mode refreshes on each poll; `none` never looks again)."""
+        if self.mode == ControlMode.EXPLICIT:
+            await self._sync()
+
+    async def _sync(self) -> None:
+        """A bucket that cannot be read now leaves the last copy in place (logged; serving goes on)."""
+        if self.engine.repository.mirrors:
+            async with self._refreshing:
+                try:
+                    await asyncio.to_thread(self.engine.repository.refresh)
+                except Exception as exc:
+                    log.warning("object-storage repository not refreshed: %s: %s", type(exc).__name__, exc)
+
     async def load(self, name: str, override: Any = None) -> None:
         """(Re)load every version the policy selects; raises the first version's failure."""
         self._require_explicit("load")
+        await self.refresh()
         try:
             config = self.engine.repository.config(name, override=override)   # unknown model: ModelNotFound
         except InvalidRequest as exc:                   # a config that does not read: the index says why
@@ -121,6 +138,7 @@ class ModelControl:
 
     # -- poll mode ------------------------------------------------------------------------------------
     async def poll_once(self) -> None:
+        await self._sync()
         names = set(self.engine.repository.names())
         for name in sorted(names):
             if self._seen.get(name) != self.engine.repository.fingerprint(name):

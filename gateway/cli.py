@@ -9,6 +9,7 @@ from pathlib import Path
 from conch.engine.engine import Engine
 from conch.engine.model_control import ModelControl
 from conch.engine.repository import ModelRepository
+from conch.engine.repository.object_store import is_remote
 from conch.gateway.header_timeout import DEFAULT_HEADER_TIMEOUT_S, header_timeout_protocol
 from conch.gateway.records.store import DEFAULT_MEMORY_MB, DEFAULT_TTL_S, open_records
 from conch.gateway.state import KEEP_ALIVE_S, Settings
@@ -18,7 +19,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conch", description="Conch: an OpenAI-compatible LLM gateway")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve a model repository (default: the embedded SmolLM2)")
-    serve.add_argument("--model-repository", type=Path, default=None)
+    serve.add_argument("--model-repository", action="append", default=[], metavar="PATH|URL",
+                       help="a model folder, or s3://[HOST:PORT/]BUCKET/PATH, gs://BUCKET/PATH, "
+                            "as://ACCOUNT/CONTAINER/PATH (the [cloud] extra; docs/object-storage.md); repeatable")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
@@ -57,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="requests that may wait per model (overrides each config; 0 = unbounded)")
     serve.add_argument("--trace-file", type=Path, default=None,
                        help="write Triton traces here (turn them on with /v2/trace/setting trace_level)")
+    serve.add_argument("--trace-config", action="append", default=[], metavar="[opentelemetry,]KEY=VALUE",
+                       help="Triton's trace settings: mode=opentelemetry exports OTLP spans (the [otel] extra); "
+                            "rate=N, level=OFF|TIMESTAMPS, opentelemetry,url=..., opentelemetry,resource=K=V, "
+                            "opentelemetry,bsp_*=N, opentelemetry,protocol=http|grpc (docs/tracing.md)")
     serve.add_argument("--no-metrics", action="store_true", help="do not serve /metrics")
     serve.add_argument("--metrics-port", type=int, default=None,
                        help="also serve /metrics on this port, without a key (e.g. 8002)")
@@ -102,6 +109,39 @@ def _aliases(args: argparse.Namespace):
         raise SystemExit(f"conch serve: --model-alias: {exc}") from None
 
 
+def _repositories(args: argparse.Namespace) -> tuple[str, ...]:
+    """The repositories named: local folders made absolute, object-storage URLs as given."""
+    return tuple(r if is_remote(r) else str(Path(r).resolve()) for r in args.model_repository)
+
+
+def _open_repository(args: argparse.Namespace) -> ModelRepository:
+    """The repository, its object-storage mirrors synced; SystemExit naming the one that cannot be read."""
+    try:
+        return ModelRepository(_repositories(args) or None)
+    except ImportError as exc:
+        raise SystemExit(f"conch serve: --model-repository: {exc.name} is not installed "
+                         "(pip install 'conch[cloud]')") from None
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"conch serve: --model-repository: {type(exc).__name__}: {exc}") from None
+
+
+def _trace_config(args: argparse.Namespace):
+    from conch.gateway.telemetry import TraceConfig
+
+    try:
+        config = TraceConfig.parse(args.trace_config)
+    except ValueError as exc:
+        raise SystemExit(f"conch serve: {exc}") from None
+    if config.opentelemetry:
+        try:
+            import opentelemetry.exporter.otlp.proto.http  # noqa: F401
+            import opentelemetry.sdk  # noqa: F401
+        except ImportError:
+            raise SystemExit("conch serve: --trace-config mode=opentelemetry needs the [otel] extra "
+                             "(pip install 'conch[otel]')") from None
+    return config
+
+
 def _ray_arguments(serve: argparse.ArgumentParser) -> None:
     ray = serve.add_argument_group("Ray Serve (needs the [ray] extra; see docs/ray.md)")
     ray.add_argument("--ray", action="store_true", help="serve as a Ray Serve application")
@@ -121,6 +161,8 @@ def _ray_arguments(serve: argparse.ArgumentParser) -> None:
 
 
 def _serve_ray(args: argparse.Namespace) -> None:
+    if args.trace_config:
+        raise SystemExit("conch serve --ray: --trace-config is not supported on Ray (one process only)")
     for flag in ("model_control_mode", "metrics_port"):
         if getattr(args, flag) not in (None, "none"):
             raise SystemExit(f"conch serve --ray: --{flag.replace('_', '-')} is not supported on Ray")
@@ -132,7 +174,7 @@ def _serve_ray(args: argparse.Namespace) -> None:
     from conch.gateway.ray.settings import RaySettings
 
     settings = RaySettings(
-        repository=str(args.model_repository.resolve()) if args.model_repository else None,
+        repository=_repositories(args) or None,
         replicas=args.replicas, ingress_replicas=args.ingress_replicas, ingress_cpus=args.ray_ingress_cpus,
         model_cpus=args.ray_model_cpus, response_cache=args.response_cache, rate_limits=args.rate_limits,
         rate_limits_fallback=args.rate_limits_fallback,
@@ -176,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     from conch.gateway.auth import Gate, KeyRing
     from conch.gateway.limits import open_limiter
 
-    engine = Engine(ModelRepository(args.model_repository), cache=open_cache(args.response_cache),
+    engine = Engine(_open_repository(args), cache=open_cache(args.response_cache),
                     max_queue_size=args.max_queue_size)
     from conch.gateway.keys_file import KeysFileError
 
@@ -192,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
                         metrics_host=args.metrics_host, mcp=mcp, aliases=_aliases(args),
                         keep_billing_header=args.keep_billing_header, trace_file=args.trace_file,
-                        hosted_tools=args.hosted_tools)
+                        hosted_tools=args.hosted_tools, trace_config=_trace_config(args))
     app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics, control=control,
                     grpc_port=args.grpc_port, records=records)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,

@@ -10,6 +10,7 @@ from conch.agents.mcp import McpConfig
 from conch.engine.engine import Engine
 from conch.gateway.records import RecordStore
 from conch.gateway.aliases import ModelAliases
+from conch.gateway.telemetry import TraceConfig
 
 KEEP_ALIVE_S = 90   # idle keep-alive seconds (Ray Serve's proxy's): past httpx's and the OpenAI SDK's 5 s pool expiry
 
@@ -22,6 +23,7 @@ class Settings:
     metrics_port: int | None = None     # /metrics without a key on this port (None: only on the API port)
     metrics_host: str = "127.0.0.1"
     trace_file: Path | None = None      # where Triton's trace extension writes (--trace-file); None: no traces
+    trace_config: TraceConfig = field(default_factory=TraceConfig)   # --trace-config (mode=opentelemetry: OTLP)
     mcp: McpConfig = field(default_factory=McpConfig)    # MCP servers, allowed origins, limits (--mcp-*)
     aliases: ModelAliases = field(default_factory=ModelAliases)    # claude-* -> a served model (gateway/aliases.py)
     keep_billing_header: bool = False   # /v1/messages: render Claude Code's volatile billing line (docs/anthropic.md)

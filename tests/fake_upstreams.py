@@ -14,6 +14,7 @@ from tests.conftest import free_port
 
 ECHO_TEXT = "Hello from the echo upstream."
 ECHO_USAGE = {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
+TRACEPARENTS: list[str | None] = []      # the echo server's requests' W3C traceparent headers, in order
 
 
 @dataclass
@@ -72,6 +73,7 @@ def _echo_app():
 
     async def answer(request):
         chat = request.url.path.endswith("/chat/completions")
+        TRACEPARENTS.append(request.headers.get("traceparent"))
         body = await request.json()
         if body.get("stream"):
             events = [chunk(chat, ECHO_TEXT, None), chunk(chat, None, "stop"), chunk(chat, None, None, ECHO_USAGE),

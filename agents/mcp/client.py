@@ -30,6 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
 from conch.agents.mcp.metrics import CallObserver
+from conch.engine.telemetry import span
 from conch.agents.mcp.output import bounded, render_content
 from conch.agents.mcp.types import CallOutput, FailureKind, Limits, McpFailure, McpTool, ServerTarget, Transport
 
@@ -62,8 +63,12 @@ class McpSession:
         timeout = min(self.limits.call_timeout_s, timeout_s if timeout_s is not None else float("inf"))
         start, outcome = time.monotonic(), "ok"
         try:
-            with _failures(f"tools/call {name}", timeout):
+            with _failures(f"tools/call {name}", timeout), span(f"execute_tool {name}", {
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.type": "mcp",
+                    "mcp.method.name": "tools/call", "mcp.server.label": self.target.label}) as current:
                 result = await self.client.call_tool(name, arguments, read_timeout_seconds=timeout)
+                if result.is_error:
+                    current.set_attribute("error.type", "tool_error")
             text = render_content(result.content, result.structured_content)
             if result.is_error:
                 raise McpFailure(FailureKind.TOOL_ERROR, bounded(text or "the tool failed",

@@ -1,9 +1,11 @@
 """Reads a model repository laid out as Triton's: <repo>/<model>/config.yaml|config.pbtxt and version folders."""
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 from conch.engine.errors import InvalidRequest, ModelNotFound
 from conch.engine.weights.minilm import EMBEDDING_MODEL_ID, minilm_available
@@ -12,9 +14,11 @@ from conch.engine.repository.batching import DynamicBatching
 from conch.engine.repository.config import ModelConfig, confine_override
 from conch.engine.repository.config_rules import OVERRIDE
 from conch.engine.params.json_text import loads
+from conch.engine.repository.object_store import ObjectStoreMirror, is_remote
 from conch.engine.repository.pbtxt import from_json, parse_pbtxt, to_conch
 
 CONFIG_FILES = ("config.yaml", "config.pbtxt")
+RepositoryRoots = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]], None]   # a folder/URL, several, none
 
 
 def builtin_configs() -> dict[str, ModelConfig]:
@@ -38,28 +42,59 @@ def latest_version(model_dir: Path) -> str:
 
 
 class ModelRepository:
-    """A folder of models, or (with no folder) the built-in repository holding the default model."""
+    """One or more model folders (Triton's repeated --model-repository: local paths or object storage,
+    engine/repository/object_store.py), or, with none, the built-in repository holding the default model."""
 
-    def __init__(self, root: Path | None = None) -> None:
-        self.root = Path(root) if root is not None else None
+    def __init__(self, root: RepositoryRoots = None) -> None:
+        roots = [] if root is None else [root] if isinstance(root, (str, os.PathLike)) else list(root)
+        self.mirrors = [ObjectStoreMirror(str(r)) for r in roots if is_remote(r)]
+        mirrored = iter(self.mirrors)
+        self.roots = [next(mirrored).local if is_remote(r) else Path(r) for r in roots]
+        self.labels = {folder: (str(r) if is_remote(r) else str(folder)) for folder, r in zip(self.roots, roots,
+                                                                                         strict=True)}
+        self.root = self.roots[0] if self.roots else None     # the first repository (a config override's)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Bring the object-storage mirrors up to date with their buckets (a no-op for local folders)."""
+        for mirror in self.mirrors:
+            mirror.sync()
+
+    def _holding(self, name: str) -> list[Path]:
+        return [root for root in self.roots if any((root / name / f).exists() for f in CONFIG_FILES)]
+
+    def model_dir(self, name: str) -> Path:
+        """The model's folder; a name in two repositories is refused, as Triton refuses it."""
+        holding = self._holding(name)
+        if len(holding) > 1:
+            raise InvalidRequest(f"model '{name}' is in more than one repository: "
+                                 f"{', '.join(self.labels[r] for r in holding)}")
+        if holding:
+            return holding[0] / name
+        for root in self.roots:
+            if (root / name).is_dir():
+                return root / name
+        raise ModelNotFound(f"model '{name}' is not in the repository {self._label()}")
+
+    def _label(self) -> str:
+        return ", ".join(self.labels.values())
 
     def names(self) -> list[str]:
-        if self.root is None:
+        if not self.roots:
             return list(builtin_configs())
-        return sorted(p.name for p in self.root.iterdir() if any((p / f).exists() for f in CONFIG_FILES))
+        return sorted({p.name for root in self.roots for p in root.iterdir()
+                       if any((p / f).exists() for f in CONFIG_FILES)})
 
     def config(self, name: str, version: str | None = None, override: Any = None) -> ModelConfig:
         """The config of `version` (default: the newest the version policy serves)."""
-        if self.root is None:
+        if not self.roots:
             config = builtin_configs().get(name)
             if config is None:
                 raise ModelNotFound(f"model '{name}' is not in the built-in repository")
             return config
         if not name or "/" in name or "\\" in name or name.startswith("."):
             raise ModelNotFound(f"model '{name}' is not in the repository")
-        model_dir = self.root / name
-        if not model_dir.is_dir():
-            raise ModelNotFound(f"model '{name}' is not in the repository {self.root}")
+        model_dir = self.model_dir(name)
         config = self._read(name, model_dir, version or latest_version(model_dir), override)
         if version is None:
             served = self.versions(name, config)
@@ -69,10 +104,10 @@ class ModelRepository:
 
     def versions(self, name: str, config: ModelConfig | None = None) -> list[str]:
         """Versions on disk that the model's version policy serves, ascending."""
-        if self.root is None:
+        if not self.roots:
             return ["1"]
         config = config or self.config(name)
-        return [str(v) for v in config.version_policy.select(disk_versions(self.root / name))]
+        return [str(v) for v in config.version_policy.select(disk_versions(self.model_dir(name)))]
 
     def served_versions(self, name: str, config: ModelConfig) -> list[str]:
         """The versions to serve, ascending; a model without version folders serves its config's version."""
@@ -81,7 +116,10 @@ class ModelRepository:
     def fingerprint(self, name: str, version: str | None = None) -> tuple:
         """Changes whenever the model's files change (what poll mode watches); with `version`, only when its
         config or that version's folder changes."""
-        model_dir = self.root / name if self.root is not None else None
+        try:
+            model_dir = self.model_dir(name) if self.roots else None
+        except (ModelNotFound, InvalidRequest):
+            return ()
         if model_dir is None or not model_dir.is_dir():
             return ()
         files = []
@@ -103,8 +141,9 @@ class ModelRepository:
         if pbtxt_file.exists():
             return to_conch(parse_pbtxt(pbtxt_file.read_text(), name), name, **extra)
         if model_dir.is_dir():
-            raise InvalidRequest(f"model '{name}' has neither config.yaml nor config.pbtxt in {self.root}")
-        raise ModelNotFound(f"model '{name}' is not in the repository {self.root}")
+            raise InvalidRequest(f"model '{name}' has neither config.yaml nor config.pbtxt in "
+                                 f"{self.labels[model_dir.parent]}")
+        raise ModelNotFound(f"model '{name}' is not in the repository {self._label()}")
 
 
 def _from_override(name: str, override: Any, **extra: Any) -> ModelConfig:

@@ -12,8 +12,9 @@ _OPTIONS = [("grpc.max_send_message_length", 64 * 1024 * 1024),
             ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
 
 
-async def start_grpc(state: TritonState, host: str, port: int, gate: Gate | None = None) -> grpc.aio.Server:
-    server = grpc.aio.server(options=_OPTIONS)
+async def start_grpc(state: TritonState, host: str, port: int, gate: Gate | None = None,
+                     interceptors: tuple = ()) -> grpc.aio.Server:
+    server = grpc.aio.server(options=_OPTIONS, interceptors=interceptors)
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceService(state, gate), server)
     if server.add_insecure_port(f"{host}:{port}") == 0:
         raise OSError(f"gRPC could not bind {host}:{port}")

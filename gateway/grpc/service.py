@@ -115,6 +115,7 @@ class InferenceService(ExtensionRPCs, service_pb2_grpc.GRPCInferenceServiceServi
     # -- the repository extension -----------------------------------------------------------------------
     async def RepositoryIndex(self, request, context):
         await _guard(context, self._authorize(_authorization(context), None))
+        await _guard(context, self.state.control.refresh())
         states = public_index(self.state.control.index(ready_only=request.ready))
         return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**s) for s in states])
 

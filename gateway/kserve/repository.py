@@ -48,7 +48,9 @@ async def _optional_body(request: Request) -> dict:
 @router.post("/v2/repository/index")
 async def index(request: Request) -> list[dict]:
     ready = bool((await _optional_body(request)).get("ready", False))
-    return public_index(triton_state(request).control.index(ready_only=ready))
+    control = triton_state(request).control
+    await control.refresh()
+    return public_index(control.index(ready_only=ready))
 
 
 @router.post("/v2/repository/models/{model}/load")

@@ -11,7 +11,8 @@ Settings (values are strings, trace_level a list, as Triton answers them):
                    traces back, so a crash loses none)
     trace_file     the file the server was started with (`--trace-file`); a client may not name another
                    (it could write anywhere the server may), so a different value is a 400
-    trace_mode     "triton" (OpenTelemetry export is not implemented; refused by name)
+    trace_mode     the server's mode, "triton" or "opentelemetry" (`--trace-config mode=...`, docs/tracing.md);
+                   fixed at start: another value is a 400
 A model's own settings override the global ones; POSTing a setting as null clears the model's override.
 The tracer is an engine observer: it sees every finished request of every face.
 """
@@ -33,9 +34,9 @@ _NUMBERS = {"trace_rate": 1, "trace_count": -1, "log_frequency": 0}     # settin
 
 
 class Tracer:
-    def __init__(self, trace_file: Path | None = None) -> None:
+    def __init__(self, trace_file: Path | None = None, mode: str = "triton") -> None:
         self.file = trace_file
-        self.globals: dict[str, Any] = {**DEFAULTS, "trace_file": str(trace_file or "")}
+        self.globals: dict[str, Any] = {**DEFAULTS, "trace_file": str(trace_file or ""), "trace_mode": mode}
         self.models: dict[str, dict[str, Any]] = {}      # model -> its overrides
         self._seen: dict[str, int] = {}                  # model -> requests seen while its tracing is on
         self._ids = itertools.count(1)
@@ -80,8 +81,10 @@ class Tracer:
         if key == "trace_file" and str(text) != self.globals["trace_file"]:
             raise InvalidRequest("trace_file cannot be changed over the API: the server writes the file it was "
                                  "started with (--trace-file)", param=key)
-        if key == "trace_mode" and text != "triton":
-            raise InvalidRequest(f"trace_mode {text!r} is not supported (only 'triton': trace files)", param=key)
+        if key == "trace_mode" and text != self.globals["trace_mode"]:
+            raise InvalidRequest(f"trace_mode cannot be changed over the API: the server runs in mode "
+                                 f"{self.globals['trace_mode']!r} (--trace-config mode=triton|opentelemetry)",
+                                 param=key)
         return str(text)
 
     # -- the engine observer ------------------------------------------------------------------------------

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from ray import serve
@@ -60,7 +59,7 @@ def router_options(settings: RaySettings) -> dict[str, Any]:
 
 
 def model_options(settings: RaySettings) -> dict[str, DeploymentOptions]:
-    repository = ModelRepository(Path(settings.repository) if settings.repository else None)
+    repository = ModelRepository(settings.repository)
     actor = {"num_cpus": settings.model_cpus} if settings.model_cpus is not None else None
     return {name: deployment_options(repository.config(name), settings.replicas, actor)
             for name in repository.names()}

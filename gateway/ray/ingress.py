@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from conch.engine.response_cache import open_cache
 from conch.engine.engine import Engine
 from conch.engine.repository import ModelConfig, ModelRepository
+from conch.engine.repository.repository import RepositoryRoots
 from conch.gateway.ray.model import replica_id
 from conch.gateway.ray.remote import RemoteBackends, served_by
 from conch.gateway.ray.settings import RaySettings
@@ -29,7 +30,7 @@ class FannedOutRepository(ModelRepository):
     """The repository as the ingress sees it: a model's batch is all its replicas' batches, so that the
     ingress admission queue lets through what the replicas can run (each replica still queues its own)."""
 
-    def __init__(self, root: Path | None, replicas: dict[str, int]) -> None:
+    def __init__(self, root: RepositoryRoots, replicas: dict[str, int]) -> None:
         super().__init__(root)
         self.replicas = replicas
 
@@ -82,7 +83,7 @@ class Ingress:
         from conch.gateway.state import Settings
 
         s = self.settings
-        repository = FannedOutRepository(Path(s.repository) if s.repository else None, dict(s.max_replicas))
+        repository = FannedOutRepository(s.repository, dict(s.max_replicas))
         engine = Engine(repository, cache=open_cache(s.response_cache), max_queue_size=s.max_queue_size,
                         backends=RemoteBackends(self.handles, frozenset(s.multiplexed)))
         keys = KeyRing.load(list(s.api_keys), Path(s.api_keys_file) if s.api_keys_file else None,

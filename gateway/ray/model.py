@@ -8,7 +8,6 @@ cancelled stream (the client went away) cancels this generator, which aborts the
 from __future__ import annotations
 
 from contextlib import aclosing
-from pathlib import Path
 from typing import Any, AsyncIterator
 
 from ray import serve
@@ -47,9 +46,9 @@ class ModelServer:
 
     # Ray Serve awaits an async constructor; mypy allows only a plain __init__
     async def __init__(  # type: ignore[misc]
-            self, repository: str | None, name: str, max_queue_size: int | None = None) -> None:
+            self, repository: str | tuple[str, ...] | None, name: str, max_queue_size: int | None = None) -> None:
         self.name = name
-        self.engine = Engine(ModelRepository(Path(repository) if repository else None),
+        self.engine = Engine(ModelRepository(repository),
                              max_queue_size=max_queue_size)
         await self.engine.load(name)
         self.__del__ = self._stop       # Ray awaits it at shutdown; garbage collection never sees a coroutine

@@ -6,7 +6,6 @@ unloading the least recently used one from its engine when another must come in.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, AsyncIterator
 
 from ray import serve
@@ -33,9 +32,9 @@ class Resident:
 @serve.deployment
 class ModelGroup:
     # Ray Serve awaits an async constructor; mypy allows only a plain __init__
-    async def __init__(self, repository: str | None, max_models_per_replica: int = 3,  # type: ignore[misc]
+    async def __init__(self, repository: str | tuple[str, ...] | None, max_models_per_replica: int = 3,  # type: ignore[misc]
                        max_queue_size: int | None = None) -> None:
-        self.engine = Engine(ModelRepository(Path(repository) if repository else None),
+        self.engine = Engine(ModelRepository(repository),
                              max_queue_size=max_queue_size)
 
         async def load(model_id: str) -> Resident:

@@ -9,7 +9,8 @@ ROUTINGS = ("affinity", "round-robin", "pow2")  # how the ingress picks a model 
 
 @dataclass(frozen=True)
 class RaySettings:
-    repository: str | None = None            # the model repository (None: the embedded SmolLM2)
+    repository: str | tuple[str, ...] | None = None   # the model repositories: folders or s3://, gs://, as://
+                                                      # URLs (None: the embedded SmolLM2)
     replicas: int | None = None              # every model's num_replicas (None: each config's parameters.ray)
     ingress_replicas: int = 1
     ingress_cpus: float = 1.0

@@ -16,6 +16,8 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import Any, AsyncGenerator, Callable, Sequence
 
+from opentelemetry.trace import Span, Status, StatusCode
+
 from conch.engine.backend import BackendStats, Capabilities
 from conch.engine.backends.openai.client import engine_error, make_client
 from conch.engine.backends.openai.convert import StreamState, upstream_kwargs
@@ -23,6 +25,7 @@ from conch.engine.backends.openai.counting import open_tokenizer
 from conch.engine.backends.openai.deployments import Deployment, Router
 from conch.engine.errors import BackendUnavailable, EngineError, UpstreamError
 from conch.engine.repository.config import ModelConfig
+from conch.engine.telemetry import detached, traceparent_headers
 from conch.engine.types import GenerationDelta, GenerationRequest
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,8 @@ class OpenAIBackend:
         state = StreamState(request, self.tokenizer)
         client = d.client
         create = client.chat.completions.create if request.chat is not None else client.completions.create
+        upstream = _upstream_span(request, kwargs, client)
+        kwargs = {**kwargs, "extra_headers": {**(kwargs.get("extra_headers") or {}), **traceparent_headers(upstream)}}
         d.inflight += 1
         try:
             try:
@@ -120,8 +125,16 @@ class OpenAIBackend:
             self.router.succeeded(d)
             for delta in finals:
                 yield delta
+            usage = finals[-1].usage if finals else None
+            if usage is not None:
+                upstream.set_attributes({"gen_ai.usage.input_tokens": usage.prompt_tokens,
+                                         "gen_ai.usage.output_tokens": usage.completion_tokens})
+        except BaseException as exc:
+            upstream.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise
         finally:
             d.inflight -= 1
+            upstream.end()
 
     def _fallback_backend(self, name: str) -> "OpenAIBackend | None":
         try:
@@ -156,3 +169,13 @@ async def first_started(attempts: Sequence[Attempt], failed: Callable[[list[Upst
             log.warning("%s", exc.message)
             failures.append(exc)
     raise failed(failures)
+
+
+def _upstream_span(request: GenerationRequest, kwargs: dict, client: Any) -> Span:
+    """The upstream call's CLIENT span (GenAI conventions); its traceparent goes out with the request."""
+    operation = "chat" if request.chat is not None else "text_completion"
+    url = getattr(client, "base_url", None)
+    return detached(f"{operation} {kwargs.get('model', '')}".strip(), {
+        "gen_ai.operation.name": operation, "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": kwargs.get("model"),
+        "server.address": getattr(url, "host", None), "server.port": getattr(url, "port", None)})
