@@ -26,6 +26,7 @@ from conch.engine.errors import BackendUnavailable
 from conch.engine.backends.transformers import llama, loader
 from conch.engine.backends.transformers.flat_runner import FlatRunner
 from conch.engine.backends.transformers.hf_runner import HFRunner
+from conch.engine.backends.transformers.matmul_path import cpu_flags
 from conch.engine.backends.transformers.slot_store import StorePolicy
 from conch.engine.backends.transformers.prefix_cache import PrefixCache
 from conch.engine.backends.transformers.prompt_logprobs import prompt_deltas, prompt_logprobs
@@ -112,6 +113,8 @@ class TransformersBackend:
             policy = None if c.kv_store == "auto" else StorePolicy(c.kv_store)
             runner = FlatRunner(model, c.max_batch_size, c.kv_cache_mb * 2**20, prefixes, policy, c.batch_invariant)
             log.info("model %s: the flattened runner, its KV store %s", c.name, runner.kv.policy.value)
+            log.info("model %s: kernel path: %s (CPU flags: %s)", c.name, runner.forward_pass.kernels.matmul.name,
+                     " ".join(cpu_flags()) or "unknown")
             return runner
         log.info("model %s: the HF runner (architecture %s, runner %s)", c.name, model.config.model_type, c.runner)
         if c.batch_invariant:

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from conch.engine.backends.transformers import native
+from conch.engine.backends.transformers.matmul_path import MatmulPath, choose
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,12 @@ class Kernels:
     prefill: Any = None       # native/prefill_attention.cpp: a prefill chunk, causal, over its slot
     rows: Any = None          # native/prefill_attention.cpp: one-token rows batched, each as a chunk computes it
     fused: Any = None         # native/fused_ops.cpp: residual add + RMSNorm, SiLU x up, RoPE + the K/V write
-    narrow: Any = None        # native/narrow_matmul.cpp: the layers' matmuls (rows independent)
+    matmul: MatmulPath = MatmulPath("torch")     # the layers' matmuls (matmul_path.py)
+
+    @property
+    def narrow(self) -> Any:
+        """The native matmul kernel (tile_matmul.cpp or narrow_matmul.cpp: rows independent), or None."""
+        return self.matmul.kernel
 
     @property
     def blocked(self) -> bool:
@@ -28,15 +34,12 @@ class Kernels:
     @classmethod
     def load(cls, dtype: torch.dtype, head_dim: int) -> Kernels:
         if dtype != torch.bfloat16:
-            return cls()
+            return cls(matmul=choose(dtype))
         prefill = native.load("prefill_attention") if head_dim in (64, 128) else None
         if prefill is not None and not prefill.available():
             prefill = None
         decode = native.load("decode_attention") if prefill is None else None    # a plain store's decode rows
-        narrow = native.load("narrow_matmul")
-        if narrow is not None and not narrow.available():
-            narrow = None
         return cls(decode=decode.decode_attention if decode is not None else None,
                    prefill=prefill.prefill_attention if prefill is not None else None,
                    rows=prefill.attention_rows if prefill is not None else None,
-                   fused=native.load("fused_ops"), narrow=narrow)
+                   fused=native.load("fused_ops"), matmul=choose(dtype))

@@ -19,7 +19,7 @@ from conch.engine.backends.transformers.kernels import Kernels
 from conch.engine.backends.transformers.slot_store import SlotKVStore
 from conch.engine.backends.transformers.step import Step
 from conch.engine.backends.transformers.huge_pages import HugePageArena
-from conch.engine.backends.transformers.weights import NarrowPacking, can_pack, fused_layer, product
+from conch.engine.backends.transformers.weights import NarrowPacking, fused_layer, product
 
 SUPPORTED = frozenset({"llama", "qwen2", "mistral"})
 
@@ -42,12 +42,14 @@ class LlamaForward:
     Batch invariance (by default where the native kernels serve: bf16, head_dim 64/128, AVX512-BF16): a token's
     every value depends on its own id, position and the K/V before it, never on the step it is computed in (a
     decode row alone or among 64, a prefill chunk however cut, beside other requests' chunks, a kept slot's or
-    a cached prefix's next token): every matmul's rows are independent (weights.py's narrow kernel), every
-    token's attention is the prefill kernel's arithmetic over the blocked store (attention.py), the norms,
-    SiLU and RoPE are per row (fused_ops.cpp). So greedy decoding gives the same tokens whatever the batch and
-    the caches. `batch_invariant` adds oneDNN's lone-row guard for a matrix the narrow kernel does not take
-    (weights.py's Dense). Without the native prefill kernel (float32, float16, no compiler, head_dim other
-    than 64/128, no AVX512-BF16: SDPA or the decode kernel serves) it is not invariant either way."""
+    a cached prefix's next token): every matmul's rows are independent (a native kernel path's, amx or avx512,
+    matmul_path.py), every token's attention is the prefill kernel's arithmetic over the blocked store
+    (attention.py), the norms, SiLU and RoPE are per row (fused_ops.cpp). So greedy decoding gives the same
+    tokens whatever the batch and the caches. `batch_invariant` adds oneDNN's lone-row guard for a matrix the
+    native kernel does not take (weights.py's Dense); on the onednn and torch paths the rows of a product are
+    not independent on every CPU (matmul_path.py), so neither is greedy decoding. Without the
+    native prefill kernel (float32, float16, no compiler, head_dim other than 64/128, no AVX512-BF16: SDPA or
+    the decode kernel serves) it is not invariant either way."""
 
     @torch.inference_mode()
     def __init__(self, model: Any, batch_invariant: bool = False) -> None:   # an HF Llama-family model
@@ -59,7 +61,7 @@ class LlamaForward:
         self.embed = model.model.embed_tokens.weight
         self.norm = model.model.norm.weight
         self.kernels = Kernels.load(self.dtype, self.head_dim)
-        pack, lone = can_pack(self.dtype), not batch_invariant
+        pack, lone = self.kernels.matmul.pack, not batch_invariant
         narrow = None if self.kernels.narrow is None else NarrowPacking(self.kernels.narrow, HugePageArena())
         self.lm_head = product(model.lm_head.weight, None, pack, lone, narrow)
         self.layers = [fused_layer(b, pack, self.heads, self.kv_heads, lone, narrow) for b in model.model.layers]

@@ -1,8 +1,9 @@
 """The Llama family's weights as the flattened forward reads them: q/k/v and gate/up fused into one matrix
 each (q/k rows reordered into RoPE pairs), each matrix behind the fastest product this machine has for it
-(`product`): native/narrow_matmul.cpp over a copy in its layout and in huge pages (bf16 with AVX512-BF16),
-else oneDNN over a copy packed into its blocked layout, else aten over the tensor itself. The HF modules keep
-their own tensors, so the HF model stays usable (prompt logprobs).
+(`product`): the kernel path's native kernel (matmul_path.py: tile_matmul.cpp with AMX, narrow_matmul.cpp with
+AVX512-BF16, bf16 only) over a copy in its layout and in huge pages, else oneDNN over a copy packed into its
+blocked layout, else aten over the tensor itself. The HF modules keep their own tensors, so the HF model stays
+usable (prompt logprobs).
 """
 from __future__ import annotations
 
@@ -36,17 +37,16 @@ def can_pack(dtype: torch.dtype) -> bool:
 
 @dataclass(frozen=True)
 class NarrowPacking:
-    """How narrow copies are made: native/narrow_matmul.cpp's layout, in huge pages (huge_pages.py)."""
+    """How native copies are made: the path's kernel's layout (tile_ or narrow_matmul.cpp), in huge pages."""
     kernel: Any                 # the compiled module
     arena: HugePageArena
 
 
 @dataclass(frozen=True)
 class Narrow:
-    """A weight's copy in native/narrow_matmul.cpp's layout, in huge pages. Measured on SmolLM2-135M's 120 layer
-    matrices (2 threads): 1.8x oneDNN's speed for one row (a decode step streams every weight once, and huge
-    pages spare the TLB misses), 1.1-1.4x from 4 to 512 rows, 0.98x at 1,500. Its rows are independent by
-    construction (each output one float32 sum in a fixed order): batch-invariant whatever the product's size."""
+    """A weight's copy in a native kernel's layout (tile_matmul.cpp or narrow_matmul.cpp), in huge pages (a decode
+    step streams every weight once; huge pages spare the TLB misses). Its rows are independent by construction
+    (each output one float32 sum in a fixed order): batch-invariant whatever the product's size."""
     kernel: Any
     weight: torch.Tensor        # pack()'s (out, in), in the arena
     bias: torch.Tensor | None   # (out,) float32
@@ -71,7 +71,8 @@ class Dense:
     Batch invariance (`lone_row` False): oneDNN computes a lone row (x of shape (1, in)) through another
     reduction order than any x of 2 rows or more when in > 1024 (the last bf16 bit of ~15% of SmolLM2's down
     projection rows differs), while every x of 2..2100 rows gives each row the same bits (measured, 1 and 2
-    threads). So a lone row is computed beside a zero row: a row's result never depends on the rows beside it."""
+    threads, a CPU without AMX). So a lone row is computed beside a zero row. With AMX oneDNN takes other orders
+    still (rows 33..63 of a product among them; matmul_path.py): there no guard makes its rows independent."""
     weight: torch.Tensor
     bias: torch.Tensor | None
     packed: bool

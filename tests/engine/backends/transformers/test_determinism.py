@@ -5,10 +5,12 @@ computes it."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
 import torch
 
+from conch.engine.backends.transformers import matmul_path
 from conch.engine.backends.transformers.backend import TransformersBackend
 from conch.engine.backends.transformers.prefix_cache import BLOCK
 from conch.engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
@@ -32,17 +34,25 @@ async def _greedy(backend: TransformersBackend, ids: list[int], n: int = TOKENS)
 async def _started(config: ModelConfig) -> TransformersBackend:
     backend = TransformersBackend(config)
     await backend.start()
+    assert backend.runner.forward_pass.kernels.matmul == matmul_path.choose(torch.bfloat16)   # the pinned path
     if not backend.runner.forward_pass.kernels.blocked:
         await backend.stop()
         pytest.skip("no native prefill kernel here (AVX512-BF16 and a C++ compiler): SDPA is not batch-invariant")
     return backend
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["batch_invariant", "default"])
-def invariant(request) -> bool:
+@pytest.fixture(scope="module", params=[(True, "auto"), (False, "auto"), (False, "avx512")],
+                ids=["batch_invariant", "default", "default-avx512"])
+def invariant(request) -> Iterator[bool]:
     """The switch on, and the default: where the native kernels serve (here: bf16, head_dim 64), the default
-    path is batch-invariant too (llama.py's Numerics); the switch adds only oneDNN's lone-row guard."""
-    return request.param
+    path is batch-invariant too (llama.py's Numerics); the switch adds only oneDNN's lone-row guard. Each on
+    the matmul path CONCH_MATMUL_PATH names (auto: AMX where the CPU has it), pinned while its backends load."""
+    switch, path = request.param
+    if path != "auto" and matmul_path.find(path, torch.bfloat16) is None:
+        pytest.skip(f"the {path} matmul path does not run here")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(matmul_path.ENV, path)
+        yield switch
 
 
 @pytest.fixture(scope="module")

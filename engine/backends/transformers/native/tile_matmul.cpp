@@ -1,0 +1,193 @@
+// y = x @ W^T (+ bias), bf16, with AMX tiles (TMUL, `_tile_dpbf16ps`) over a copy of W in the VNNI pair layout.
+//
+// pack(w): W (N, K) -> the same values as [N/16][K/32][16][16][2]: per 16 output columns and 32 input columns, one
+//   B tile (1 KB): tile row p holds, for the 16 columns, the weights of input columns 32 kb + 2p and 2p + 1 side
+//   by side. A column block's tiles are one contiguous run over K.
+// matmul(x, packed, bias): x (M, K) bf16, contiguous -> (M, N) bf16. Output (m, n) is one float32 sum in one
+//   element of an accumulator tile: the tiles' products over k = 0..31, 32..63, ... in order (TDPBF16PS per
+//   32 input columns), the bias added, rounded to bf16 once. TMUL computes each element of its destination from
+//   its own row of A and column of B only, so a row's result depends on its own values: never on M, on which of a
+//   tile's 16 rows it sits in, or on the rows beside it (a last, partial tile of rows is the rows copied beside
+//   zeros, computed the same way).
+//
+// Why: each B tile loaded is applied to up to 32 rows (two A tiles x two B tiles, four accumulators), where the
+// AVX512 kernel (narrow_matmul.cpp) applies a weight to at most 6 rows from registers.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kTileRows = 16;            // rows of x per A tile, rows of a C tile
+constexpr int64_t kTileCols = 16;            // output columns per B and C tile
+constexpr int64_t kTileK = 32;               // input columns per A row and B tile (16 pairs)
+constexpr int64_t kBlockN = 2 * kTileCols;   // columns per step: two B tiles
+constexpr int64_t kBlockM = 2 * kTileRows;   // rows per step: two A tiles
+constexpr int64_t kRowChunk = 256;           // rows of x per pass over a thread's weights: 256 x K bf16 stay in L2
+constexpr int64_t kLockedRows = 16;          // products up to this many rows keep the GIL (see the bindings)
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+constexpr bool kBuilt = true;
+
+// Linux hands AMX's tile data state to a process that asks (kernel >= 5.16); the grant is process-wide.
+bool permitted() {
+  constexpr int kReqPerm = 0x1023, kXtileData = 18;     // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+  static const bool granted = syscall(SYS_arch_prctl, kReqPerm, kXtileData) == 0;
+  return granted;
+}
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tiles 0-3: C (16 rows x 16 float32), 4-5: A (16 rows x 32 bf16), 6-7: B (16 pairs x 16 columns x 2 bf16).
+void configure() {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) {
+    c.colsb[t] = 64;
+    c.rows[t] = kTileRows;
+  }
+  _tile_loadconfig(&c);
+}
+
+// c (32 rows x 32 float32, row stride 32) = rows a0 (16 rows) and a1 (16 rows), row stride lda bytes, times the
+// two column blocks b0, b1 (pack()'s tiles over K). TWO_A false: a1 is not read and c's rows 16..31 are not set.
+template <bool TWO_A>
+inline void block(const at::BFloat16* a0, const at::BFloat16* a1, int64_t lda, const at::BFloat16* b0,
+                  const at::BFloat16* b1, int64_t K, float* c) {
+  _tile_zero(0);
+  _tile_zero(1);
+  if (TWO_A) {
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t k = 0; k < K; k += kTileK) {
+    const int64_t t = k * kTileCols;                    // this k's tile in a column block's run
+    _tile_loadd(6, b0 + t, 64);
+    _tile_loadd(7, b1 + t, 64);
+    _tile_loadd(4, a0 + k, lda);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    if (TWO_A) {
+      _tile_loadd(5, a1 + k, lda);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  constexpr int64_t ldc = kBlockN * sizeof(float);
+  _tile_stored(0, c, ldc);
+  _tile_stored(1, c + kTileCols, ldc);
+  if (TWO_A) {
+    _tile_stored(2, c + kTileRows * kBlockN, ldc);
+    _tile_stored(3, c + kTileRows * kBlockN + kTileCols, ldc);
+  }
+}
+
+// y rows (row stride N) = c's first `rows` rows (32 columns each) + bias, rounded to bf16.
+inline void store(const float* c, int64_t rows, const float* bias, at::BFloat16* y, int64_t N) {
+  const __m512 b0 = bias != nullptr ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+  const __m512 b1 = bias != nullptr ? _mm512_loadu_ps(bias + kTileCols) : _mm512_setzero_ps();
+  for (int64_t m = 0; m < rows; ++m) {
+    const float* cm = c + m * kBlockN;
+    __m256i* ym = reinterpret_cast<__m256i*>(y + m * N);
+    _mm256_storeu_si256(ym, (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(_mm512_loadu_ps(cm), b0)));
+    _mm256_storeu_si256(ym + 1, (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(_mm512_loadu_ps(cm + kTileCols), b1)));
+  }
+}
+
+// Rows [m0, m1) of x (full tiles read in place; the last partial tile from `tail`, its rows beside zeros) times
+// column blocks [g0, g1).
+void rows_by_blocks(const at::BFloat16* x, const at::BFloat16* tail, int64_t full, const at::BFloat16* w,
+                    const float* bias, at::BFloat16* y, int64_t M, int64_t K, int64_t N, int64_t m0, int64_t m1,
+                    int64_t g0, int64_t g1) {
+  alignas(64) float c[kBlockM * kBlockN];
+  const int64_t lda = K * sizeof(at::BFloat16);
+  auto a = [&](int64_t m) { return m < full ? x + m * K : tail + (m - full) * K; };
+  for (int64_t g = g0; g < g1; ++g) {
+    const at::BFloat16* b0 = w + g * kBlockN * K;
+    const at::BFloat16* b1 = b0 + kTileCols * K;
+    const float* bg = bias != nullptr ? bias + g * kBlockN : nullptr;
+    for (int64_t m = m0; m < m1; m += kBlockM) {
+      const int64_t rows = std::min(kBlockM, m1 - m);
+      if (rows > kTileRows)
+        block<true>(a(m), a(m + kTileRows), lda, b0, b1, K, c);
+      else
+        block<false>(a(m), nullptr, lda, b0, b1, K, c);
+      store(c, rows, bg, y + m * N + g * kBlockN, N);
+    }
+  }
+}
+
+void run(const at::BFloat16* x, const at::BFloat16* w, const float* bias, at::BFloat16* y, int64_t M, int64_t K,
+         int64_t N) {
+  const int64_t full = M / kTileRows * kTileRows;     // rows read in place; the rest from a zero-padded copy
+  std::vector<at::BFloat16> tail(kTileRows * K, at::BFloat16(0.0f));
+  std::memcpy(tail.data(), x + full * K, (M - full) * K * sizeof(at::BFloat16));
+  at::parallel_for(0, N / kBlockN, 1, [&](int64_t lo, int64_t hi) {
+    configure();
+    for (int64_t m0 = 0; m0 < M; m0 += kRowChunk)
+      rows_by_blocks(x, tail.data(), full, w, bias, y, M, K, N, m0, std::min(M, m0 + kRowChunk), lo, hi);
+    _tile_release();
+  });
+}
+#else
+constexpr bool kBuilt = false;
+bool permitted() { return false; }
+void run(const at::BFloat16*, const at::BFloat16*, const float*, at::BFloat16*, int64_t, int64_t, int64_t) {}
+#endif
+
+}  // namespace
+
+bool available() { return kBuilt && permitted(); }
+
+bool fits(int64_t out_features, int64_t in_features) {
+  return out_features % kBlockN == 0 && in_features % kTileK == 0;
+}
+
+torch::Tensor pack(const torch::Tensor& w) {
+  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == at::kBFloat16, "w: an (out, in) bf16 matrix");
+  const int64_t N = w.size(0), K = w.size(1);
+  TORCH_CHECK(fits(N, K), "w: out a multiple of ", kBlockN, ", in a multiple of ", kTileK);
+  // (N/16 blocks, 16 columns, K/32, 16 pairs, 2) -> (blocks, K/32, 16 pairs, 16 columns, 2)
+  return w.contiguous().view({N / kTileCols, kTileCols, K / kTileK, kTileK / 2, 2}).permute({0, 2, 3, 1, 4})
+      .contiguous().view({N, K});
+}
+
+torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& packed, const c10::optional<torch::Tensor>& bias) {
+  TORCH_CHECK(available(), "no AMX here (not built with it, or the kernel refused the tile state)");
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.scalar_type() == at::kBFloat16, "x: contiguous (rows, in) bf16");
+  TORCH_CHECK(packed.dim() == 2 && packed.is_contiguous() && packed.scalar_type() == at::kBFloat16 &&
+              packed.size(1) == x.size(1) && fits(packed.size(0), packed.size(1)), "packed: pack()'s (out, in)");
+  const int64_t M = x.size(0), K = x.size(1), N = packed.size(0);
+  const float* bp = nullptr;
+  if (bias.has_value()) {
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == N && bias->is_contiguous() &&
+                bias->scalar_type() == at::kFloat, "bias: (out,) float32");
+    bp = bias->data_ptr<float>();
+  }
+  auto y = torch::empty({M, N}, x.options());
+  if (M == 0) return y;
+  std::optional<py::gil_scoped_release> unlocked;
+  if (M > kLockedRows) unlocked.emplace();     // a prefill's product: the server's threads run meanwhile
+  run(x.data_ptr<at::BFloat16>(), packed.data_ptr<at::BFloat16>(), bp, y.data_ptr<at::BFloat16>(), M, K, N);
+  return y;
+}
+
+// As narrow_matmul.cpp: a product of up to kLockedRows rows keeps the GIL, larger ones release it.
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("available", &available, "whether this build and this process can use AMX tiles");
+  m.def("fits", &fits, "whether an (out, in) matrix can be packed");
+  m.def("pack", &pack, "W (out, in) -> the VNNI tile copy matmul reads");
+  m.def("matmul", &matmul, "x (rows, in) @ W^T + bias -> (rows, out) bf16", py::arg("x"), py::arg("packed"),
+        py::arg("bias") = py::none());
+}
