@@ -6,8 +6,7 @@ scheduler, runner and sampler. torch releases the GIL in its kernels, so the ser
 Every torch call of the model runs on the engine thread: loading, steps and prompt logprobs. OpenMP (libgomp)
 keeps a team of workers per thread that runs parallel regions, and once the process holds more of those
 workers than cores it stops spinning between regions; each of a step's ~150 parallel regions then waits on a
-futex wake-up. Measured on 2 cores: a decode step took 1.4-2x longer on a second thread once the model had been
-loaded on another one.
+futex wake-up, so a step on a second thread runs slower than on the thread that loaded the model.
 """
 from __future__ import annotations
 

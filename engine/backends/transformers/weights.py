@@ -43,10 +43,9 @@ class NarrowPacking:
 
 @dataclass(frozen=True)
 class Narrow:
-    """A weight's copy in native/narrow_matmul.cpp's layout, in huge pages. Measured on SmolLM2-135M's 120 layer
-    matrices (2 threads): 1.8x oneDNN's speed for one row (a decode step streams every weight once, and huge
-    pages spare the TLB misses), 1.1-1.4x from 4 to 512 rows, 0.98x at 1,500. Its rows are independent by
-    construction (each output one float32 sum in a fixed order): batch-invariant whatever the product's size."""
+    """A weight's copy in native/narrow_matmul.cpp's layout, in huge pages (a decode step streams every weight
+    once, and huge pages spare the TLB misses). Its rows are independent by construction (each output one
+    float32 sum in a fixed order): batch-invariant whatever the product's size."""
     kernel: Any
     weight: torch.Tensor        # pack()'s (out, in), in the arena
     bias: torch.Tensor | None   # (out,) float32
@@ -66,7 +65,7 @@ class Narrow:
 class Dense:
     """y = x @ weight.T + bias through oneDNN or aten, where the narrow kernel does not serve. The weight is a
     copy packed once into oneDNN's blocked layout where oneDNN takes the dtype (opaque: only
-    `_linear_pointwise` reads it); decode matmuls stream it 1.4-1.7x faster than aten's plain (out, in) layout.
+    `_linear_pointwise` reads it), which decode matmuls stream faster than aten's plain (out, in) layout.
 
     Batch invariance (`lone_row` False): oneDNN computes a lone row (x of shape (1, in)) through another
     reduction order than any x of 2 rows or more when in > 1024 (the last bf16 bit of ~15% of SmolLM2's down
