@@ -24,7 +24,7 @@ TOOLS = [{"type": "function", "function": {"name": "create_event", "description"
                                             "parameters": EVENT}}]
 # The phrasings are the ones SmolLM2-135M follows: asked to "copy each line exactly" it writes a sentence of its
 # own, and without this system line it invents a new signature instead of rewriting the function. A workload it
-# does not perform measures nothing (docs/performance.md, issue 33).
+# does not perform measures nothing (docs/performance-journal.md, issue 33).
 COPY = "You are a careful assistant. When asked to copy text, copy it exactly, character for character."
 CITIES = ["Lisbon", "Oslo", "Nairobi", "Lima", "Osaka", "Toronto", "Cairo", "Perth", "Quito", "Riga"]
 

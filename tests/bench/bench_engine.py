@@ -103,9 +103,9 @@ async def _in_process() -> dict:
     ids = [_chat_ids(model.tokenizer, p) for p in PROMPTS]
     await _engine_run(engine, ids[:2], 2)                               # warm-up
     fig = {"c1": await _engine_run(engine, ids[:4], 1)}
-    backend.step_seconds = backend.forward_seconds = 0.0
+    backend.core.step_seconds = backend.core.forward_seconds = 0.0
     fig["c16"] = await _engine_run(engine, ids, 16)
-    fig["outside_forward"] = 1 - backend.forward_seconds / backend.step_seconds
+    fig["outside_forward"] = 1 - backend.core.forward_seconds / backend.core.step_seconds
     hf = backend.runner.model
     fig["hf_static16"] = _hf_static(hf, model.tokenizer, ids, 16)
     fig["hf_sequential"] = _hf_static(hf, model.tokenizer, ids[:4], 1)

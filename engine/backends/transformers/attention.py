@@ -18,9 +18,9 @@ class Attention:
     row, or as a kept slot's next token; over a blocked store (the runner's, see slot_store.py) both read the
     slot's blocks in place, over a plain one they pack its columns per call. Else GQA without copies: a row's
     H query heads viewed as (G, H/G), so each kv head is read once: by native/decode_attention.cpp (bf16) over
-    each row's own columns, or by one SDPA call over the slot range with a length mask (SDPA's enable_gqa path
-    runs ~4x slower on CPU here).
-    A prefill chunk goes through native/prefill_attention.cpp (bf16; ~3x SDPA's speed on a long prompt), or
+    each row's own columns, or by one SDPA call over the slot range with a length mask (not SDPA's enable_gqa
+    path, slower on CPU).
+    A prefill chunk goes through native/prefill_attention.cpp (bf16), or
     else SDPA: is_causal when the chunk starts at position 0 (it skips the masked blocks), an explicit mask
     offset by the tokens already stored otherwise."""
 

@@ -1,4 +1,6 @@
-"""The transformers backend: an engine loop thread stepping the scheduler, bridged to asyncio.
+"""The transformers backend's asyncio side: it loads the model on an engine thread, turns each request into
+sequences and commands (commands.py) for that thread's core (engine_core.py: the step loop and its failure
+policy), and hands each request its deltas back on the event loop.
 
 Threads: the asyncio loop only enqueues commands and reads per-request queues; the engine thread owns the
 scheduler, runner and sampler. torch releases the GIL in its kernels, so the server stays responsive.
@@ -6,24 +8,22 @@ scheduler, runner and sampler. torch releases the GIL in its kernels, so the ser
 Every torch call of the model runs on the engine thread: loading, steps and prompt logprobs. OpenMP (libgomp)
 keeps a team of workers per thread that runs parallel regions, and once the process holds more of those
 workers than cores it stops spinning between regions; each of a step's ~150 parallel regions then waits on a
-futex wake-up. Measured on 2 cores: a decode step took 1.4-2x longer on a second thread once the model had been
-loaded on another one.
+futex wake-up, so a step on a second thread runs slower than on the thread that loaded the model.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import queue
 import secrets
 import threading
-import time
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import torch
 
 from conch.engine.backend import BackendStats, Capabilities
-from conch.engine.errors import BackendUnavailable
 from conch.engine.backends.transformers import llama, loader
+from conch.engine.backends.transformers.commands import Abort, Add, Call
+from conch.engine.backends.transformers.engine_core import MAX_FAILED_STEPS, EngineCore, settle
 from conch.engine.backends.transformers.flat_runner import FlatRunner
 from conch.engine.backends.transformers.hf_runner import HFRunner
 from conch.engine.backends.transformers.matmul_path import cpu_flags
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from conch.grammars import GrammarCompiler
 
 log = logging.getLogger(__name__)
-MAX_FAILED_STEPS = 3          # steps that fail in a row before the engine thread gives up (fails all, stops)
+__all__ = ["MAX_FAILED_STEPS", "TransformersBackend"]
 
 
 class TransformersBackend:
@@ -54,26 +54,25 @@ class TransformersBackend:
         self.config = config
         self.context_length = config.context_length
         self.tokenizer: Any = None       # a transformers tokenizer once started
-        self.runner: Runner              # these two once started (the engine thread's load)
-        self.scheduler: Scheduler
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._wake = threading.Event()
+        # the core calls _deliver through this lambda, so a test may wrap the method after start
+        self.core = EngineCore(config.name, lambda deltas: self._deliver(deltas))
         self._queues: dict[str, asyncio.Queue] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._stopping = False
         self._grammars: GrammarCompiler | None = None     # built on the first constrained request
-        self.broken: str | None = None    # why the engine thread stopped serving (the model is then not ready)
-        self._idle = False                # the last step scheduled nothing
-        self._exit_lock = threading.Lock()   # _send against the engine thread's exit
-        self._exited = False
-        self.steps = 0
-        self.step_seconds = 0.0        # wall time inside step(), and the part spent in the model's forward
-        self.forward_seconds = 0.0
+
+    # -- the engine thread's state, read from the event loop (plain reads: see stats; counters: core.steps...)
+    @property
+    def runner(self) -> Runner:
+        return self.core.runner
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.core.scheduler
 
     # -- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        self._loop = self.core.loop = asyncio.get_running_loop()
         loaded: asyncio.Future = self._loop.create_future()
         self._thread = threading.Thread(target=self._main, args=(loaded,), name=f"engine-{self.config.name}",
                                         daemon=True)
@@ -82,26 +81,26 @@ class TransformersBackend:
         await asyncio.to_thread(max_token_span, self.tokenizer)    # the prompt length bound's one vocabulary pass
 
     def _main(self, loaded: asyncio.Future) -> None:
-        """The engine thread: load the model here (see the module's note on threads), then run the loop."""
+        """The engine thread: load the model here (see the module's note on threads), then run the core."""
         assert self._loop is not None
         try:
             self._load()
         except BaseException as exc:                             # start() re-raises it on the loop
-            self._loop.call_soon_threadsafe(_settle, loaded, exc)
+            self._loop.call_soon_threadsafe(settle, loaded, exc)
             return
-        self._loop.call_soon_threadsafe(_settle, loaded, None)
-        self._run()
+        self._loop.call_soon_threadsafe(settle, loaded, None)
+        self.core.run()
 
     def _load(self) -> None:
         model, self.tokenizer = loader.load(self.config)
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.runner = self._runner(model, pad)
+        runner = self.core.runner = self._runner(model, pad)
         c = self.config
         speculation = Speculation(c.speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max,
                                   c.speculative_grammar, c.speculative_max_batch)
-        self.scheduler = Scheduler(self.runner, c.max_batch_size, c.max_step_tokens, c.prefill_stall, speculation)
-        self.sampler = Sampler(self.tokenizer, model.config.vocab_size)
+        self.core.scheduler = Scheduler(runner, c.max_batch_size, c.max_step_tokens, c.prefill_stall, speculation)
+        self.core.sampler = Sampler(self.tokenizer, model.config.vocab_size)
         self._eos = frozenset(_eos_ids(model, self.tokenizer))
 
     def _runner(self, model, pad: int) -> Runner:
@@ -122,13 +121,12 @@ class TransformersBackend:
         return HFRunner(model, pad, prefixes, c.max_batch_size * self.context_length)
 
     async def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
+        self.core.stop()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, 10)
 
     def health(self) -> bool:
-        return self.broken is None and self._thread is not None and self._thread.is_alive()
+        return self.core.broken is None and self._thread is not None and self._thread.is_alive()
 
     def stats(self) -> BackendStats:
         """Read from the event loop while the engine thread runs: plain reads of lists and counters.
@@ -157,7 +155,7 @@ class TransformersBackend:
         seqs = [self._sequence(request, i, prompt_ids, compiled) for i in range(request.params.n)]
         out: asyncio.Queue = asyncio.Queue()
         self._queues[request.id] = out
-        self._send(("add", seqs))
+        self.core.send(Add(tuple(seqs)))
         remaining = len(seqs)
         try:
             while remaining:
@@ -167,10 +165,10 @@ class TransformersBackend:
         finally:
             self._queues.pop(request.id, None)
             if remaining:                       # the consumer went away: free the batch slots
-                self._send(("abort", (request.id, None)))
+                self.core.send(Abort(request.id))
 
     async def abort(self, request_id: str, index: int | None = None) -> None:
-        self._send(("abort", (request_id, index)))
+        self.core.send(Abort(request_id, index))
 
     def _sequence(self, request: GenerationRequest, index: int, prompt_ids: list[int], compiled) -> Sequence:
         p = request.params
@@ -190,111 +188,15 @@ class TransformersBackend:
             self._grammars = GrammarCompiler(TokenizerInfo.from_hf(self.tokenizer), bounds=self.config.grammar_bounds)
         return await self._grammars.compile_async(spec)
 
-    # -- the engine thread -----------------------------------------------------------------------------
     async def _on_engine_thread(self, fn, *args):
         """fn(*args) run by the engine thread between two steps; its result or error, awaited here."""
         assert self._loop is not None
         done: asyncio.Future = self._loop.create_future()
-        self._send(("call", (fn, args, done)))
+        self.core.send(Call(fn, args, done))
         return await done
 
-    def _send(self, command: tuple) -> None:
-        with self._exit_lock:
-            if self._exited:
-                if command[0] == "abort":                     # nothing left to abort
-                    return
-                raise BackendUnavailable(f"model '{self.config.name}' is not ready: "
-                                         f"{self.broken or 'its engine has stopped'}")
-            self._inbox.put(command)
-        self._wake.set()
-
-    def _run(self) -> None:
-        failures = 0                                             # steps failed in a row
-        while not self._stopping and self.broken is None:
-            self._drain_inbox()
-            if not self.scheduler.has_work:
-                self._idle_wait()
-                continue
-            try:
-                deltas, failures = self.step(), 0
-            except Exception as exc:                          # a failed step fails its batch, not the server
-                failures += 1
-                log.exception("engine step failed (%d in a row)", failures)
-                if failures >= MAX_FAILED_STEPS:              # the engine, not one batch: stop, never spin
-                    self.broken = f"the engine failed {failures} steps in a row: {exc}"
-                deltas = self._fail_running(str(exc), everyone=self.broken is not None or not self.scheduler.running)
-            if deltas and self._loop is not None:                # start() set the loop before the thread
-                self._loop.call_soon_threadsafe(self._deliver, deltas)
-            elif self._idle:                                     # nothing could be scheduled: wait for news
-                self._idle_wait()
-        if self.broken is not None:
-            log.error("model %s stopped serving: %s", self.config.name, self.broken)
-        self._fail_held(self.broken or f"model '{self.config.name}' was unloaded")
-
-    def _idle_wait(self) -> None:
-        self._wake.wait(0.5)
-        self._wake.clear()
-
-    def _fail_held(self, message: str) -> None:
-        """After the loop has stopped: fail every sequence still held or in the inbox; `_send` refuses from
-        now on, so no request waits on a thread that is gone."""
-        with self._exit_lock:
-            self._exited = True
-            self._drain_inbox()
-        deltas = self._fail_running(message, everyone=True)
-        if deltas and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._deliver, deltas)
-
-    def _drain_inbox(self) -> None:
-        while True:
-            try:
-                kind, arg = self._inbox.get_nowait()
-            except queue.Empty:
-                return
-            if kind == "add":
-                for seq in arg:
-                    self.scheduler.add(seq)
-            elif kind == "call":
-                self._call(*arg)
-            else:
-                self.scheduler.abort(*arg)
-
-    def _call(self, fn, args: tuple, done: asyncio.Future) -> None:
-        assert self._loop is not None
-        try:
-            result: Any = fn(*args)
-        except Exception as exc:                    # the caller's request fails with it, not the engine
-            result = exc
-        self._loop.call_soon_threadsafe(_settle, done, result)
-
-    def step(self) -> list[GenerationDelta]:
-        batch = self.scheduler.schedule()            # who leaves, who joins, who decodes this step
-        self._idle = batch.empty
-        if batch.empty:
-            return self.scheduler.drain_dropped()
-        start = time.perf_counter()
-        logits = self.runner.forward(batch)          # the decode rows (and their proposals), the prefill chunks
-        forwarded = time.perf_counter()
-        deltas = self.scheduler.update(batch, lambda seqs, rows: self.sampler.sample(seqs, logits[rows]))
-        elapsed = time.perf_counter() - start
-        self.steps += 1
-        self.forward_seconds += forwarded - start
-        self.step_seconds += elapsed
-        self.scheduler.observe(batch, elapsed)
-        return deltas
-
-    def _fail_running(self, message: str, everyone: bool = False) -> list[GenerationDelta]:
-        """The forward pass itself failed (a failure one row causes ends only that row, in the sampler and
-        Scheduler.update): the running batch ends with the error and the runner releases its KV. `everyone`: the
-        waiting sequences too (the step failed before any ran, or the engine is stopping)."""
-        failed = self.scheduler.running + (self.scheduler.take_waiting() if everyone else [])
-        for seq in failed:
-            seq.fail(message)
-        deltas = [d for d in map(Sequence.drain, failed) if d is not None]
-        self.scheduler.leave_all()
-        return deltas
-
     def _deliver(self, deltas: list[GenerationDelta]) -> None:
+        """On the event loop: each delta to its request's queue (a request that has gone has none)."""
         for delta in deltas:
             out = self._queues.get(delta.request_id)
             if out is not None:
@@ -307,14 +209,3 @@ def _eos_ids(model, tokenizer) -> set[int]:
     extra = getattr(gen, "eos_token_id", None) if gen is not None else None
     ids |= set(extra if isinstance(extra, list) else [extra] if extra is not None else [])
     return ids
-
-
-def _settle(future: asyncio.Future, result: Any) -> None:
-    """On the event loop: resolve `future` with `result`, or fail it when `result` is an exception (unless
-    its awaiter has gone, cancelling it)."""
-    if future.done():
-        return
-    if isinstance(result, BaseException):
-        future.set_exception(result)
-    else:
-        future.set_result(result)

@@ -1,8 +1,8 @@
 """Weights in transparent huge pages: the memory a decode step streams, laid out one after another.
 
 Why: a decode step reads every weight once. In 4 KB pages that is a TLB miss every 4 KB, and under a
-hypervisor each miss walks two page tables: SmolLM2-135M's 270 MB streamed at ~25 GB/s in 4 KB pages and
-at ~45 GB/s in 2 MB ones (native/narrow_matmul.cpp, 2 threads, this machine: 10.4 -> 6.0 ms a step).
+hypervisor each miss walks two page tables, so weights stream markedly faster from 2 MB pages (the figures:
+docs/performance-journal.md, "Figures once in module docstrings").
 Linux gives huge pages to anonymous memory marked MADV_HUGEPAGE before it is first touched (the default
 `madvise` mode of /sys/kernel/mm/transparent_hugepage/enabled); elsewhere the arena still works, in small pages.
 

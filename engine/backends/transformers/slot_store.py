@@ -22,21 +22,19 @@ one that masks the columns past a length (SDPA adds -inf to their scores, and ga
 
 Slots: an unzeroed store takes all `max_slots` at once. The
 memory is only reserved: a page is written, so faulted in, when a token's KV first lands in it, and a burst
-of 64 requests copies nothing. (Doubling from 8 copied the store three times into fresh pages: ~0.66 s of a
-64-request burst's first step, every burst after an idle store had given its memory back.) A zeroed store
+of 64 requests copies nothing (doubling from 8 copied the store three times into fresh pages, in every
+burst's first step after an idle store had given its memory back). A zeroed store
 (SDPA reads masked columns, which must not hold NaN) writes every byte it allocates, so it doubles from 8.
 
 Budget: `admit` refuses a sequence when the bytes the store would then hold pass `budget_bytes`. A zeroed
 store holds every running slot at the capacity the longest sequence needs (its zeros are written). An
 unzeroed one holds, per slot, the columns its tokens have touched since the store was allocated, or a
-running sequence's whole need if larger: a reservation by need, not by the longest one's capacity (64
-agent prompts of 1.1-1.3k tokens + 128: 1.85 GB by need, 2.2 GB at the 1,536-column capacity). A newcomer
+running sequence's whole need if larger: a reservation by need, not by the longest one's capacity. A newcomer
 takes the free slot that adds the fewest pages (best fit among those whose pages cover its need).
 
 Idle: a zeroed store gives its memory back. An unzeroed one keeps its pages (at most the budget, as vLLM
-keeps its whole KV pool): faulting them in again cost every burst after an idle moment ~0.26 ms a MB here
-(measured: a 20-tool request's 38 MB cached head copy 11-16 -> 3-5 ms; at that rate a 64-agent burst's
-1.85 GB would pay ~0.5 s).
+keeps its whole KV pool): faulting them in again would cost every burst after an idle moment (the figures:
+docs/performance-journal.md, "Figures once in module docstrings").
 
 Reuse: a freed unzeroed slot also keeps the token ids whose KV its columns hold (the leaving sequence's
 computed tokens). A newcomer whose prompt starts with at least `MIN_REUSE` of them, and at least half, takes

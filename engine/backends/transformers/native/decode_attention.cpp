@@ -1,4 +1,4 @@
-// Decode attention over Conch's slot KV store (engine/backends/transformers/kv_store.py), bf16.
+// Decode attention over Conch's slot KV store (engine/backends/transformers/slot_store.py), bf16.
 //
 // q (N, G, R, D): N decode rows, G kv heads, R = heads / G query heads per kv head, D head_dim.
 // k, v (slots, G, capacity, D): one layer of the store. Row n attends to columns 0..lengths[n]-1 of slot

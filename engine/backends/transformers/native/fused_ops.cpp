@@ -1,5 +1,5 @@
 // The Llama layer's elementwise ops, fused, bf16: each reads its rows once instead of through five torch ops
-// that convert to float and back (on 2 CPU threads torch's bf16 rms_norm took ~8% of a decode step).
+// that convert to float and back.
 //
 // add_rms_norm(x, delta, weight, eps): x += delta in place (the residual stream, rounded to bf16 as torch's
 //   bf16 add rounds), returns rms_norm(x) * weight: per row in float32, x / sqrt(mean(x^2) + eps) rounded to

@@ -1,4 +1,4 @@
-// Causal attention of one prefill chunk over Conch's slot KV store (engine/backends/transformers/kv_store.py),
+// Causal attention of one prefill chunk over Conch's slot KV store (engine/backends/transformers/slot_store.py),
 // bf16, head_dim 64 or 128, AVX512-BF16.
 //
 // q (n, H, D): the chunk's queries, tokens at positions start..start+n-1 (any token stride, heads contiguous).

@@ -45,11 +45,11 @@ async def _complete(client: openai.AsyncOpenAI, prompt: str) -> str:
 async def test_sixteen_concurrent_greedy_requests_equal_each_alone(server):
     client = openai.AsyncOpenAI(base_url=server.v1, api_key="none", max_retries=0)
     alone = [await _complete(client, p) for p in PROMPTS]
-    steps_before = _backend(server).steps
+    steps_before = _backend(server).core.steps
     together = await asyncio.gather(*[_complete(client, p) for p in PROMPTS])
     assert together == alone
     # They really shared batches: far fewer steps than 16 sequential runs of up to 10 tokens.
-    assert _backend(server).steps - steps_before < 16 * 10 / 2
+    assert _backend(server).core.steps - steps_before < 16 * 10 / 2
 
 
 def _watch(backend) -> list:

@@ -59,10 +59,10 @@ async def test_streams_and_a_long_prompt_prefilled_in_chunks_equal_each_alone(dt
         assert (kernels.decode is not None or kernels.blocked) == (dtype == "bfloat16")
         prompts = [list(range(200 + i, 220 + 3 * i)) for i in range(6)] + [list(range(300, 450))]   # last: 150
         alone = [await _greedy(backend, p, f"a{i}") for i, p in enumerate(prompts)]
-        steps = backend.steps
+        steps = backend.core.steps
         together = await asyncio.gather(*[_greedy(backend, p, f"t{i}") for i, p in enumerate(prompts)])
         assert together == alone
-        assert backend.steps - steps >= 150 // 40            # the long prompt took several steps to prefill
+        assert backend.core.steps - steps >= 150 // 40            # the long prompt took several steps to prefill
         for _ in range(1000):        # finished rows leave (and free their slots) at the engine's next step
             if not backend.scheduler.has_work:
                 break
