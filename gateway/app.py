@@ -4,6 +4,7 @@ from __future__ import annotations
 import inspect
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Depends, FastAPI
 
@@ -89,7 +90,7 @@ _NO_NATIVE_TELEMETRY = {"telemetry": {"tracing": False, "metrics": False, "logs"
 
 @dataclass
 class _Telemetry:
-    provider: object = None
+    provider: Any = None                 # the SDK's TracerProvider (the [otel] extra), when installed
     interceptors: tuple = ()
 
     @property

@@ -46,10 +46,10 @@ class ModelRepository:
 
     def __init__(self, root: RepositoryRoots = None) -> None:
         roots = [] if root is None else [root] if isinstance(root, (str, os.PathLike)) else list(root)
-        self.mirrors = [ObjectStoreMirror(r) for r in roots if is_remote(r)]
+        self.mirrors = [ObjectStoreMirror(str(r)) for r in roots if is_remote(r)]
         mirrored = iter(self.mirrors)
         self.roots = [next(mirrored).local if is_remote(r) else Path(r) for r in roots]
-        self.labels = {folder: (r if is_remote(r) else str(folder)) for folder, r in zip(self.roots, roots,
+        self.labels = {folder: (str(r) if is_remote(r) else str(folder)) for folder, r in zip(self.roots, roots,
                                                                                          strict=True)}
         self.root = self.roots[0] if self.roots else None     # the first repository (a config override's)
         self.refresh()
