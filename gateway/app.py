@@ -84,7 +84,7 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
 # FastAPI >= 0.16x traces, meters and logs requests by itself once a tracer provider is installed: Conch's own
 # TraceContext makes the server span (the same on every FastAPI version, with traceparent out), and FastAPI's
 # exception logs could carry request content onto the wire, so its native telemetry stays off.
-_NO_NATIVE_TELEMETRY = {"telemetry": {"tracing": False, "metrics": False, "logs": False}} \
+_NO_NATIVE_TELEMETRY: dict[str, Any] = {"telemetry": {"tracing": False, "metrics": False, "logs": False}} \
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
 
 
