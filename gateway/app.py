@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Depends, FastAPI
 
@@ -95,7 +95,7 @@ _NO_NATIVE_TELEMETRY: dict[str, Any] = {"telemetry": {"tracing": False, "metrics
 
 @dataclass
 class _Telemetry:
-    provider: Any = None
+    provider: Any = None                 # the SDK's TracerProvider (the [otel] extra), when installed
     interceptors: tuple = ()
 
     @property

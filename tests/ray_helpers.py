@@ -40,9 +40,11 @@ class RayHead:
 
 def start_ray_head(log_dir: Path, num_cpus: int = 8) -> RayHead:
     port = free_port()
-    ray = str(Path(sys.executable).with_name("ray"))
-    cmd = [ray, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
-           "--num-cpus", str(num_cpus), "--include-dashboard", "false", "--disable-usage-stats",
+    # the tests' own interpreter (a venv's `ray` script may be a link to another venv's, whose workers would
+    # import that checkout)
+    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--node-ip-address",
+           "127.0.0.1", "--port", str(port), "--num-cpus", str(num_cpus), "--include-dashboard", "false",
+           "--disable-usage-stats",
            "--object-store-memory", str(100 * 1024 * 1024), "--ray-client-server-port", str(free_port())]
     env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT)}     # the workers import this checkout
     log = log_dir / "ray-head.log"

@@ -40,7 +40,8 @@ def install(config: TraceConfig) -> Any:
 
     provider = TracerProvider(resource=Resource.create({"service.name": "conch", **config.resource}),
                               sampler=ParentBased(TraceIdRatioBased(1.0 / config.rate)))
-    provider.add_span_processor(BatchSpanProcessor(_exporter(config), **config.bsp))  # type: ignore[arg-type]
+    bsp: dict[str, Any] = dict(config.bsp)
+    provider.add_span_processor(BatchSpanProcessor(_exporter(config), **bsp))
     trace.set_tracer_provider(provider)
     return provider
 
