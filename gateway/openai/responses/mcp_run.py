@@ -34,7 +34,8 @@ from conch.gateway.choices import Choice
 from conch.gateway.openai.responses.events import OutputBuilder
 from conch.gateway.openai.responses.mcp_events import McpOutput
 from conch.gateway.openai.responses.output import end_status, failure, usage_dict
-from conch.gateway.openai.responses.run import Prepared, TurnExtras, builder, conversation, ending
+from conch.gateway.openai.responses.run import (Prepared, TurnExtras, builder, client_left, conversation,
+                                                  ending)
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,9 @@ async def _rest(run: McpRun, head: list[Any],
                 yield item
     except TurnFailed as exc:
         error = failure(str(exc))
+    except (asyncio.CancelledError, GeneratorExit):
+        await client_left(run.p, run.items, run.usage())
+        raise
     except Exception as exc:                       # mid-run failure (the client going away is not an Exception)
         log.warning("response %s failed: %s", run.p.response_id, type(exc).__name__)
         err = to_api_error(exc)

@@ -149,8 +149,7 @@ async def run_events(p: Prepared, plan: ToolPlan,
         for event in out.finish():
             yield event
     except (asyncio.CancelledError, GeneratorExit):
-        if p.body.stream and not p.body.background:    # its id was announced: it must not 404 now
-            await _left(p, out)
+        await client_left(p, out.abandon(), usage_dict(out.choice))
         raise
     except Exception as exc:                    # mid-run failure (the client going away is not an Exception)
         log.warning("response %s failed: %s", p.response_id, exc)
@@ -166,10 +165,13 @@ _LEAVING: set[asyncio.Task] = set()              # the records of streams whose 
 LEFT = {"reason": "client_disconnected"}         # incomplete_details of a streamed response its client left
 
 
-async def _left(p: Prepared, out: OutputBuilder) -> None:
-    """A streamed response whose client left: stored `incomplete` with its output so far (and appended to its
-    conversation), in a task of its own, so that the cancellation that ends the stream does not stop it."""
-    final = p.response("incomplete", output=out.abandon(), usage=usage_dict(out.choice), incomplete=LEFT)
+async def client_left(p: Prepared, items: list[dict[str, Any]], usage: dict[str, Any]) -> None:
+    """A streamed response whose client left (its id was announced: it must not 404 now): stored `incomplete`
+    with its output so far (and appended to its conversation), in a task of its own, so that the cancellation
+    that ends the stream does not stop it. A background response stores its own end (cancelled)."""
+    if not p.body.stream or p.body.background:
+        return
+    final = p.response("incomplete", output=items, usage=usage, incomplete=LEFT)
     task = asyncio.ensure_future(finish_records(p, final))
     _LEAVING.add(task)
     task.add_done_callback(_left_written)
