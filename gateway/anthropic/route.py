@@ -39,17 +39,18 @@ async def create_message(body: MessagesRequest, request: Request):
     gen, plan = await _build(body, request, message_id())
     output = OutputReader.for_plan(plan)
     stops = body.stop_sequences or []
+    omitted = body.thinking is not None and body.thinking.display == "omitted"
     deltas = conch_state(request).engine.generate(gen)
     if body.stream:
         first = await events.first_delta(deltas)
         head = {"id": gen.id, "type": "message", "role": "assistant", "model": body.model}
         response = sse_response(events.message_stream(head, len(gen.prompt_token_ids or ()), first, deltas,
-                                                      output, stops))
+                                                      output, stops, omitted))
         response.headers.update(headers)
         return response
     # Not primed: a client that hangs up while the request still waits in the queue aborts it there.
     choices = await until_disconnect(request, collect(deltas, 1))
-    return JSONResponse(message(gen.id, body.model, choices[0], output, stops), headers=headers)
+    return JSONResponse(message(gen.id, body.model, choices[0], output, stops, omitted), headers=headers)
 
 
 @router.post("/v1/messages/count_tokens")

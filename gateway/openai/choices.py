@@ -23,6 +23,7 @@ class Choice:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0                       # prompt tokens reused (prefix cache, kept slot)
+    reasoning_tokens: int = 0                    # completion tokens spent thinking
     error: str | None = None
     stop_reason: str | int | None = None         # the stop string or token id that ended the choice
 
@@ -39,6 +40,7 @@ class Choice:
                 self.prompt_tokens = delta.usage.prompt_tokens
                 self.completion_tokens = delta.usage.completion_tokens
                 self.cached_tokens = delta.usage.cached_tokens
+                self.reasoning_tokens = delta.usage.reasoning_tokens
 
     @property
     def finish_reason(self) -> str | None:
@@ -66,7 +68,8 @@ def usage(choices: list[Choice], prompt_tokens: int | None = None) -> dict:
     completion = sum(c.completion_tokens for c in choices)
     cached = max((c.cached_tokens for c in choices), default=0)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+            "prompt_tokens_details": {"cached_tokens": cached},
+            "completion_tokens_details": {"reasoning_tokens": sum(c.reasoning_tokens for c in choices)}}
 
 
 def new_id(prefix: str) -> str:
