@@ -7,8 +7,9 @@ thinking mode and most open reasoning models.
 
     <tool_call>...</tool_call>
 
-The whitespace right after `</think>` belongs to neither part. A block that never closes (the budget or
-max_tokens cut it) is reasoning to the end. In ANSWER the text is content as it is, tags included.
+The whitespace right after `</think>` (and before a reply's first text) belongs to neither part. A block that
+never closes (the budget or max_tokens cut it) is reasoning to the end. In ANSWER the text is content as it
+is, tags included.
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ class ThinkParser(ReasoningParser):
             return True
         if (START.startswith(head) or not head) and not self._final:
             return False
-        self._phase = Phase.ANSWER
+        self._buf, self._phase = head, Phase.ANSWER
         return True
 
     def _thinking(self, out: list[ReasoningEvent]) -> bool:

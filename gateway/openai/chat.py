@@ -34,7 +34,18 @@ def conversation(body: ChatCompletionRequest, use_cache: bool) -> Conversation:
         parallel_tool_calls=body.parallel_tool_calls, constraints=tuple(constraint_fields(body)),
         response_format=body.response_format, stream=body.stream, use_cache=use_cache,
         add_generation_prompt=body.add_generation_prompt, continue_final_message=body.continue_final_message,
-        thinking=Thinking.from_effort(body.reasoning_effort))
+        thinking=_thinking(body))
+
+
+def _thinking(body: ChatCompletionRequest) -> Thinking:
+    """reasoning_effort, with vLLM's thinking_token_budget overriding the effort's budget."""
+    thinking = Thinking.from_effort(body.reasoning_effort)
+    if body.thinking_token_budget is None:
+        return thinking
+    if thinking.enabled is False:
+        raise APIError(400, f"thinking_token_budget cannot be combined with reasoning_effort "
+                            f"'{body.reasoning_effort}', which turns thinking off", param="thinking_token_budget")
+    return replace(thinking, enabled=True, budget=body.thinking_token_budget)
 
 
 def _check_tool_messages(body: ChatCompletionRequest) -> None:

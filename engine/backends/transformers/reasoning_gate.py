@@ -72,11 +72,11 @@ class ReasoningGate:
         return self._inner.accept(token_id) if self._inner is not None else True
 
     def _thinking(self, token_id: int) -> bool:
+        if self._forced >= 0 and token_id != self._c.forced_ids[self._forced]:
+            return False
         self._out.append(token_id)
         self.thinking_tokens += 1
         if self._forced >= 0:
-            if token_id != self._c.forced_ids[self._forced]:
-                return False
             self._forced += 1
             if self._forced == len(self._c.forced_ids):
                 self._phase, self._forced = ANSWER, -1

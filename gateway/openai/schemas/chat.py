@@ -85,6 +85,7 @@ class ChatCompletionRequest(SamplingFields):
     continue_final_message: bool = False
     # the reasoning model's switch and budget (gateway/conversation/reasoning.py); None: the model's default
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    thinking_token_budget: Annotated[int, Field(ge=0)] | None = None   # vLLM's: most thinking tokens, enforced
 
     @model_validator(mode="before")
     @classmethod
