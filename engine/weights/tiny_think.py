@@ -1,8 +1,10 @@
-"""A tiny random-weights Llama that speaks like a Qwen3 reasoning model: SmolLM2's tokenizer with `<think>`,
-`</think>`, `<tool_call>` and `</tool_call>` added as single tokens (kept in decoded text, as Qwen3's are)
+"""A tiny random-weights Llama that speaks like a Qwen3 reasoning model: SmolLM2's tokenizer with `<think>` and
+`</think>` added as single tokens (kept in decoded text, as Qwen3's are; `<tool_call>` stays spelled in
+pieces: llguidance reads an added token as a special one, which a grammar's literal text never matches)
 and a chat template in Qwen3's shape (hermes tool calls, `reasoning_content` rendered back after the last
-user turn, `enable_thinking` false writing an empty thinking block). Built locally for tests: its output is
-noise, so tests force shapes through a grammar or logit_bias."""
+user turn; the generation prompt opens the thinking, as Qwen3's thinking releases do, and `enable_thinking`
+false writes an empty block instead). Built locally for tests: its output is noise, so tests force shapes through
+the thinking budget and a grammar."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +12,8 @@ from pathlib import Path
 from conch.engine.weights.cache_dir import DONE, cache_dir, publish
 from conch.engine.weights.smollm2 import ensure_smollm2
 
-TINY_THINK_ID = "tiny-random-think"
-ADDED_TOKENS = ["<think>", "</think>", "<tool_call>", "</tool_call>"]
+TINY_THINK_ID = "tiny-random-think-v3"
+ADDED_TOKENS = ["<think>", "</think>"]
 
 QWEN3_STYLE_TEMPLATE = (
     "{%- if tools %}"
@@ -47,7 +49,8 @@ QWEN3_STYLE_TEMPLATE = (
     "{%- endif %}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- else %}{{- '<think>\\n' }}{%- endif %}"
     "{%- endif %}"
 )
 

@@ -6,7 +6,9 @@ Meaning (docs/reasoning.md): `enabled` None keeps the model's own default; False
 switch off (Qwen3's `enable_thinking`) and has the engine close any thinking at once (budget 0); True with
 `budget` caps the thinking tokens (past it the engine forces the end text, then the answer). A model whose
 chat template writes no reasoning answers without thinking whatever is asked (its reasoning is empty).
-Efforts map to budgets: minimal and none turn thinking off; low, medium and high cap it at `EFFORT_BUDGETS`.
+Efforts map to budgets: minimal and none turn thinking off; low, medium and high cap it at `EFFORT_BUDGETS`,
+and at that share (`EFFORT_SHARES`) of the request's max_tokens when it names one, so thinking never eats the
+whole answer's room; xhigh leaves it unbounded.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from conch.agents.reasoning import Phase, ReasoningFormat
 from conch.engine import ReasoningControl
 
 EFFORT_BUDGETS: dict[str, int | None] = {"low": 1024, "medium": 4096, "high": 16384, "xhigh": None}
+EFFORT_SHARES: dict[str, float] = {"low": 0.25, "medium": 0.5, "high": 0.75, "xhigh": 1.0}
 EFFORTS = ("none", "minimal", *EFFORT_BUDGETS)
 
 
@@ -27,12 +30,16 @@ class Thinking:
     effort: str | None = None        # the effort asked, passed to templates that read one (gpt-oss)
 
     @classmethod
-    def from_effort(cls, effort: str | None) -> "Thinking":
+    def from_effort(cls, effort: str | None, max_tokens: int | None = None) -> "Thinking":
         if effort is None:
             return cls()
         if effort in ("none", "minimal"):
             return cls(enabled=False, effort=effort)
-        return cls(enabled=True, budget=EFFORT_BUDGETS[effort], effort=effort)
+        budget = EFFORT_BUDGETS[effort]
+        if max_tokens is not None and effort != "xhigh":
+            share = int(max_tokens * EFFORT_SHARES[effort])
+            budget = share if budget is None else min(budget, share)
+        return cls(enabled=True, budget=budget, effort=effort)
 
 
 def template_kwargs(fmt: ReasoningFormat | None, thinking: Thinking) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from conch.gateway.errors import APIError
 def _prompt(conv: Conversation, tokenizer, plan: ToolPlan, reasoning: ReasoningFormat | None) -> str:
     messages = [template_message(m) for m in conv.messages]
     tools = None
-    if plan.tools and template_accepts_tools(tokenizer):
-        tools = tool_dicts(plan.tools)
+    if template_accepts_tools(tokenizer):  # it renders the tools, and earlier calls and results, itself
+        tools = tool_dicts(plan.tools) if plan.tools else None
     elif plan.format is not None:  # tools, or tool turns, for a template that knows none
         messages = plan.format.prompt(messages, plan.tools)
     return render_chat(tokenizer, messages, tools=tools, add_generation_prompt=conv.add_generation_prompt,

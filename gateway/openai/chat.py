@@ -39,7 +39,7 @@ def conversation(body: ChatCompletionRequest, use_cache: bool) -> Conversation:
 
 def _thinking(body: ChatCompletionRequest) -> Thinking:
     """reasoning_effort, with vLLM's thinking_token_budget overriding the effort's budget."""
-    thinking = Thinking.from_effort(body.reasoning_effort)
+    thinking = Thinking.from_effort(body.reasoning_effort, body.max_completion_tokens or body.max_tokens)
     if body.thinking_token_budget is None:
         return thinking
     if thinking.enabled is False:
