@@ -94,7 +94,8 @@ def conversation(p: Prepared, use_cache: bool, extras: TurnExtras | None = None)
         tools=p.tools.tools + (extras.tools if extras else ()), tool_choice=choice,
         parallel_tool_calls=_parallel(body),
         constraints=tuple(constraints) + p.tools.constraints, response_format=chat_format,
-        stream=bool(body.stream), use_cache=use_cache, paths=PATHS, thinking=Thinking.from_effort(body.effort, body.max_output_tokens))
+        stream=bool(body.stream), use_cache=use_cache, paths=PATHS,
+        thinking=Thinking.from_effort(body.effort, body.max_output_tokens))
 
 
 def _forces_calls(tools: ResponseTools, choice: str | dict[str, Any] | None) -> bool:

@@ -3,9 +3,9 @@ Qwen3-shaped chat template whose `<think>`/`</think>` are single tokens and whos
 thinking).
 
 Random weights never close their thinking, so the shape is forced through the real engine path: the thinking
-budget makes the engine force `</think>` after BUDGET tokens of noise (sampled, so it is not all whitespace), and a forced tool choice (or an output
-schema) is a grammar that must start at the answer, not at the first token. Each face shows the reasoning apart
-from the answer and the call intact after it."""
+budget makes the engine force `</think>` after BUDGET tokens of noise (sampled, so it is not all whitespace),
+and a forced tool choice (or an output schema) is a grammar that must start at the answer, not at the first
+token. Each face shows the reasoning apart from the answer and the call intact after it."""
 from __future__ import annotations
 
 import json
