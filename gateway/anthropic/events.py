@@ -48,11 +48,11 @@ class Blocks:
 
     def write(self, event: OutputEvent) -> list[str]:
         if isinstance(event, ReasoningDelta):
-            self._thought += event.text
+            out = [] if self._omitted or self._open == "thinking" else self._start(
+                {"type": "thinking", "thinking": "", "signature": ""})
+            self._thought += event.text       # after _start: closing the previous block must not end this one
             if self._omitted:
                 return []
-            out = [] if self._open == "thinking" else self._start({"type": "thinking", "thinking": "",
-                                                                   "signature": ""})
             return out + [self._delta(self._count - 1, {"type": "thinking_delta", "thinking": event.text})]
         out = self._end_thinking()
         if isinstance(event, ContentDelta):
