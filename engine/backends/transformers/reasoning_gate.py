@@ -82,6 +82,7 @@ class ReasoningGate:
                 self._phase, self._forced = ANSWER, -1
             return True
         end = list(self._c.end_ids)
+        del self._out[:-max(len(end), 1)]     # only the tail that may still end with end_ids is kept
         if end and self._out[-len(end):] == end:
             self._phase = ANSWER
         elif self._budget_spent:
