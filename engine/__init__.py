@@ -6,8 +6,10 @@ from conch.engine.engine import Engine
 from conch.engine.loaded_model import LoadedModel
 from conch.engine.errors import EngineError, InvalidRequest
 from conch.engine.params import OutputConstraint, build_constraint, build_sampling, checked_sampling
-from conch.engine.types import ChatInput, GenerationDelta, GenerationRequest, RequestStatus, SamplingParams
+from conch.engine.types import (
+    ChatInput, GenerationDelta, GenerationRequest, ReasoningControl, RequestStatus, SamplingParams,
+)
 
 __all__ = ["ChatInput", "Engine", "EngineError", "GenerationDelta", "GenerationRequest", "InvalidRequest",
-           "LoadedModel", "OutputConstraint", "RequestStatus", "SamplingParams", "build_constraint", "build_sampling",
-           "checked_sampling"]
+           "LoadedModel", "OutputConstraint", "ReasoningControl", "RequestStatus", "SamplingParams",
+           "build_constraint", "build_sampling", "checked_sampling"]

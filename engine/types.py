@@ -96,6 +96,23 @@ def _content(content: Any) -> str:
 
 
 @dataclass(frozen=True)
+class ReasoningControl:
+    """A reasoning model's thinking, as token ids the engine watches (agents/reasoning names the texts).
+
+    `phase` is where the reply starts (0: the model may open thinking with `start_ids` or answer at once,
+    1: inside thinking, 2: answering). While thinking, no grammar applies; once the output ends with
+    `end_ids`, or after `budget` thinking tokens the engine forces `forced_ids` (the end text and its
+    separator), the reply is the answer and the request's grammar starts there. budget None: unbounded;
+    0: no thinking (the start is masked, or the end forced at once)."""
+
+    start_ids: tuple[int, ...]
+    end_ids: tuple[int, ...]
+    forced_ids: tuple[int, ...]
+    phase: int = 0
+    budget: int | None = None
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     """One generation. Exactly one of `prompt` / `prompt_token_ids` / `chat` is given (tokenize adds ids)."""
 
@@ -116,6 +133,7 @@ class GenerationRequest:
     # as llama.cpp and Anthropic read it; False: such a request is refused (ContextLengthExceeded).
     max_tokens_ceiling: bool = False
     session: str | None = None   # the client's conversation key (a session header, prompt_cache_key): routing only
+    reasoning: ReasoningControl | None = None  # a reasoning model's thinking: where the grammar starts, its budget
 
 
 @dataclass(frozen=True)
@@ -138,6 +156,7 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0      # prompt tokens whose KV was reused (the prefix cache or a kept slot), not computed
+    reasoning_tokens: int = 0   # completion tokens spent thinking (the end text included)
 
     @property
     def total_tokens(self) -> int:

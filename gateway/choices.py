@@ -21,6 +21,7 @@ class Choice:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0                       # prompt tokens reused (prefix cache, kept slot)
+    reasoning_tokens: int = 0                    # completion tokens spent thinking
     error: str | None = None
     stop_reason: str | int | None = None         # the stop string or token id that ended the choice
 
@@ -37,6 +38,7 @@ class Choice:
                 self.prompt_tokens = delta.usage.prompt_tokens
                 self.completion_tokens = delta.usage.completion_tokens
                 self.cached_tokens = delta.usage.cached_tokens
+                self.reasoning_tokens = delta.usage.reasoning_tokens
 
     @property
     def finish_reason(self) -> str | None:

@@ -41,9 +41,12 @@ def with_tool_prompt(messages: Sequence[Mapping[str, Any]], tools: Sequence[Tool
 
 def _plain(message: Mapping[str, Any], write_calls: CallWriter) -> dict:
     role, content = message["role"], message.get("content") or ""
+    thought = {"reasoning_content": message["reasoning_content"]} if message.get("reasoning_content") else {}
     if role == "assistant" and message.get("tool_calls"):
         calls = write_calls([_name_and_arguments(c["function"]) for c in message["tool_calls"]])
-        return {"role": "assistant", "content": f"{content}\n{calls}".strip()}
+        return {"role": "assistant", "content": f"{content}\n{calls}".strip(), **thought}
+    if thought:
+        return {"role": role, "content": content, **thought}
     if role == "tool":
         result = json.dumps({"tool_call_id": message.get("tool_call_id"), "content": content}, ensure_ascii=False)
         return {"role": "user", "content": f"<tool_response>\n{result}\n</tool_response>"}

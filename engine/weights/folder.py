@@ -10,8 +10,10 @@ from conch.engine.repository.config import ModelConfig
 from conch.engine.weights.minilm import minilm_path
 from conch.engine.weights.smollm2 import ensure_smollm2
 from conch.engine.weights.tiny import ensure_tiny_model
+from conch.engine.weights.tiny_think import ensure_tiny_think_model
 
-_BUILTIN = {"smollm2": ensure_smollm2, "tiny": ensure_tiny_model, "minilm": minilm_path}
+_BUILTIN = {"smollm2": ensure_smollm2, "tiny": ensure_tiny_model, "tiny-think": ensure_tiny_think_model,
+            "minilm": minilm_path}
 
 
 def weights_folder(config: ModelConfig) -> str:

@@ -7,8 +7,12 @@
                     in their order; each tool_result names an earlier assistant tool_use (else a 400)
     system turns    a `system` message inside `messages` (Claude Code's per-turn instructions) -> a system message
                     in its place, text blocks only
-    assistant       text -> content, tool_use -> tool_calls (input as JSON text); thinking and redacted_thinking
-                    are dropped (the models do not reason); a final assistant turn is a prefill the model continues
+    assistant       text -> content, tool_use -> tool_calls (input as JSON text); a thinking block whose signature
+                    this deployment sealed, or a redacted_thinking block it wrote, -> reasoning_content (the
+                    template renders it where the model's own would); any other thinking is dropped; a final
+                    assistant turn is a prefill the model continues
+    thinking        enabled (budget_tokens, below max_tokens) / adaptive / disabled -> the model's reasoning switch
+                    and the budget the engine enforces (gateway/conversation/reasoning.py)
     image/document  a 400 naming the block (no served model takes them)
     tools           name / description / input_schema -> function tools
     tool_choice     auto / any / tool / none -> auto / required / named / none; disable_parallel_tool_use ->
@@ -23,6 +27,8 @@ from typing import Any
 from conch.engine import InvalidRequest, SamplingParams, build_sampling
 from conch.gateway.anthropic import schemas as wire
 from conch.gateway.conversation import Conversation, WirePaths
+from conch.gateway.conversation.reasoning import Thinking
+from conch.gateway.conversation.sealed import SealError, unseal
 from conch.gateway.errors import APIError
 
 BILLING_HEADER = "x-anthropic-billing-header"
@@ -47,16 +53,33 @@ def conversation(body: wire.CountTokensRequest, model: str, *, keep_billing_head
         response_format={"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
         if schema is not None else None,
         stream=bool(getattr(body, "stream", False)), use_cache=use_cache,
-        add_generation_prompt=not prefill, continue_final_message=prefill, paths=PATHS)
+        add_generation_prompt=not prefill, continue_final_message=prefill, paths=PATHS,
+        thinking=_thinking(body))
 
 
 def _refuse_unserved(body: wire.CountTokensRequest, model: str) -> None:
-    """What the body asks that no model Conch serves does: reasoning, a code-execution container."""
-    if body.thinking is not None and body.thinking.type != "disabled":
-        raise APIError(400, f"thinking '{body.thinking.type}' is not available: model '{model}' does not reason; "
-                            "leave thinking out or set {\"type\": \"disabled\"}", param="thinking")
+    """What the body asks that no model Conch serves does: a code-execution container."""
     if getattr(body, "container", None) is not None:
         raise APIError(400, "container: Conch runs no code-execution containers", param="container")
+
+
+def _thinking(body: wire.CountTokensRequest) -> Thinking:
+    thinking = body.thinking
+    if thinking is None:
+        return Thinking()
+    if thinking.type == "disabled":
+        return Thinking(enabled=False)
+    if thinking.type == "adaptive":
+        return Thinking(enabled=True)
+    budget = thinking.budget_tokens
+    if budget is None or budget < 1:
+        raise APIError(400, "thinking.budget_tokens: a positive number is required when thinking is enabled",
+                       param="thinking.budget_tokens")
+    max_tokens = getattr(body, "max_tokens", None)
+    if max_tokens is not None and budget >= max_tokens:
+        raise APIError(400, f"max_tokens ({max_tokens}) must be greater than thinking.budget_tokens ({budget})",
+                       param="max_tokens")
+    return Thinking(enabled=True, budget=budget)
 
 
 def sampling(body: wire.CountTokensRequest) -> SamplingParams:
@@ -111,10 +134,25 @@ def _assistant(blocks: list, calls: set[str]) -> dict[str, Any]:
     uses = [b for b in blocks if isinstance(b, wire.ToolUseBlock)]
     calls.update(b.id for b in uses)
     message: dict[str, Any] = {"role": "assistant", "content": text}
+    reasoning = "".join(_thought(b) for b in blocks)
+    if reasoning:
+        message["reasoning_content"] = reasoning
     if uses:
         message["tool_calls"] = [{"id": b.id, "type": "function", "function": {
             "name": b.name, "arguments": json.dumps(b.input, ensure_ascii=False)}} for b in uses]
     return message
+
+
+def _thought(block: Any) -> str:
+    """The reasoning a thinking block carries, if this deployment wrote it (else nothing: not rendered)."""
+    try:
+        if isinstance(block, wire.ThinkingBlock) and block.signature:
+            return block.thinking if unseal(block.signature) == block.thinking else ""
+        if isinstance(block, wire.RedactedThinkingBlock):
+            return unseal(block.data)
+    except SealError:
+        pass
+    return ""
 
 
 def _user(i: int, blocks: list, calls: set[str]) -> list[dict[str, Any]]:

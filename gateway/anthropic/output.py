@@ -19,6 +19,7 @@ from conch.agents.tools import ToolCall
 from conch.engine import RequestStatus
 from conch.gateway.conversation import OutputReader
 from conch.gateway.choices import Choice
+from conch.gateway.conversation.sealed import seal
 
 _ALPHABET = string.ascii_letters + string.digits
 
@@ -50,9 +51,19 @@ def stop_of(status: RequestStatus, stop_reason: str | int | None, stop_sequences
     return Stop("end_turn")
 
 
-def usage(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> dict:
+def usage(prompt_tokens: int, cached_tokens: int, output_tokens: int, thinking_tokens: int = 0) -> dict:
+    """output_tokens counts the thinking too; output_tokens_details.thinking_tokens says how many of them."""
     return {"input_tokens": prompt_tokens - cached_tokens, "output_tokens": output_tokens,
-            "cache_read_input_tokens": cached_tokens, "cache_creation_input_tokens": 0}
+            "cache_read_input_tokens": cached_tokens, "cache_creation_input_tokens": 0,
+            "output_tokens_details": {"thinking_tokens": thinking_tokens}}
+
+
+def thinking_block(reasoning: str, omitted: bool) -> dict:
+    """The reply's reasoning as a block: its text with this deployment's seal of it as the signature, or, when
+    the client asked `display: "omitted"`, a redacted_thinking block holding only the sealed text."""
+    if omitted:
+        return {"type": "redacted_thinking", "data": seal(reasoning)}
+    return {"type": "thinking", "thinking": reasoning, "signature": seal(reasoning)}
 
 
 def tool_input(arguments: str) -> dict:
@@ -69,13 +80,16 @@ def tool_use_block(call: ToolCall) -> dict:
     return {"type": "tool_use", "id": tool_use_id(), "name": call.name, "input": tool_input(call.arguments)}
 
 
-def message(msg_id: str, model: str, choice: Choice, output: OutputReader, stop_sequences: list[str]) -> dict:
-    """The whole message of a finished, non-streamed choice."""
+def message(msg_id: str, model: str, choice: Choice, output: OutputReader, stop_sequences: list[str],
+            omitted: bool = False) -> dict:
+    """The whole message of a finished, non-streamed choice (`omitted`: thinking display "omitted")."""
     parsed = output.whole(choice.content)
-    content: list[dict] = [{"type": "text", "text": parsed.content}] if parsed.content else []
+    content: list[dict] = [thinking_block(output.reasoning, omitted)] if output.reasoning else []
+    content += [{"type": "text", "text": parsed.content}] if parsed.content else []
     content += [tool_use_block(call) for call in parsed.tool_calls]
     assert choice.status is not None        # collect() returns finished choices only
     stop = stop_of(choice.status, choice.stop_reason, stop_sequences, output)
     return {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": stop.reason, "stop_sequence": stop.sequence,
-            "usage": usage(choice.prompt_tokens, choice.cached_tokens, choice.completion_tokens)}
+            "usage": usage(choice.prompt_tokens, choice.cached_tokens, choice.completion_tokens,
+                           choice.reasoning_tokens)}

@@ -77,17 +77,19 @@ async def create_message(body: MessagesRequest, request: Request):
     managed = {"context_management": {"applied_edits": applied}} if body.context_management is not None else {}
     output = OutputReader.for_plan(plan)
     stops = body.stop_sequences or []
+    omitted = body.thinking is not None and body.thinking.display == "omitted"
     deltas = conch_state(request).engine.generate(gen)
     if body.stream:
         first = await events.first_delta(deltas)
         head = {"id": gen.id, "type": "message", "role": "assistant", "model": body.model, **managed}
         response = sse_response(events.message_stream(head, len(gen.prompt_token_ids or ()), first, deltas,
-                                                      output, stops))
+                                                      output, stops, omitted))
         response.headers.update(headers)
         return response
     # Not primed: a client that hangs up while the request still waits in the queue aborts it there.
     choices = await until_disconnect(request, collect(deltas, 1))
-    return JSONResponse({**message(gen.id, body.model, choices[0], output, stops), **managed}, headers=headers)
+    return JSONResponse({**message(gen.id, body.model, choices[0], output, stops, omitted), **managed},
+                        headers=headers)
 
 
 @router.post("/v1/messages/count_tokens")

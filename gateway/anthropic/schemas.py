@@ -2,7 +2,7 @@
 
 Unknown fields are a 400 naming them (WireModel). Content blocks are a union tagged by `type`, so an unknown
 block type is a 400 naming the block and the types there are. What the wire allows but Conch refuses (image and
-document blocks, `thinking` enabled, Anthropic's server tools) parses here and is refused, naming the field, in
+document blocks, Anthropic's server tools) parses here and is refused, naming the field, in
 gateway/anthropic/conversation.py."""
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ class ToolResultBlock(WireModel):
 
 
 class ThinkingBlock(WireModel):
-    """A reasoning model's earlier turn, sent back: accepted, never rendered."""
+    """A reasoning model's earlier turn, sent back: rendered when its signature is this deployment's seal."""
 
     type: Literal["thinking"]
     thinking: str

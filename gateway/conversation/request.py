@@ -3,27 +3,31 @@ for a backend that renders its own), checked by Engine.prepare."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from conch.agents import render_chat
+from conch.agents.reasoning import Phase, ReasoningFormat, reasoning_for_template
 from conch.agents.tool_formats.prompt import template_accepts_tools, tool_dicts
-from conch.engine import ChatInput, GenerationRequest
+from conch.engine import ChatInput, GenerationRequest, ReasoningControl
 from conch.grammars import GrammarSpec
 from conch.gateway.conversation.constraint import conversation_constraint
+from conch.gateway.conversation.reasoning import reasoning_control, template_kwargs
 from conch.gateway.conversation.tools import ToolPlan, plan_tools
 from conch.gateway.conversation.types import Conversation, template_message
 from conch.gateway.conversation.upstream import chat_input
 from conch.gateway.errors import APIError
 
 
-def _prompt(conv: Conversation, tokenizer, plan: ToolPlan) -> str:
+def _prompt(conv: Conversation, tokenizer, plan: ToolPlan, reasoning: ReasoningFormat | None) -> str:
     messages = [template_message(m) for m in conv.messages]
     tools = None
-    if plan.tools and template_accepts_tools(tokenizer):
-        tools = tool_dicts(plan.tools)
+    if template_accepts_tools(tokenizer):  # it renders the tools, and earlier calls and results, itself
+        tools = tool_dicts(plan.tools) if plan.tools else None
     elif plan.format is not None:  # tools, or tool turns, for a template that knows none
         messages = plan.format.prompt(messages, plan.tools)
     return render_chat(tokenizer, messages, tools=tools, add_generation_prompt=conv.add_generation_prompt,
-                       continue_final_message=conv.continue_final_message)
+                       continue_final_message=conv.continue_final_message,
+                       template_kwargs=template_kwargs(reasoning, conv.thinking))
 
 
 def _grammar(conv: Conversation, plan: ToolPlan, constraint) -> GrammarSpec | None:
@@ -35,7 +39,8 @@ def _grammar(conv: Conversation, plan: ToolPlan, constraint) -> GrammarSpec | No
     return constraint.spec
 
 
-def _inputs(conv: Conversation, model) -> tuple[ToolPlan, ChatInput | None, str | None, GrammarSpec | None]:
+def _inputs(conv: Conversation, model) -> tuple[ToolPlan, ChatInput | None, str | None, GrammarSpec | None,
+                                              ReasoningControl | None]:
     """The tool plan (each tool's schema checked), and either the messages for a backend that renders its own
     (an upstream) or the rendered prompt and its grammar. A worker thread's work: 20 tools' checks cost ~4 ms,
     a long conversation's template more."""
@@ -43,18 +48,25 @@ def _inputs(conv: Conversation, model) -> tuple[ToolPlan, ChatInput | None, str 
     constraint = conversation_constraint(conv)
     caps = model.backend.capabilities
     if caps.chat_input:
-        return plan, chat_input(conv, plan, constraint, caps.native_tools), None, None
-    return plan, None, _prompt(conv, model.tokenizer, plan), _grammar(conv, plan, constraint)
+        return plan, chat_input(conv, plan, constraint, caps.native_tools), None, None, None
+    fmt = reasoning_for_template(getattr(model.tokenizer, "chat_template", None))
+    prompt = _prompt(conv, model.tokenizer, plan, fmt)
+    grammar = _grammar(conv, plan, constraint)
+    if fmt is None:
+        return plan, None, prompt, grammar, None
+    phase = fmt.start_phase(prompt)
+    control = reasoning_control(fmt, model.tokenizer, phase, conv.thinking) if phase != Phase.ANSWER else None
+    return replace(plan, reasoning=(fmt, phase)), None, prompt, grammar, control
 
 
 async def build_generation(conv: Conversation, engine, request_id: str) -> tuple[GenerationRequest, ToolPlan]:
     """The prepared engine request (sampling checked, prompt tokenized) and the tool plan its output is read by."""
     model = engine.get(conv.model)
     model.generator                   # noqa: B018 -- an embedding model refuses by name, before any chat template
-    plan, chat, prompt, grammar = await asyncio.to_thread(_inputs, conv, model)
+    plan, chat, prompt, grammar, control = await asyncio.to_thread(_inputs, conv, model)
     gen = GenerationRequest(id=request_id, model=conv.model, chat=chat, prompt=prompt, params=conv.sampling,
                             grammar=grammar, stream=conv.stream, add_special_tokens=False, use_cache=conv.use_cache,
-                            max_tokens_ceiling=True, session=conv.session)
+                            max_tokens_ceiling=True, session=conv.session, reasoning=control)
     return await engine.prepare(gen, prompt_param=conv.paths.messages), plan
 
 
@@ -65,7 +77,7 @@ async def count_prompt_tokens(conv: Conversation, engine) -> int:
     model.generator                   # noqa: B018 -- an embedding model refuses by name
 
     def count() -> int:
-        _, chat, prompt, _ = _inputs(conv, model)
+        _, chat, prompt, _, _ = _inputs(conv, model)
         text = chat.text if chat is not None else prompt or ""
         return len(model.tokenizer.encode(text, add_special_tokens=False))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from conch.agents.reasoning import Phase, ReasoningFormat
 from conch.agents.tool_choice import ToolChoice
 from conch.agents.tool_formats import ToolFormat, ToolFormatError, UnknownToolFormat, get_format
 from conch.agents.tools import ToolFunction
@@ -21,6 +22,8 @@ class ToolPlan:
     choice: ToolChoice
     grammar: Grammar | None             # enforces required / named choices
     format: ToolFormat | None = None    # the model's (tool_call_parser): prompt, grammar and parser agree
+    # the model's reasoning format and where its reply starts (None: the reply is all answer)
+    reasoning: tuple[ReasoningFormat, Phase] | None = None
 
     @property
     def parses_calls(self) -> bool:

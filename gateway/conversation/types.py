@@ -2,8 +2,8 @@
 
 Shapes are OpenAI chat's, as plain values, so an upstream that speaks chat completions takes them as they are:
     messages     {"role": system|developer|user|assistant|tool, "content": str | [{"type": "text", "text"}] | None,
-                  "name"?, "tool_calls"?: [{"id", "type": "function", "function": {"name", "arguments"}}],
-                  "tool_call_id"?}
+                  "name"?, "reasoning_content"? (an assistant turn's earlier thinking),
+                  "tool_calls"?: [{"id", "type": "function", "function": {"name", "arguments"}}], "tool_call_id"?}
     tools        [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}]
     tool_choice  "none" | "auto" | "required" | {"type": "function", "function": {"name"}} | None
 Each face has checked its own wire rules (tool results follow their calls, names are well formed) before
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conch.engine import SamplingParams
+from conch.gateway.conversation.reasoning import Thinking
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Conversation:
     continue_final_message: bool = False
     paths: WirePaths = field(default_factory=WirePaths)
     session: str | None = None      # the client's conversation key: Ray's session affinity (engine.types)
+    thinking: Thinking = field(default_factory=Thinking)   # the model's reasoning switch and budget
 
     @property
     def has_tool_turns(self) -> bool:
@@ -59,7 +61,7 @@ def template_message(message: dict[str, Any]) -> dict[str, Any]:
     if isinstance(content, list):
         content = "".join(part.get("text", "") for part in content)
     out: dict[str, Any] = {"role": role, "content": content or ""}
-    for key in ("name", "tool_calls", "tool_call_id"):
+    for key in ("name", "tool_calls", "tool_call_id", "reasoning_content"):
         if message.get(key):
             out[key] = message[key]
     return out

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from conch.engine import GenerationDelta, GenerationRequest
 from conch.gateway.aliases import resolve_model
 from conch.gateway.conversation import Conversation, OutputReader, ToolPlan, build_generation
+from conch.gateway.conversation.reasoning import Thinking
 from conch.gateway.errors import APIError
 from conch.gateway.openai.chat_output import call_dict, delta_dict
 from conch.gateway.choices import Choice, collect
@@ -33,7 +34,19 @@ def conversation(body: ChatCompletionRequest, use_cache: bool) -> Conversation:
                      else body.tool_choice),
         parallel_tool_calls=body.parallel_tool_calls, constraints=tuple(constraint_fields(body)),
         response_format=body.response_format, stream=body.stream, use_cache=use_cache,
-        add_generation_prompt=body.add_generation_prompt, continue_final_message=body.continue_final_message)
+        add_generation_prompt=body.add_generation_prompt, continue_final_message=body.continue_final_message,
+        thinking=_thinking(body))
+
+
+def _thinking(body: ChatCompletionRequest) -> Thinking:
+    """reasoning_effort, with vLLM's thinking_token_budget overriding the effort's budget."""
+    thinking = Thinking.from_effort(body.reasoning_effort, body.max_completion_tokens or body.max_tokens)
+    if body.thinking_token_budget is None:
+        return thinking
+    if thinking.enabled is False:
+        raise APIError(400, f"thinking_token_budget cannot be combined with reasoning_effort "
+                            f"'{body.reasoning_effort}', which turns thinking off", param="thinking_token_budget")
+    return replace(thinking, enabled=True, budget=body.thinking_token_budget)
 
 
 def _check_tool_messages(body: ChatCompletionRequest) -> None:
@@ -73,6 +86,8 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request):
 def _choice(c: Choice, logprobs: bool, output: OutputReader) -> dict:
     parsed = output.whole(c.content)
     message: dict = {"role": "assistant", "content": parsed.content}
+    if output.reasoning:
+        message["reasoning_content"] = output.reasoning
     if parsed.tool_calls:
         message["tool_calls"] = [call_dict(call) for call in parsed.tool_calls]
     return {

@@ -13,7 +13,8 @@ def usage(choices: list[Choice], prompt_tokens: int | None = None) -> dict:
     completion = sum(c.completion_tokens for c in choices)
     cached = max((c.cached_tokens for c in choices), default=0)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+            "prompt_tokens_details": {"cached_tokens": cached},
+            "completion_tokens_details": {"reasoning_tokens": sum(c.reasoning_tokens for c in choices)}}
 
 
 def new_id(prefix: str) -> str:

@@ -33,6 +33,7 @@ from conch.engine.backends.transformers.prompt_logprobs import prompt_deltas, pr
 from conch.engine.backends.transformers.runner import Runner
 from conch.engine.backends.transformers.sampler import Sampler
 from conch.engine.backends.transformers.scheduler import Scheduler
+from conch.engine.backends.transformers.reasoning_gate import ReasoningGate
 from conch.engine.backends.transformers.sequence import Sequence
 from conch.engine.backends.transformers.speculation import Speculation
 from conch.engine.pipeline.length_bound import max_token_span
@@ -178,7 +179,7 @@ class TransformersBackend:
             request=request, index=index, prompt_ids=prompt_ids,
             eos_ids=self._eos | frozenset(p.stop_token_ids),
             max_total=self.context_length, generator=gen,
-            matcher=compiled.matcher() if compiled is not None else None,
+            matcher=_matcher(request, compiled),
         )
 
     async def _compile(self, spec):
@@ -209,3 +210,9 @@ def _eos_ids(model, tokenizer) -> set[int]:
     extra = getattr(gen, "eos_token_id", None) if gen is not None else None
     ids |= set(extra if isinstance(extra, list) else [extra] if extra is not None else [])
     return ids
+
+
+def _matcher(request: GenerationRequest, compiled):
+    """The sequence's matcher: the grammar's, behind a ReasoningGate for a reasoning request; None if neither."""
+    inner = compiled.matcher() if compiled is not None else None
+    return ReasoningGate(request.reasoning, inner) if request.reasoning is not None else inner

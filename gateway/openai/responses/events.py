@@ -3,7 +3,9 @@
 A non-streamed response drains the same builder a stream does and keeps only its items, so the final streamed
 response equals the non-streamed one by construction. Invariants: an item's deltas concatenate to its done
 value; items are added and done in output order, one open at a time; a tool call is an item of its own, never
-text. Event dicts lack `sequence_number`, which the stream writer numbers (strictly increasing)."""
+text; a reasoning model's thinking is a reasoning item before them (reasoning_text deltas, and summary_text
+deltas when a summary was asked). Event dicts lack `sequence_number`, which the stream writer numbers
+(strictly increasing)."""
 from __future__ import annotations
 
 import json
@@ -11,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conch.agents.mcp.events import ToolCallRequest
+from conch.agents.reasoning import ReasoningDelta
 from conch.agents.tools import ContentDelta, ToolCallDelta, new_call_id
 from conch.engine import GenerationDelta, RequestStatus
 from conch.gateway.conversation import OutputReader
 from conch.gateway.choices import Choice
 from conch.gateway.openai.responses.items import new_item_id
 from conch.gateway.openai.responses.output import (custom_call_item, end_status, function_call_item, logprob_entries,
-                                             message_item, text_part)
+                                             message_item, reasoning_item, text_part)
 from conch.gateway.openai.responses.tools import ResponseTools
 
 
@@ -60,8 +63,9 @@ class OutputBuilder:
 
     def __init__(self, reader: OutputReader | ForcedCustomReader, tools: ResponseTools, logprobs: bool,
                  max_tool_calls: int | None, items: list[dict[str, Any]] | None = None,
-                 held: frozenset[str] = frozenset()) -> None:
+                 held: frozenset[str] = frozenset(), summary: bool = False, encrypted: bool = False) -> None:
         self.reader, self.tools, self.with_logprobs = reader, tools, logprobs
+        self.summary, self.encrypted = summary, encrypted   # reasoning items: a summary, encrypted_content
         self.max_calls = max_tool_calls
         self.items: list[dict[str, Any]] = items if items is not None else []
         self.choice = Choice(0)
@@ -94,6 +98,8 @@ class OutputBuilder:
         return out + self._close() if delta.finished else out
 
     def _on(self, event: Any) -> list[dict[str, Any]]:
+        if isinstance(event, ReasoningDelta):
+            return self._reasoning(event.text)
         if isinstance(event, ContentDelta):
             return self._text(event.text)
         if isinstance(event, CustomInputDelta):
@@ -112,6 +118,23 @@ class OutputBuilder:
         self._open.text.append(text)
         self._open.logprobs += logprobs
         return out + [{"type": "response.output_text.delta", **self._where(), "delta": text, "logprobs": logprobs}]
+
+    def _reasoning(self, text: str) -> list[dict[str, Any]]:
+        """Reasoning text: reasoning_text deltas, and summary_text deltas of summary 0 when a summary was asked."""
+        out: list[dict[str, Any]] = []
+        if not self._open_is("reasoning"):
+            out = self._close() + self._add(reasoning_item(new_item_id("reasoning"), "", False, False,
+                                                           "in_progress"))
+            if self.summary:
+                out.append({"type": "response.reasoning_summary_part.added", **self._where(False),
+                            "summary_index": 0, "part": {"type": "summary_text", "text": ""}})
+        assert self._open is not None
+        self._open.text.append(text)
+        out.append({"type": "response.reasoning_text.delta", **self._where(), "delta": text})
+        if self.summary:
+            out.append({"type": "response.reasoning_summary_text.delta", **self._where(False), "summary_index": 0,
+                        "delta": text})
+        return out
 
     def _custom_input(self, text: str) -> list[dict[str, Any]]:
         out = self._start_custom(self.tools.forced_custom.name) if self._open is None else []  # type: ignore
@@ -197,6 +220,16 @@ class OutputBuilder:
         return [{"type": "response.output_text.done", **where, "text": text, "logprobs": logprobs or []},
                 {"type": "response.content_part.done", **where, "part": part}]
 
+    def _close_reasoning(self, opened: _Open, text: str, status: str) -> list[dict[str, Any]]:
+        opened.item = reasoning_item(opened.item["id"], text, self.summary, self.encrypted, status)
+        where = {"item_id": opened.item["id"], "output_index": opened.index}
+        out = [{"type": "response.reasoning_text.done", **where, "content_index": 0, "text": text}]
+        if self.summary:
+            part = {"type": "summary_text", "text": text}
+            out += [{"type": "response.reasoning_summary_text.done", **where, "summary_index": 0, "text": text},
+                    {"type": "response.reasoning_summary_part.done", **where, "summary_index": 0, "part": part}]
+        return out
+
     def _close_call(self, opened: _Open, text: str, status: str) -> list[dict[str, Any]]:
         item = opened.item
         opened.item = function_call_item(item["id"], item["call_id"], item["name"], text, status,
@@ -214,7 +247,8 @@ class OutputBuilder:
         return deltas + [{"type": "response.custom_tool_call_input.done", **where, "input": value}]
 
 
-_CLOSERS = {"message": OutputBuilder._close_message, "function_call": OutputBuilder._close_call,
+_CLOSERS = {"reasoning": OutputBuilder._close_reasoning, "message": OutputBuilder._close_message,
+            "function_call": OutputBuilder._close_call,
             "custom_tool_call": OutputBuilder._close_custom}
 
 

@@ -11,6 +11,7 @@ import json
 import uuid
 from typing import Any, Callable
 
+from conch.gateway.conversation.sealed import SealError, unseal as unseal_reasoning
 from conch.gateway.errors import APIError
 from conch.gateway.openai.responses.mcp_items import MCP_CHECKS, MCP_FIELDS, MCP_ID_PREFIX, call_messages
 from conch.gateway.sealed import Unsealable, unseal
@@ -135,7 +136,11 @@ def to_messages(items: list[dict[str, Any]], first_new: int = 0) -> list[dict[st
     for i, item in enumerate(items):
         kind = item["type"]
         if kind == "message":
-            messages.append({"role": item["role"], "content": text_of(item["content"])})
+            _add_message(messages, item["role"], text_of(item["content"]))
+        elif kind == "reasoning":
+            thought = reasoning_text(item)
+            if thought:
+                messages.append({"role": "assistant", "content": None, "reasoning_content": thought})
         elif kind in ("function_call", "custom_tool_call"):
             calls.add(item["call_id"])
             _attach_call(messages, _chat_call(item))
@@ -151,9 +156,33 @@ def to_messages(items: list[dict[str, Any]], first_new: int = 0) -> list[dict[st
             messages += call_messages(item)
         elif kind == "compaction":
             messages.append({"role": "user", "content": SUMMARY_PREFIX + _summary(i - first_new, item)})
-    # reasoning items: accepted from another model's history, not rendered; nor are MCP tool lists and
-    # approvals (the loop reads them: gateway/openai/responses/mcp_items.py)
-    return messages
+    # reasoning items are the next assistant turn's reasoning_content; MCP tool lists and approvals are not
+    # rendered (the loop reads them: gateway/openai/responses/mcp_items.py); reasoning no turn followed is dropped
+    return [m for m in messages if m["content"] is not None or m.get("tool_calls") or m["role"] != "assistant"]
+
+
+def reasoning_text(item: dict[str, Any]) -> str:
+    """A reasoning item's text: its encrypted_content if this deployment sealed it, else its reasoning_text
+    content (a stored or echoed item); a summary is not the reasoning, and a blob another deployment wrote
+    (or a changed one) is dropped: not rendered."""
+    blob = item.get("encrypted_content")
+    if isinstance(blob, str) and blob:
+        try:
+            return unseal_reasoning(blob)
+        except SealError:
+            return ""
+    parts = item.get("content")
+    return "".join(p.get("text") or "" for p in parts if isinstance(p, dict)) if isinstance(parts, list) else ""
+
+
+def _add_message(messages: list[dict[str, Any]], role: str, text: str) -> None:
+    """An assistant message right after its reasoning joins it (one turn)."""
+    last = messages[-1] if messages else None
+    if role == "assistant" and last is not None and last["role"] == "assistant" and last["content"] is None \
+            and not last.get("tool_calls"):
+        last["content"] = text
+    else:
+        messages.append({"role": role, "content": text})
 
 
 def _chat_call(item: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +192,8 @@ def _chat_call(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _attach_call(messages: list[dict[str, Any]], call: dict[str, Any]) -> None:
-    """Calls that follow an assistant message (or each other) are that message's: one turn of parallel calls."""
+    """Calls that follow an assistant message (its reasoning, or each other) are that message's: one turn of
+    parallel calls."""
     if messages and messages[-1]["role"] == "assistant":
         messages[-1].setdefault("tool_calls", []).append(call)
     else:

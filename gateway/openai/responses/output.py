@@ -12,6 +12,7 @@ from typing import Any
 from conch.engine import RequestStatus
 from conch.engine.types import PositionLogprobs
 from conch.gateway.choices import Choice
+from conch.gateway.conversation.sealed import seal
 from conch.gateway.openai.responses.schemas import ResponsesRequest
 
 # An engine's end -> (the response's status, incomplete_details)
@@ -43,7 +44,8 @@ def echo(body: ResponsesRequest, tools: list[dict[str, Any]]) -> dict[str, Any]:
         "temperature": body.temperature if body.temperature is not None else 1.0,
         "top_p": body.top_p if body.top_p is not None else 1.0, "top_logprobs": body.top_logprobs or 0,
         "presence_penalty": body.presence_penalty or 0.0, "frequency_penalty": body.frequency_penalty or 0.0,
-        "text": {"format": fmt, "verbosity": "medium"}, "reasoning": {"effort": None, "summary": None},
+        "text": {"format": fmt, "verbosity": "medium"},
+        "reasoning": {"effort": body.effort, "summary": body.summary_mode},
         "store": body.stored, "background": bool(body.background), "truncation": "disabled",
         "previous_response_id": body.previous_response_id,
         "conversation": {"id": body.conversation_id} if body.conversation_id else None,
@@ -68,13 +70,25 @@ def usage_dict(choice: Choice) -> dict[str, Any]:
     details = {"cached_tokens": choice.cached_tokens,
                "cache_write_tokens": max(0, choice.prompt_tokens - choice.cached_tokens)}
     return {"input_tokens": choice.prompt_tokens, "input_tokens_details": details,
-            "output_tokens": choice.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens": choice.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": choice.reasoning_tokens},
             "total_tokens": choice.prompt_tokens + choice.completion_tokens}
 
 
 def message_item(item_id: str, text: str, status: str, logprobs: list[dict] | None) -> dict[str, Any]:
     return {"id": item_id, "type": "message", "role": "assistant", "status": status,
             "content": [text_part(text, logprobs)]}
+
+
+def reasoning_item(item_id: str, text: str, summary: bool, encrypted: bool, status: str) -> dict[str, Any]:
+    """The reasoning as an item: its text as `content` (reasoning_text), as its summary when one was asked,
+    and sealed as `encrypted_content` when include asked for it (read back on a later turn's input)."""
+    item: dict[str, Any] = {"id": item_id, "type": "reasoning", "status": status,
+                            "summary": [{"type": "summary_text", "text": text}] if summary and text else [],
+                            "content": [{"type": "reasoning_text", "text": text}]}
+    if encrypted:
+        item["encrypted_content"] = seal(text)
+    return item
 
 
 def text_part(text: str, logprobs: list[dict] | None) -> dict[str, Any]:

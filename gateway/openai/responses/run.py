@@ -16,6 +16,7 @@ from conch.engine import GenerationDelta, GenerationRequest
 from conch.gateway.aliases import resolve_model
 from conch.gateway.conversation import Conversation, OutputReader, ToolPlan, WirePaths, build_generation
 from conch.gateway.conversation.constraint import format_fields
+from conch.gateway.conversation.reasoning import Thinking
 from conch.gateway.errors import APIError, public_reason, to_api_error
 from conch.gateway.openai.responses import stored
 from conch.gateway.openai.responses.events import ForcedCustomReader, OutputBuilder
@@ -105,7 +106,8 @@ def conversation(p: Prepared, use_cache: bool, extras: TurnExtras | None = None)
         tools=p.tools.tools + (extras.tools if extras else ()), tool_choice=choice,
         parallel_tool_calls=_parallel(body),
         constraints=tuple(constraints) + p.tools.constraints, response_format=chat_format,
-        stream=bool(body.stream), use_cache=use_cache, paths=PATHS, session=body.prompt_cache_key)
+        stream=bool(body.stream), use_cache=use_cache, paths=PATHS, session=body.prompt_cache_key,
+        thinking=Thinking.from_effort(body.effort, body.max_output_tokens))
 
 
 def _forces_calls(tools: ResponseTools, choice: str | dict[str, Any] | None) -> bool:
@@ -130,7 +132,8 @@ async def generation(p: Prepared, request: Request, use_cache: bool) -> tuple[Ge
 def builder(p: Prepared, plan: ToolPlan, items: list[dict[str, Any]] | None = None,
             held: frozenset[str] = frozenset()) -> OutputBuilder:
     reader = ForcedCustomReader() if p.tools.forced_custom is not None else OutputReader.for_plan(plan)
-    return OutputBuilder(reader, p.tools, p.body.wants_logprobs, p.body.max_tool_calls, items, held)
+    return OutputBuilder(reader, p.tools, p.body.wants_logprobs, p.body.max_tool_calls, items, held,
+                         summary=p.body.summary_mode is not None, encrypted=p.body.wants_encrypted_reasoning)
 
 
 async def run_events(p: Prepared, plan: ToolPlan,

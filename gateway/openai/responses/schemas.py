@@ -16,10 +16,11 @@ from conch.gateway.openai.schemas.items import RESPONSE_ITEMS, as_dicts, item_un
 from conch.gateway.wire import WireModel
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
-# What `include` may ask for: logprobs are honoured; the others name outputs Conch never produces (hosted
-# tools, reasoning, images), so there is nothing to include and asking is harmless.
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+# What `include` may ask for: logprobs and reasoning.encrypted_content are honoured; the others name outputs
+# Conch never produces (hosted tools, images), so there is nothing to include and asking is harmless.
 INCLUDABLE = frozenset({
-    LOGPROBS_INCLUDE, "reasoning.encrypted_content", "file_search_call.results", "web_search_call.results",
+    LOGPROBS_INCLUDE, ENCRYPTED_REASONING, "file_search_call.results", "web_search_call.results",
     "web_search_call.action.sources", "message.input_image.image_url", "computer_call_output.output.image_url",
     "code_interpreter_call.outputs",
 })
@@ -52,11 +53,17 @@ class TextConfig(WireModel):
 
 
 class ReasoningConfig(WireModel):
-    """The SDKs send it for reasoning models; Conch's models do not reason, so only "no effort" is honoured."""
+    """A reasoning model's switch and budget (`effort`: gateway/conversation/reasoning.py) and whether its
+    reasoning items carry a summary (`summary`, or the older `generate_summary`): an open model writes no
+    separate summary, so every mode's summary is the reasoning text itself (docs/reasoning.md)."""
 
-    effort: Literal["none", "minimal"] | None = None
-    summary: None = None
-    generate_summary: None = None
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+    generate_summary: Literal["auto", "concise", "detailed"] | None = None
+
+    @property
+    def summary_mode(self) -> str | None:
+        return self.summary or self.generate_summary
 
 
 class ConversationRef(WireModel):
@@ -156,6 +163,18 @@ class ResponsesRequest(WireModel):
     @property
     def sampling(self) -> SamplingParams:
         return self._sampling
+
+    @property
+    def wants_encrypted_reasoning(self) -> bool:
+        return ENCRYPTED_REASONING in (self.include or ())
+
+    @property
+    def summary_mode(self) -> str | None:
+        return self.reasoning.summary_mode if self.reasoning is not None else None
+
+    @property
+    def effort(self) -> str | None:
+        return self.reasoning.effort if self.reasoning is not None else None
 
     @property
     def output_format(self) -> dict[str, Any] | None:

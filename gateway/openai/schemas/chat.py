@@ -53,6 +53,7 @@ class Message(WireModel):
     name: str | None = None
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
+    reasoning_content: str | None = None   # an assistant turn's thinking, sent back (vLLM's, DeepSeek's field)
 
     @field_validator("content", mode="before")
     @classmethod
@@ -83,6 +84,9 @@ class ChatCompletionRequest(SamplingFields):
     guided_grammar: str | None = None
     add_generation_prompt: bool = True
     continue_final_message: bool = False
+    # the reasoning model's switch and budget (gateway/conversation/reasoning.py); None: the model's default
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    thinking_token_budget: Annotated[int, Field(ge=0)] | None = None   # vLLM's: most thinking tokens, enforced
 
     @model_validator(mode="before")
     @classmethod

@@ -86,9 +86,17 @@ def test_errors_are_the_sdk_s_own_exception_classes(server, client):
     with pytest.raises(anthropic.AuthenticationError) as denied:
         stranger.messages.count_tokens(model=MODEL, messages=ASK)
     assert denied.value.body["error"]["type"] == "authentication_error"
-    with pytest.raises(anthropic.BadRequestError, match="thinking"):
+    with pytest.raises(anthropic.BadRequestError, match="budget_tokens"):     # Anthropic's own rule
         client.messages.create(model=MODEL, max_tokens=2, messages=ASK,
                                thinking={"type": "enabled", "budget_tokens": 1024})
+
+
+def test_thinking_on_a_model_that_does_not_reason(client):
+    """SmolLM2's template writes no reasoning: thinking is accepted and the answer has no thinking block."""
+    message = client.messages.create(model=MODEL, max_tokens=8, messages=ASK,
+                                     thinking={"type": "enabled", "budget_tokens": 4})
+    assert [b.type for b in message.content] == ["text"]
+    assert message.usage.model_dump()["output_tokens_details"] == {"thinking_tokens": 0}
 
 
 BAD = [  # (what is wrong, the body's changes, what the 400 names)
