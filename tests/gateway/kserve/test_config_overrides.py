@@ -67,7 +67,7 @@ def test_a_config_naming_what_does_not_exist_is_400(server, key, value, named):
 def test_a_python_model_that_fails_to_load_is_400_not_503(server):
     """A `backend: python` config whose model.py is missing fails its load as any other config does."""
     r = _load(server, {"backend": "python"})
-    assert r.status_code == 400 and "model.py" in r.json()["error"], r.text
+    assert r.status_code == 400 and "python backend" in r.json()["error"], r.text
     _still_serving(server)
 
 
