@@ -69,10 +69,10 @@ class ResponseStreamOptions(WireModel):
 
 class ResponsesRequest(WireModel):
     model: str
-    input: Input = Field(default_factory=list)        # type: ignore[valid-type]
+    input: Input = Field(default_factory=list)
     instructions: str | None = None
-    tools: Tools | None = None                          # type: ignore[valid-type]
-    tool_choice: ToolChoice | None = None               # type: ignore[valid-type]
+    tools: Tools | None = None
+    tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     max_tool_calls: Annotated[int, Field(ge=1)] | None = None
     max_output_tokens: int | None = None

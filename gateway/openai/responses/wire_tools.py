@@ -116,7 +116,7 @@ def _choice_tag(value: Any) -> str:
     return f"[{kind}]" if isinstance(kind, str) and kind in _CHOICES else "[other]"
 
 
-ToolChoice = Annotated[Union[  # type: ignore
+ToolChoice = Annotated[Union[
     Annotated[Literal["none", "auto", "required"], Tag("[mode]")], Annotated[NamedChoice, Tag("[function]")],
     Annotated[NamedChoice, Tag("[custom]")], Annotated[McpChoice, Tag("[mcp]")],
     Annotated[AllowedToolsChoice, Tag("[allowed_tools]")], Annotated[OtherChoice, Tag("[other]")]],

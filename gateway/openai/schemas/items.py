@@ -165,7 +165,7 @@ def _tag(value: Any) -> str:
 
 def item_union(table: dict[str, type[WireModel]]) -> Any:
     """The tagged union of `table`'s item models (built at runtime: mypy cannot use it as a type)."""
-    return Annotated[Union[tuple(Annotated[model, Tag(f"[{name}]")] for name, model in table.items())],  # type: ignore
+    return Annotated[Union[tuple(Annotated[model, Tag(f"[{name}]")] for name, model in table.items())],
                      Discriminator(_tag)]
 
 
