@@ -93,9 +93,9 @@ def _startable(compiled: CompiledGrammar, vocab_size: int) -> CompiledGrammar:
         mask.zero_()
         matcher.fill_bitmask(mask, 0)
         token, forced = _next_token(matcher, mask)
-        _check_step(matcher, token, step)
+        _check_step(matcher, token, step)          # refuses None
         choices += not forced
-        if not matcher.accept(token):   # type: ignore[arg-type]  # _check_step refused None
+        if token is None or not matcher.accept(token):
             break
     _check_step(matcher, 0, _PROBE_TOKENS)
     return compiled

@@ -82,7 +82,8 @@ class OpenAIBackend:
         def failed(failures: list[UpstreamError]) -> UpstreamError:
             tried = "; ".join(f"fallback '{n}': {f.message}"
                               for (n, _), f in zip(fallbacks, failures[1:], strict=True))
-            return UpstreamError(f"{failures[0].message}; {tried}") if tried else failures[0]
+            # the last one tried decides the kind (a fallback that timed out: UpstreamTimeout, a 504)
+            return type(failures[-1])(f"{failures[0].message}; {tried}") if tried else failures[0]
         return first_started(attempts, failed)
 
     def routed(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:

@@ -45,7 +45,8 @@ def _still_serving(server) -> None:
 
 
 @pytest.mark.parametrize("key, value", [
-    ("max_batch_size", "x"), ("max_batch_size", 0), ("max_step_tokens", "x"), ("kv_cache_mb", "x"),
+    ("max_batch_size", "x"), ("max_batch_size", 0), ("max_batch_size", -3), ("parameters", "x"),
+    ("max_step_tokens", "x"), ("kv_cache_mb", "x"),
     ("prefix_cache_mb", "x"), ("prefix_cache_mb", -1), ("context_length", 0), ("max_queue_size", 1.5),
     ("queue_timeout", "soon"), ("response_cache", "maybe"), ("num_threads", 0), ("prefill_stall", 0.5),
 ])
@@ -60,6 +61,13 @@ def test_a_bad_value_refuses_the_load_naming_the_key(server, key, value):
 def test_a_config_naming_what_does_not_exist_is_400(server, key, value, named):
     r = _load(server, {**GOOD, key: value})
     assert r.status_code == 400 and named in r.json()["error"]
+    _still_serving(server)
+
+
+def test_a_python_model_that_fails_to_load_is_400_not_503(server):
+    """A `backend: python` config whose model.py is missing fails its load as any other config does."""
+    r = _load(server, {"backend": "python"})
+    assert r.status_code == 400 and "python backend" in r.json()["error"], r.text
     _still_serving(server)
 
 

@@ -44,6 +44,7 @@ def front(tmp_path_factory, upstreams):
         "lonely": {**base, "base_url": dead, "fallbacks": ["live-only"]},
         "doomed": {**base, "base_url": dead, "fallbacks": ["dead-too"]},
         "dead-too": {**base, "base_url": f"http://127.0.0.1:{free_port()}/v1"},
+        "late": {**base, "base_url": dead, "fallbacks": ["slow"]},
         "slow": {**base, "base_url": upstreams["silent"].url, "timeout": 1},
         "limited": {**base, "base_url": upstreams["limited"].url},
     })
@@ -81,6 +82,13 @@ def test_fallback_answers_when_every_deployment_fails(front):
     r = _chat(front, "doomed")
     assert r.status_code == 502 and r.json()["error"]["code"] == "bad_gateway"
     assert "fallback 'dead-too'" in r.json()["error"]["message"]
+
+
+def test_a_fallback_that_times_out_is_504(front):
+    """The last upstream tried decides the status: its timeout is a 504, not the first one's 502."""
+    r = _chat(front, "late")
+    assert r.status_code == 504 and r.json()["error"]["code"] == "gateway_timeout", r.text
+    assert "fallback 'slow'" in r.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
