@@ -16,7 +16,13 @@ from conch.gateway.state import KEEP_ALIVE_S, Settings
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conch", description="Conch: an OpenAI-compatible LLM gateway")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve a model repository (default: the embedded SmolLM2)")
+    serve = sub.add_parser("serve", help="serve a .gguf file, an HF model folder or a model repository "
+                                          "(default: the embedded SmolLM2)")
+    serve.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                       help="a .gguf file or an HF model folder, served under its file's or folder's name "
+                            "(docs/models.md)")
+    serve.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
+                       help="serve a .gguf file or an HF model folder under NAME (repeatable)")
     serve.add_argument("--model-repository", type=Path, default=None)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -97,6 +103,21 @@ def _aliases(args: argparse.Namespace):
         raise SystemExit(f"conch serve: --model-alias: {exc}") from None
 
 
+def _repository(args: argparse.Namespace) -> ModelRepository:
+    """The repository folder, or the models named by path, or the built-in one; SystemExit naming a bad path."""
+    if not (args.paths or args.model):
+        return ModelRepository(args.model_repository)
+    if args.model_repository is not None:
+        raise SystemExit("conch serve: give either model paths (PATH, --model) or --model-repository, not both")
+    from conch.engine.errors import InvalidRequest
+    from conch.engine.repository.paths import path_configs
+
+    try:
+        return ModelRepository(models=path_configs(args.paths, args.model))
+    except InvalidRequest as exc:
+        raise SystemExit(f"conch serve: {exc.message}") from None
+
+
 def _ray_arguments(serve: argparse.ArgumentParser) -> None:
     ray = serve.add_argument_group("Ray Serve (needs the [ray] extra; see docs/ray.md)")
     ray.add_argument("--ray", action="store_true", help="serve as a Ray Serve application")
@@ -160,6 +181,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"conch serve: {exc}") from None
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.ray:
+        if args.paths or args.model:
+            raise SystemExit("conch serve --ray: serves a --model-repository (write a config naming the file: "
+                             "weights: PATH)")
         return _serve_ray(args)
     mcp = _mcp_config(args)
     import uvicorn
@@ -170,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     from conch.gateway.auth import Gate, KeyRing
     from conch.gateway.limits import open_limiter
 
-    engine = Engine(ModelRepository(args.model_repository), cache=open_cache(args.response_cache),
+    engine = Engine(_repository(args), cache=open_cache(args.response_cache),
                     max_queue_size=args.max_queue_size)
     keys = KeyRing.load(args.api_key, args.api_keys_file, args.admin_key)
     limiter = open_limiter(args.rate_limits, args.rate_limits_fallback, args.rate_limits_replicas or 1)

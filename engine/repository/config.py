@@ -43,7 +43,8 @@ LLM_BACKENDS = frozenset({"transformers", "vllm", "tensorrt_llm", "openai"})
 class ModelConfig:
     name: str
     backend: str = "transformers"
-    weights: str | None = None          # a folder; relative paths are resolved against the version folder
+    weights: str | None = None          # a folder or a .gguf file; relative paths are resolved against the
+                                        # version folder
     tokenizer: str | None = None        # defaults to the weights folder
     chat_template: str | None = None    # a Jinja template overriding the tokenizer's own
     tool_call_parser: str = "hermes"
@@ -202,7 +203,9 @@ def confine_override(config: ModelConfig, root: Path) -> ModelConfig:
         if value is None or value.startswith("builtin:"):
             continue
         target = Path(config.resolve(value)).resolve()
-        if ".." in Path(value).parts or not target.is_relative_to(Path(root).resolve()) or not target.is_dir():
-            raise InvalidRequest(f"model '{config.name}': a config override's '{key}' must be a folder inside "
-                                 f"the model repository or 'builtin:NAME'", param="config")
+        readable = target.is_dir() or (key == "weights" and target.suffix.lower() == ".gguf" and target.is_file())
+        if ".." in Path(value).parts or not target.is_relative_to(Path(root).resolve()) or not readable:
+            raise InvalidRequest(f"model '{config.name}': a config override's '{key}' must be a folder (or, for "
+                                 f"weights, a .gguf file) inside the model repository or 'builtin:NAME'",
+                                 param="config")
     return config

@@ -37,22 +37,28 @@ def latest_version(model_dir: Path) -> str:
 
 
 class ModelRepository:
-    """A folder of models, or (with no folder) the built-in repository holding the default model."""
+    """A folder of models, or (with no folder) fixed configs: the models named on the command line
+    (paths.py), else the built-in repository holding the default model."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, models: dict[str, ModelConfig] | None = None) -> None:
         self.root = Path(root) if root is not None else None
+        self._fixed = models or None
+
+    def _fixed_configs(self) -> dict[str, ModelConfig]:
+        return self._fixed if self._fixed is not None else builtin_configs()
 
     def names(self) -> list[str]:
         if self.root is None:
-            return list(builtin_configs())
+            return list(self._fixed_configs())
         return sorted(p.name for p in self.root.iterdir() if any((p / f).exists() for f in CONFIG_FILES))
 
     def config(self, name: str, version: str | None = None, override: Any = None) -> ModelConfig:
         """The config of `version` (default: the newest the version policy serves)."""
         if self.root is None:
-            config = builtin_configs().get(name)
+            config = self._fixed_configs().get(name)
             if config is None:
-                raise ModelNotFound(f"model '{name}' is not in the built-in repository")
+                where = "on the command line" if self._fixed is not None else "in the built-in repository"
+                raise ModelNotFound(f"model '{name}' is not {where}")
             return config
         if not name or "/" in name or "\\" in name or name.startswith("."):
             raise ModelNotFound(f"model '{name}' is not in the repository")
