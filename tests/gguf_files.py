@@ -12,6 +12,8 @@ import torch
 
 # where each type's fp16 scales sit in its block (bytes), and the block's size in bytes and values
 _SCALES = {"Q8_0": (0,), "Q4_0": (0,), "Q4_1": (0, 2), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
+# a block scale giving values of ~0.1 (sub-block scales and quants are random)
+K_SCALE = {"Q4_K": 0.0005, "Q5_K": 0.0003, "Q6_K": 0.0001}
 
 
 def random_blocks(qtype: str, rows: int, cols: int, scale: float, rng: np.random.Generator) -> np.ndarray:
@@ -62,7 +64,7 @@ def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] |
                      seed: int = 0) -> Path:
     """`model` (an HF Llama with SmolLM2's vocabulary) as a GGUF at `path`: its 2-D matrices in `qtype`
     (the embedding too), norms in F32. `sampling`: general.sampling.* keys (temp, top_p, top_k)."""
-    from gguf import GGMLQuantizationType, GGUFWriter
+    from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
     from gguf.quants import quantize
 
     from conch.engine.weights.smollm2 import gguf_path
@@ -81,7 +83,7 @@ def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] |
     writer.add_rope_dimension_count(c.hidden_size // c.num_attention_heads)
     for key, value in (sampling or {}).items():
         writer.add_key_value(f"general.sampling.{key}", value,
-                             *((gguf_int(),) if key == "top_k" else (gguf_float(),)))
+                             GGUFValueType.INT32 if key == "top_k" else GGUFValueType.FLOAT32)
     _copy_tokenizer(writer, gguf_path())
     kind = GGMLQuantizationType[qtype]
     for name, w in _tensors(model).items():
@@ -90,7 +92,7 @@ def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] |
         elif qtype in ("F16",):
             writer.add_tensor(name, w.astype(np.float16))
         elif qtype in _SCALES and qtype.endswith("_K"):
-            writer.add_tensor(name, random_blocks(qtype, *w.shape, scale=0.002, rng=rng), raw_dtype=kind)
+            writer.add_tensor(name, random_blocks(qtype, *w.shape, scale=K_SCALE[qtype], rng=rng), raw_dtype=kind)
         else:
             writer.add_tensor(name, quantize(w, kind), raw_dtype=kind)
     writer.write_header_to_file()
@@ -100,22 +102,13 @@ def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] |
     return path
 
 
-def gguf_int():
-    from gguf import GGUFValueType
-    return GGUFValueType.INT32
-
-
-def gguf_float():
-    from gguf import GGUFValueType
-    return GGUFValueType.FLOAT32
-
-
-def small_llama(hidden: int = 64, inter: int = 128, layers: int = 2, seed: int = 0):
-    """A random-weights Llama with SmolLM2's vocabulary (float32)."""
+def small_llama(hidden: int = 64, inter: int = 128, layers: int = 2, seed: int = 0, init: float = 0.02):
+    """A random-weights Llama with SmolLM2's vocabulary (float32); `init`: its weights' std."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=49152, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         bos_token_id=1, eos_token_id=2, tie_word_embeddings=True)
+                         bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+                         initializer_range=init)
     torch.manual_seed(seed)
     return LlamaForCausalLM(config).float().eval()
