@@ -20,7 +20,7 @@ def server(tmp_path_factory):
     folder = root / "folder"
     shutil.copytree(ensure_tiny_model(), folder)
     (folder / "generation_config.json").write_text(json.dumps({"temperature": 0.0, "top_k": 5}))
-    server = start_server([str(gguf), "--model", f"folder={folder}"], root)
+    server = start_server([str(gguf), "--model", f"folder={folder}"], root, timeout=600)
     yield server
     server.stop()
 

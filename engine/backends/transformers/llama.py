@@ -21,7 +21,7 @@ from conch.engine.backends.transformers.slot_store import SlotKVStore
 from conch.engine.backends.transformers.step import Step
 from conch.engine.backends.transformers.huge_pages import HugePageArena
 from conch.engine.backends.transformers.families import Family, family
-from conch.engine.backends.transformers.weights import NarrowPacking, Shape, can_pack, fused_layer, product
+from conch.engine.backends.transformers.weights import NarrowPacking, Shape, can_pack, fused_layer, head_product
 
 
 def supports(model: Any) -> bool:
@@ -57,13 +57,13 @@ class LlamaForward:
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         rotary = fam.rotary_dims or self.head_dim
         self.eps = c.rms_norm_eps
-        self.dtype = model.lm_head.weight.dtype
+        self.dtype = model.model.embed_tokens.weight.dtype
         self.embed = model.model.embed_tokens.weight
         self.norm = model.model.norm.weight
         self.kernels = Kernels.load(self.dtype, self.head_dim)
         pack, lone = can_pack(self.dtype), not batch_invariant
         narrow = None if self.kernels.narrow is None else NarrowPacking(self.kernels.narrow, HugePageArena())
-        self.lm_head = product(model.lm_head.weight, None, pack, lone, narrow)
+        self.lm_head = head_product(model.lm_head, pack, lone, narrow)
         shape = Shape(self.heads, self.kv_heads, self.head_dim, rotary)
         self.layers = [fused_layer(b, pack, shape, fam, lone, narrow) for b in model.model.layers]
         self.max_positions = fam.rope_length or c.max_position_embeddings

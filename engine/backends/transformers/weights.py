@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from conch.engine.backends.transformers.families import Family
 from conch.engine.backends.transformers.huge_pages import HugePageArena
+from conch.engine.backends.transformers.quantized import QuantLinear, Stacked
 
 PACK_HINT = 64       # the batch size oneDNN lays packed weights out for; measured best over decode 1..64 here
 
@@ -172,6 +173,8 @@ def fused_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: 
                 narrow: NarrowPacking | None = None) -> Layer:
     """A block's matrices fused and reordered (q/k rows in RoPE pairs), Family's multipliers folded in: q by
     q_scale, o and down by residual_scale."""
+    if isinstance(block.self_attn.q_proj, QuantLinear):
+        return _quantized_layer(block, pack, shape, family, lone_row, narrow)
     a = block.self_attn
     weights, biases = _attention_rows(block, family.fused_qkv)
     q, k = weights[0].shape[0], weights[1].shape[0]
@@ -199,3 +202,36 @@ def fused_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: 
 
 def _scaled(t: torch.Tensor, by: float) -> torch.Tensor:
     return t if by == 1.0 else (t.float() * by).to(t.dtype)
+
+
+def head_product(module: Any, pack: bool, lone_row: bool, narrow: NarrowPacking | None) -> Product:
+    """A Linear's product: a QuantLinear's own blocks, else weights.py's fastest for its weight."""
+    if isinstance(module, QuantLinear):
+        return module.matrix if module.bias is None else Stacked((module.matrix,), module.bias)
+    return product(module.weight, module.bias, pack, lone_row, narrow)
+
+
+def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: bool,
+                     narrow: NarrowPacking | None) -> Layer:
+    """A block whose matrices stay in a GGUF's blocks (gguf_layers.py): q | k | v and gate | up side by side
+    rather than fused (their types may differ), q/k rows reordered into RoPE pairs (a copy of their blocks)."""
+    if family.q_scale != 1.0 or family.residual_scale != 1.0 or family.fused_qkv:
+        raise ValueError(f"{family.name}: quantized matrices with folded multipliers or fused qkv")
+    a, m = block.self_attn, block.mlp
+    q, k, v = a.q_proj, a.k_proj, a.v_proj
+    order = [_pair_order(q.out_features, shape.heads, shape.rotary_dims),
+             _pair_order(k.out_features, shape.kv_heads, shape.rotary_dims), torch.arange(v.out_features)]
+    mods = list(zip((q, k, v), order, strict=True))
+    parts = tuple(mod.matrix.rows(rows) if isinstance(mod, QuantLinear) else
+                  product(mod.weight[rows], None, pack, lone_row, narrow) for mod, rows in mods)
+    biases = [None if mod.bias is None else mod.bias[rows] for mod, rows in mods]
+    head = _pair_order(shape.head_dim, 1, shape.rotary_dims)
+    return Layer(norm1=block.input_layernorm.weight,
+                 qkv=Stacked(parts, _cat(biases, [torch.empty(len(r)) for r in order])),
+                 o=head_product(a.o_proj, pack, lone_row, narrow),
+                 norm2=block.post_attention_layernorm.weight,
+                 gate_up=Stacked((head_product(m.gate_proj, pack, lone_row, narrow),
+                                  head_product(m.up_proj, pack, lone_row, narrow))),
+                 down=head_product(m.down_proj, pack, lone_row, narrow),
+                 q_norm=a.q_norm.weight[head] if family.qk_norm else None,
+                 k_norm=a.k_norm.weight[head] if family.qk_norm else None)
