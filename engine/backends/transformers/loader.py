@@ -60,7 +60,7 @@ def _keep_quantized(model: Any, info: GgufInfo) -> None:
     kernel = native.load("quant_matmul")
     if kernel is None or info.architecture not in ARCHS:
         log.warning("%s: served dequantized (%s), %s", info.path.name, ", ".join(sorted(quantized)),
-                    "no C++ compiler for the quantized kernels" if kernel is None else
+                    "no quantized kernel here (no C++ compiler, or CONCH_NATIVE_KERNELS=0)" if kernel is None else
                     f"its architecture {info.architecture} keeps quantized matrices only for {sorted(ARCHS)}")
         return
     left = unsupported(quantized)
