@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, AsyncGenerator, Callable, Protocol, runtime_ch
 from conch.engine.errors import BackendUnavailable, InvalidRequest
 
 if TYPE_CHECKING:
+    from conch.engine.params.model_defaults import GenerationDefaults
     from conch.engine.tensors.interface import InferRequest, Tensors
     from conch.engine.repository.config import ModelConfig
     from conch.engine.repository.specs import TensorSpec
@@ -96,6 +97,14 @@ class CountsExecutions(Protocol):
 
     @property
     def steps(self) -> int: ...
+
+
+@runtime_checkable
+class HasGenerationDefaults(Protocol):
+    """A backend whose model carries its own sampling defaults (generation_config.json, GGUF metadata), which
+    Engine.prepare gives the fields a request left out (engine/params/model_defaults.py)."""
+
+    generation_defaults: GenerationDefaults
 
 
 @runtime_checkable

@@ -173,7 +173,7 @@ class Engine:
         prepared again)."""
         model = self.get(request.model, request.version)
         model.generator                       # noqa: B018 -- a tensor-only model refuses before tokenizing
-        params = checked_sampling(request.params, model.vocab_size)
+        params = checked_sampling(model.with_defaults(request.params), model.vocab_size)
         if params.speculative_tokens is not None and not model.backend.capabilities.speculation:
             raise InvalidRequest(f"model '{model.config.name}' does not take 'speculative_tokens' (only the "
                                  f"transformers backend's multi-token decode steps do)", param="speculative_tokens")

@@ -5,9 +5,10 @@ from collections.abc import Sized
 from dataclasses import dataclass
 from typing import cast
 
-from conch.engine.backend import Backend, LLMBackend, TextGenerator
+from conch.engine.backend import Backend, HasGenerationDefaults, LLMBackend, TextGenerator
 from conch.engine.errors import InvalidRequest
 from conch.engine.repository.config import ModelConfig
+from conch.engine.types import SamplingParams
 
 
 
@@ -39,6 +40,12 @@ class LoadedModel:
             raise InvalidRequest(f"model '{self.name}' ({self.config.backend} backend) does not generate text; "
                                  f"use /v2 infer or gRPC", param="model")
         return cast(LLMBackend, self.backend)
+
+    def with_defaults(self, params: SamplingParams) -> SamplingParams:
+        """`params` with the model's own generation defaults where the request left a field out."""
+        if isinstance(self.backend, HasGenerationDefaults):
+            return self.backend.generation_defaults.apply(params)
+        return params
 
     @property
     def context_length(self) -> int:

@@ -62,6 +62,9 @@ class SamplingParams:
     min_tokens: int = 0          # EOS, stop_token_ids and stop strings do not end a choice before this many tokens
     speculative_tokens: int | None = None  # most tokens a multi-token decode step proposes for this request, under
                                            # the model's own `speculative_tokens` (0: off); None: the model's
+    model_defaults: frozenset[str] = frozenset()  # fields the client left out, which take the model's generation
+                                           # defaults (its generation_config.json or GGUF sampling metadata) in
+                                           # Engine.prepare; set by build_sampling, empty for params built in code
 
     @property
     def greedy(self) -> bool:

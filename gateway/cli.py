@@ -18,7 +18,13 @@ from conch.gateway.state import KEEP_ALIVE_S, Settings
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conch", description="Conch: an OpenAI-compatible LLM gateway")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve a model repository (default: the embedded SmolLM2)")
+    serve = sub.add_parser("serve", help="serve a .gguf file, an HF model folder or a model repository "
+                                          "(default: the embedded SmolLM2)")
+    serve.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                       help="a .gguf file or an HF model folder, served under its file's or folder's name "
+                            "(docs/models.md)")
+    serve.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
+                       help="serve a .gguf file or an HF model folder under NAME (repeatable)")
     serve.add_argument("--model-repository", action="append", default=[], metavar="PATH|URL",
                        help="a model folder, or s3://[HOST:PORT/]BUCKET/PATH, gs://BUCKET/PATH, "
                             "as://ACCOUNT/CONTAINER/PATH (the [cloud] extra; docs/object-storage.md); repeatable")
@@ -142,6 +148,21 @@ def _trace_config(args: argparse.Namespace):
     return config
 
 
+def _repository(args: argparse.Namespace) -> ModelRepository:
+    """The repositories named, or the models named by path, or the built-in one; SystemExit naming a bad path."""
+    if not (args.paths or args.model):
+        return _open_repository(args)
+    if args.model_repository:
+        raise SystemExit("conch serve: give either model paths (PATH, --model) or --model-repository, not both")
+    from conch.engine.errors import InvalidRequest
+    from conch.engine.repository.paths import path_configs
+
+    try:
+        return ModelRepository(models=path_configs(args.paths, args.model))
+    except InvalidRequest as exc:
+        raise SystemExit(f"conch serve: {exc.message}") from None
+
+
 def _ray_arguments(serve: argparse.ArgumentParser) -> None:
     ray = serve.add_argument_group("Ray Serve (needs the [ray] extra; see docs/ray.md)")
     ray.add_argument("--ray", action="store_true", help="serve as a Ray Serve application")
@@ -208,6 +229,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"conch serve: {exc}") from None
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.ray:
+        if args.paths or args.model:
+            raise SystemExit("conch serve --ray: serves a --model-repository (write a config naming the file: "
+                             "weights: PATH)")
         return _serve_ray(args)
     mcp = _mcp_config(args)
     import uvicorn
@@ -218,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     from conch.gateway.auth import Gate, KeyRing
     from conch.gateway.limits import open_limiter
 
-    engine = Engine(_open_repository(args), cache=open_cache(args.response_cache),
+    engine = Engine(_repository(args), cache=open_cache(args.response_cache),
                     max_queue_size=args.max_queue_size)
     from conch.gateway.keys_file import KeysFileError
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from conch.engine.errors import InvalidRequest
 from conch.engine.params.kinds import READERS, TYPE_NAMES, short_repr
-from conch.engine.params.table import BY_WIRE_NAME, PARAMS, Param
+from conch.engine.params.table import BY_WIRE_NAME, DEFAULTABLE, PARAMS, Param
 from conch.engine.types import SamplingParams
 
 GREEDY_BELOW = 1e-5
@@ -49,7 +49,7 @@ def build_sampling(values: Mapping[str, Any], base: SamplingParams = _DEFAULT,
         if param.name in fields:
             raise InvalidRequest(f"'{named(wire_name)}' names '{param.name}' a second time", param=named(wire_name))
         fields[param.name] = read_value(param, value, named(wire_name))
-    params = replace(base, **fields)
+    params = replace(base, **fields, model_defaults=DEFAULTABLE - fields.keys())
     _check_together(params, named)
     return _normalized(params, None)
 

@@ -66,6 +66,8 @@ PARAMS: tuple[Param, ...] = (
 )
 BY_NAME: dict[str, Param] = {p.name: p for p in PARAMS}
 BY_WIRE_NAME: dict[str, Param] = {**BY_NAME, **{a: p for p in PARAMS for a in p.aliases}}
+# What a model's own generation defaults may set where a request leaves it out (engine/params/model_defaults.py)
+DEFAULTABLE = frozenset({"temperature", "top_p", "top_k", "min_p", "repetition_penalty"})
 TENSOR_NAMES = frozenset(n for n, p in BY_WIRE_NAME.items() if p.tensor)
 
 _DEFAULTS = {f.name: f.default for f in fields(SamplingParams) if f.default is not MISSING}   # every row has one

@@ -47,7 +47,8 @@ class ModelConfig:
 
     name: str = field(metadata={"rule": None, "sources": frozenset()})   # the model's folder (no source sets it)
     backend: str = key("transformers", Rule(str), YAML_ONLY + (TRITON,))
-    weights: str | None = key(None, Rule(str, optional=True))   # a folder; relative: against the version folder
+    weights: str | None = key(None, Rule(str, optional=True))   # a folder or a .gguf file; relative:
+                                                              # against the version folder
     tokenizer: str | None = key(None, Rule(str, optional=True))  # defaults to the weights folder
     chat_template: str | None = key(None, Rule(str, optional=True))  # a Jinja template over the tokenizer's own
     tool_call_parser: str = key("hermes", Rule(str))
@@ -219,7 +220,9 @@ def confine_override(config: ModelConfig, root: Path) -> ModelConfig:
         if value is None or value.startswith("builtin:"):
             continue
         target = Path(config.resolve(value)).resolve()
-        if ".." in Path(value).parts or not target.is_relative_to(Path(root).resolve()) or not target.is_dir():
-            raise InvalidRequest(f"model '{config.name}': a config override's '{folder}' must be a folder inside "
-                                 f"the model repository or 'builtin:NAME'", param="config")
+        readable = target.is_dir() or (folder == "weights" and target.suffix.lower() == ".gguf" and target.is_file())
+        if ".." in Path(value).parts or not target.is_relative_to(Path(root).resolve()) or not readable:
+            raise InvalidRequest(f"model '{config.name}': a config override's '{folder}' must be a folder (or, for "
+                                 f"weights, a .gguf file) inside the model repository or 'builtin:NAME'",
+                                 param="config")
     return config

@@ -43,9 +43,10 @@ def latest_version(model_dir: Path) -> str:
 
 class ModelRepository:
     """One or more model folders (Triton's repeated --model-repository: local paths or object storage,
-    engine/repository/object_store.py), or, with none, the built-in repository holding the default model."""
+    engine/repository/object_store.py), or, with none, fixed configs: the models named on the command line
+    (paths.py), else the built-in repository holding the default model."""
 
-    def __init__(self, root: RepositoryRoots = None) -> None:
+    def __init__(self, root: RepositoryRoots = None, models: dict[str, ModelConfig] | None = None) -> None:
         roots = [] if root is None else [root] if isinstance(root, (str, os.PathLike)) else list(root)
         self.mirrors = [ObjectStoreMirror(str(r)) for r in roots if is_remote(r)]
         mirrored = iter(self.mirrors)
@@ -53,7 +54,11 @@ class ModelRepository:
         self.labels = {folder: (str(r) if is_remote(r) else str(folder)) for folder, r in zip(self.roots, roots,
                                                                                          strict=True)}
         self.root = self.roots[0] if self.roots else None     # the first repository (a config override's)
+        self._fixed = models or None
         self.refresh()
+
+    def _fixed_configs(self) -> dict[str, ModelConfig]:
+        return self._fixed if self._fixed is not None else builtin_configs()
 
     def refresh(self) -> None:
         """Bring the object-storage mirrors up to date with their buckets (a no-op for local folders)."""
@@ -81,16 +86,17 @@ class ModelRepository:
 
     def names(self) -> list[str]:
         if not self.roots:
-            return list(builtin_configs())
+            return list(self._fixed_configs())
         return sorted({p.name for root in self.roots for p in root.iterdir()
                        if any((p / f).exists() for f in CONFIG_FILES)})
 
     def config(self, name: str, version: str | None = None, override: Any = None) -> ModelConfig:
         """The config of `version` (default: the newest the version policy serves)."""
         if not self.roots:
-            config = builtin_configs().get(name)
+            config = self._fixed_configs().get(name)
             if config is None:
-                raise ModelNotFound(f"model '{name}' is not in the built-in repository")
+                where = "on the command line" if self._fixed is not None else "in the built-in repository"
+                raise ModelNotFound(f"model '{name}' is not {where}")
             return config
         if not name or "/" in name or "\\" in name or name.startswith("."):
             raise ModelNotFound(f"model '{name}' is not in the repository")

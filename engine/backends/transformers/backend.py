@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import torch
 
 from conch.engine.backend import BackendStats, Capabilities
-from conch.engine.backends.transformers import llama, loader
+from conch.engine.backends.transformers import families, loader
 from conch.engine.backends.transformers.commands import Abort, Add, Call
 from conch.engine.backends.transformers.engine_core import MAX_FAILED_STEPS, EngineCore, settle
 from conch.engine.backends.transformers.flat_runner import FlatRunner
@@ -36,6 +36,7 @@ from conch.engine.backends.transformers.scheduler import Scheduler
 from conch.engine.backends.transformers.reasoning_gate import ReasoningGate
 from conch.engine.backends.transformers.sequence import Sequence
 from conch.engine.backends.transformers.speculation import Speculation
+from conch.engine.params.model_defaults import GenerationDefaults
 from conch.engine.pipeline.length_bound import max_token_span
 from conch.engine.repository.config import ModelConfig
 from conch.engine.types import GenerationDelta, GenerationRequest
@@ -57,6 +58,7 @@ class TransformersBackend:
         self.tokenizer: Any = None       # a transformers tokenizer once started
         # the core calls _deliver through this lambda, so a test may wrap the method after start
         self.core = EngineCore(config.name, lambda deltas: self._deliver(deltas))
+        self.generation_defaults = GenerationDefaults()   # the model's own, once started (HasGenerationDefaults)
         self._queues: dict[str, asyncio.Queue] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -93,30 +95,53 @@ class TransformersBackend:
         self.core.run()
 
     def _load(self) -> None:
-        model, self.tokenizer = loader.load(self.config)
+        loaded = loader.load(self.config)
+        model, self.tokenizer, self.generation_defaults = loaded.model, loaded.tokenizer, loaded.defaults
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         runner = self.core.runner = self._runner(model, pad)
         c = self.config
+        if isinstance(runner, FlatRunner):
+            self._fit_context(runner.kv.bytes_per_token, runner.forward_pass.max_positions)
         speculation = Speculation(c.speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max,
                                   c.speculative_grammar, c.speculative_max_batch)
         self.core.scheduler = Scheduler(runner, c.max_batch_size, c.max_step_tokens, c.prefill_stall, speculation)
         self.core.sampler = Sampler(self.tokenizer, model.config.vocab_size)
         self._eos = frozenset(_eos_ids(model, self.tokenizer))
 
+    def _fit_context(self, bytes_per_token: int, positions: int) -> None:
+        """A context no longer than the flattened forward's RoPE table (Phi-3 longrope: its original length) and
+        one sequence's KV within kv_cache_mb (a model's own context, served by path, may be 128K tokens: vLLM
+        refuses such a start, Conch serves the length that fits and says so)."""
+        if self.context_length > positions:
+            log.warning("model %s: serving %d tokens of context (the rotary table's length), not %d",
+                        self.config.name, positions, self.context_length)
+            self.context_length = positions
+        fits = self.config.kv_cache_mb * 2**20 // bytes_per_token
+        if self.context_length > fits:
+            log.warning("model %s: context length %d does not fit kv_cache_mb %d (%d bytes a token); serving %d "
+                        "tokens (raise kv_cache_mb for more)", self.config.name, self.context_length,
+                        self.config.kv_cache_mb, bytes_per_token, fits)
+            self.context_length = fits
+
     def _runner(self, model, pad: int) -> Runner:
         """The flattened runner for the Llama family (chunked prefill, slot KV store under a byte budget);
         the HF forward, left-padded, for any other architecture or when the config says `runner: hf`."""
         c = self.config
         prefixes = PrefixCache(c.prefix_cache_mb * 2**20)
-        if c.runner == "auto" and llama.supports(model):
+        fam = families.family(model.config)
+        if c.runner == "auto" and isinstance(fam, families.Family):
             policy = None if c.kv_store == "auto" else StorePolicy(c.kv_store)
             runner = FlatRunner(model, c.max_batch_size, c.kv_cache_mb * 2**20, prefixes, policy, c.batch_invariant)
             log.info("model %s: the flattened runner, its KV store %s", c.name, runner.kv.policy.value)
             log.info("model %s: kernel path: %s (CPU flags: %s)", c.name, runner.forward_pass.kernels.matmul.name,
                      " ".join(cpu_flags()) or "unknown")
             return runner
-        log.info("model %s: the HF runner (architecture %s, runner %s)", c.name, model.config.model_type, c.runner)
+        if c.runner == "auto":
+            log.warning("model %s: served by the HF runner, several times slower than the flattened one: %s",
+                        c.name, fam)
+        else:
+            log.info("model %s: the HF runner (runner: hf)", c.name)
         if c.batch_invariant:
             log.warning("model %s: batch_invariant holds for the flattened runner only, not the HF runner", c.name)
         return HFRunner(model, pad, prefixes, c.max_batch_size * self.context_length)

@@ -13,7 +13,9 @@ from typing import Any, Protocol
 import torch
 import torch.nn.functional as F
 
+from conch.engine.backends.transformers.families import Family
 from conch.engine.backends.transformers.huge_pages import HugePageArena
+from conch.engine.backends.transformers.quantized import QuantLinear, Stacked
 
 PACK_HINT = 64       # the batch size oneDNN lays packed weights out for; measured best over decode 1..64 here
 
@@ -110,36 +112,127 @@ class Layer:
     norm2: torch.Tensor
     gate_up: Product            # (hidden) -> (2 inter)
     down: Product
+    q_norm: torch.Tensor | None = None    # (D,) in RoPE pair order (Family.qk_norm)
+    k_norm: torch.Tensor | None = None
 
 
-def _cat_bias(*mods: Any) -> torch.Tensor | None:
-    if all(m.bias is None for m in mods):
-        return None
-    return torch.cat([m.bias if m.bias is not None else torch.zeros(m.out_features, dtype=m.weight.dtype)
-                      for m in mods])
+@dataclass(frozen=True)
+class Shape:
+    """What fused_layer needs of the model: heads, kv heads, head_dim D, rotary dims R (pairs reordered)."""
+    heads: int
+    kv_heads: int
+    head_dim: int
+    rotary_dims: int
 
 
-def _pair_order(n: int, heads: int) -> torch.Tensor:
-    """(n,) the rows of a q or k projection (n = heads x D), per head reordered from HF's halves
-    (0..D/2-1 | D/2..D-1) to pairs (0, D/2, 1, D/2 + 1, ...): RoPE then rotates adjacent pairs, a complex
-    multiply. q and k get the same order, so q.k is unchanged; v and the output are not reordered."""
-    return torch.arange(n).view(heads, 2, n // heads // 2).transpose(1, 2).reshape(n)
+def _bias(m: Any) -> torch.Tensor | None:
+    return getattr(m, "bias", None)
 
 
-def fused_layer(block: Any, pack: bool, heads: int, kv_heads: int, lone_row: bool = True,
-                narrow: NarrowPacking | None = None) -> Layer:
-    a, m = block.self_attn, block.mlp
-    if any(getattr(x, "bias", None) is not None for x in (m.gate_proj, m.up_proj, m.down_proj)):
+def _pair_order(n: int, heads: int, rotary: int) -> torch.Tensor:
+    """(n,) the rows of a q or k projection (n = heads x D), per head reordered from HF's halves of the first
+    R dims (0..R/2-1 | R/2..R-1) to pairs (0, R/2, 1, R/2 + 1, ...), the D - R unrotated dims after them in
+    order: RoPE then rotates adjacent pairs, a complex multiply (the unrotated ones by 1). q and k get the same
+    order, so q.k is unchanged; v and the output are not reordered."""
+    D = n // heads
+    head = torch.cat([torch.arange(rotary).view(2, rotary // 2).t().reshape(rotary), torch.arange(rotary, D)])
+    return (torch.arange(heads).unsqueeze(1) * D + head).reshape(n)
+
+
+def _attention_rows(block: Any, fused: bool) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """[q, k, v] weights and biases, from separate projections or Phi-3's one qkv_proj (rows q | k | v)."""
+    a = block.self_attn
+    if not fused:
+        mods = (a.q_proj, a.k_proj, a.v_proj)
+        return [m.weight for m in mods], [_bias(m) for m in mods]
+    q = a.config.num_attention_heads * a.head_dim
+    kv = a.config.num_key_value_heads * a.head_dim
+    w, b = a.qkv_proj.weight, _bias(a.qkv_proj)
+    cuts = [slice(0, q), slice(q, q + kv), slice(q + kv, q + 2 * kv)]
+    return [w[c] for c in cuts], [None if b is None else b[c] for c in cuts]
+
+
+def _mlp_rows(block: Any, fused: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(gate | up weight rows, down weight)."""
+    m = block.mlp
+    mods = (m.gate_up_proj, m.down_proj) if fused else (m.gate_proj, m.up_proj, m.down_proj)
+    if any(_bias(x) is not None for x in mods):
         raise ValueError("MLP biases are not supported")
-    q, k = a.q_proj.out_features, a.k_proj.out_features
-    rows = torch.cat([_pair_order(q, heads), q + _pair_order(k, kv_heads),
-                      torch.arange(q + k, q + k + a.v_proj.out_features)])    # fused q/k/v rows, q/k interleaved
-    qkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])[rows]
-    bias = _cat_bias(a.q_proj, a.k_proj, a.v_proj)
-    return Layer(norm1=block.input_layernorm.weight,
-                 qkv=product(qkv, None if bias is None else bias[rows], pack, lone_row, narrow),
-                 o=product(a.o_proj.weight, a.o_proj.bias, pack, lone_row, narrow),
-                 norm2=block.post_attention_layernorm.weight,
-                 gate_up=product(torch.cat([m.gate_proj.weight, m.up_proj.weight]), None, pack, lone_row, narrow),
-                 down=product(m.down_proj.weight, None, pack, lone_row, narrow))
+    if fused:
+        return m.gate_up_proj.weight, m.down_proj.weight
+    return torch.cat([m.gate_proj.weight, m.up_proj.weight]), m.down_proj.weight
 
+
+def _cat(parts: list[torch.Tensor | None], weights: list[torch.Tensor]) -> torch.Tensor | None:
+    if all(p is None for p in parts):
+        return None
+    return torch.cat([p if p is not None else torch.zeros(w.shape[0], dtype=w.dtype)
+                      for p, w in zip(parts, weights, strict=True)])
+
+
+def fused_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: bool = True,
+                narrow: NarrowPacking | None = None) -> Layer:
+    """A block's matrices fused and reordered (q/k rows in RoPE pairs), Family's multipliers folded in: q by
+    q_scale, o and down by residual_scale."""
+    if isinstance(getattr(block.self_attn, "q_proj", None), QuantLinear):
+        return _quantized_layer(block, pack, shape, family, lone_row, narrow)
+    a = block.self_attn
+    weights, biases = _attention_rows(block, family.fused_qkv)
+    q, k = weights[0].shape[0], weights[1].shape[0]
+    rows = torch.cat([_pair_order(q, shape.heads, shape.rotary_dims),
+                      q + _pair_order(k, shape.kv_heads, shape.rotary_dims),
+                      torch.arange(q + k, q + k + weights[2].shape[0])])    # fused q/k/v rows, q/k in pairs
+    scale = torch.ones(q + k + weights[2].shape[0], dtype=torch.float32)
+    scale[:q] = family.q_scale
+    qkv = (torch.cat(weights)[rows].float() * scale.unsqueeze(1)).to(weights[0].dtype)
+    bias = _cat(biases, weights)
+    bias = None if bias is None else (bias[rows].float() * scale).to(bias.dtype)
+    gate_up, down = _mlp_rows(block, family.fused_qkv)
+    head = _pair_order(shape.head_dim, 1, shape.rotary_dims)
+    return Layer(norm1=block.input_layernorm.weight,
+                 qkv=product(qkv, bias, pack, lone_row, narrow),
+                 o=product(_scaled(a.o_proj.weight, family.residual_scale),
+                           None if a.o_proj.bias is None else _scaled(a.o_proj.bias, family.residual_scale),
+                           pack, lone_row, narrow),
+                 norm2=block.post_attention_layernorm.weight,
+                 gate_up=product(gate_up, None, pack, lone_row, narrow),
+                 down=product(_scaled(down, family.residual_scale), None, pack, lone_row, narrow),
+                 q_norm=a.q_norm.weight[head] if family.qk_norm else None,
+                 k_norm=a.k_norm.weight[head] if family.qk_norm else None)
+
+
+def _scaled(t: torch.Tensor, by: float) -> torch.Tensor:
+    return t if by == 1.0 else (t.float() * by).to(t.dtype)
+
+
+def head_product(module: Any, pack: bool, lone_row: bool, narrow: NarrowPacking | None) -> Product:
+    """A Linear's product: a QuantLinear's own blocks, else weights.py's fastest for its weight."""
+    if isinstance(module, QuantLinear):
+        return module.matrix if module.bias is None else Stacked((module.matrix,), module.bias)
+    return product(module.weight, module.bias, pack, lone_row, narrow)
+
+
+def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: bool,
+                     narrow: NarrowPacking | None) -> Layer:
+    """A block whose matrices stay in a GGUF's blocks (gguf_layers.py): q | k | v and gate | up side by side
+    rather than fused (their types may differ), q/k rows reordered into RoPE pairs (a copy of their blocks)."""
+    if family.q_scale != 1.0 or family.residual_scale != 1.0 or family.fused_qkv:
+        raise ValueError(f"{family.name}: quantized matrices with folded multipliers or fused qkv")
+    a, m = block.self_attn, block.mlp
+    q, k, v = a.q_proj, a.k_proj, a.v_proj
+    order = [_pair_order(q.out_features, shape.heads, shape.rotary_dims),
+             _pair_order(k.out_features, shape.kv_heads, shape.rotary_dims), torch.arange(v.out_features)]
+    mods = list(zip((q, k, v), order, strict=True))
+    parts = tuple(mod.matrix.rows(rows) if isinstance(mod, QuantLinear) else
+                  product(mod.weight[rows], None, pack, lone_row, narrow) for mod, rows in mods)
+    biases = [None if mod.bias is None else mod.bias[rows] for mod, rows in mods]
+    head = _pair_order(shape.head_dim, 1, shape.rotary_dims)
+    return Layer(norm1=block.input_layernorm.weight,
+                 qkv=Stacked(parts, _cat(biases, [torch.empty(len(r)) for r in order])),
+                 o=head_product(a.o_proj, pack, lone_row, narrow),
+                 norm2=block.post_attention_layernorm.weight,
+                 gate_up=Stacked((head_product(m.gate_proj, pack, lone_row, narrow),
+                                  head_product(m.up_proj, pack, lone_row, narrow))),
+                 down=head_product(m.down_proj, pack, lone_row, narrow),
+                 q_norm=a.q_norm.weight[head] if family.qk_norm else None,
+                 k_norm=a.k_norm.weight[head] if family.qk_norm else None)

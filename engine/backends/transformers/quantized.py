@@ -1,0 +1,96 @@
+"""A GGUF's quantized matrices as products (weights.py's Product), read in place: the file is memory-mapped
+(gguf's reader) and each matrix stays in its ggml blocks; native/quant_matmul.cpp dequantizes a block into
+registers for each product, so no dequantized copy of the weights is ever made.
+
+Types with a kernel (QUANT_TYPES): Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, what Q8_0, Q4_0, Q4_K_M and Q5_K_M files
+hold. F32 / F16 / BF16 matrices are plain tensors (weights.py's bf16 products serve them). Any other type is
+not taken: `unsupported` names it, and the loader refuses the file or dequantizes it, saying which."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+QUANT_TYPES = {"Q4_0": 2, "Q4_1": 3, "Q8_0": 8, "Q4_K": 12, "Q5_K": 13, "Q6_K": 14}   # name -> ggml type number
+FLOAT_TYPES = frozenset({"F32", "F16", "BF16"})
+
+
+@dataclass(frozen=True)
+class QuantizedMatrix:
+    """W (out, in) in ggml blocks: y = x @ W^T, x (T, in) -> (T, out) in x's dtype; rows independent
+    (quant_matmul.cpp: batch-invariant)."""
+    kernel: Any                 # the compiled native/quant_matmul module
+    blocks: torch.Tensor        # (out, in / QK * block bytes) uint8, a view of the memory-mapped file
+    qtype: int
+    in_features: int
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.kernel.matmul(x.contiguous(), self.blocks, self.qtype, self.in_features)
+
+    def rows(self, index: torch.Tensor) -> QuantizedMatrix:
+        """The matrix with its rows in `index`'s order (a copy of those rows' blocks, still quantized)."""
+        return QuantizedMatrix(self.kernel, self.blocks[index].contiguous(), self.qtype, self.in_features)
+
+    def dequantized(self) -> torch.Tensor:
+        """(out, in) float32: the values the kernel multiplies by (for references and tests)."""
+        return self.kernel.dequantize(self.blocks, self.qtype, self.in_features)
+
+
+def unsupported(types: frozenset[str]) -> list[str]:
+    return sorted(types - FLOAT_TYPES - set(QUANT_TYPES))
+
+
+def read_matrix(tensor: Any, kernel: Any) -> QuantizedMatrix | torch.Tensor:
+    """A gguf ReaderTensor: a QuantizedMatrix over its blocks (no copy), or a float tensor (F32/F16/BF16) as
+    (out, in)."""
+    name = tensor.tensor_type.name
+    data = np.asarray(tensor.data)
+    with warnings.catch_warnings():             # the map is read-only, and nothing here writes to it
+        warnings.simplefilter("ignore", UserWarning)
+        view = torch.from_numpy(data)
+    if name in QUANT_TYPES:
+        return QuantizedMatrix(kernel, view, QUANT_TYPES[name], int(tensor.shape[0]))
+    if name == "BF16":
+        return view.view(torch.bfloat16)
+    if name in FLOAT_TYPES:
+        return view
+    raise ValueError(f"tensor {tensor.name}: ggml type {name} has no kernel")
+
+
+def read_matrices(path: Path, kernel: Any) -> dict[str, QuantizedMatrix | torch.Tensor]:
+    """The file's tensors of a type served in place, by GGUF name (blk.0.attn_q.weight...)."""
+    from gguf import GGUFReader
+
+    taken = FLOAT_TYPES | set(QUANT_TYPES)
+    return {t.name: read_matrix(t, kernel) for t in GGUFReader(path).tensors if t.tensor_type.name in taken}
+
+
+class QuantLinear(torch.nn.Module):
+    """An HF model's nn.Linear replaced by a QuantizedMatrix (gguf_layers.py): the HF forward (prompt
+    logprobs) computes through the same kernel as the flattened one."""
+
+    def __init__(self, matrix: QuantizedMatrix, bias: torch.Tensor | None) -> None:
+        super().__init__()
+        self.matrix = matrix
+        self.bias = bias
+        self.in_features, self.out_features = matrix.in_features, matrix.blocks.shape[0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.matrix(x.reshape(-1, self.in_features)).view(*x.shape[:-1], self.out_features)
+        return y if self.bias is None else y + self.bias
+
+
+@dataclass(frozen=True)
+class Stacked:
+    """Products side by side: x -> [p(x) for p in parts] concatenated along the output (q | k | v when their
+    types differ, as in a Q4_K_M file)."""
+    parts: tuple[Any, ...]
+    bias: torch.Tensor | None = None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.cat([p(x) for p in self.parts], dim=-1)
+        return y if self.bias is None else y + self.bias

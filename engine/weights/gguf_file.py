@@ -1,0 +1,95 @@
+"""A GGUF file as Conch reads it: its metadata (architecture, context length, chat template, sampling defaults,
+tensor types) from the header, and its model and tokenizer through transformers' GGUF loader (which maps
+llama.cpp's tensor names to HF's and converts the GGUF vocabulary into a `tokenizers` tokenizer).
+
+What transformers cannot map is refused here, at load, by name: a GGUF architecture outside
+`causal_architectures()`, or a tensor type that gguf cannot dequantize.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conch.engine.errors import BackendUnavailable
+from conch.engine.params.model_defaults import GenerationDefaults
+
+# GGUF's general.sampling.* keys -> generation_config.json's names
+_SAMPLING_KEYS = {"temp": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
+                  "penalty_repeat": "repetition_penalty"}
+_NOT_CAUSAL = frozenset({"general", "tokenizer", "t5", "umt5", "bloom", "mamba"})
+
+
+@dataclass(frozen=True)
+class GgufInfo:
+    path: Path
+    architecture: str                  # general.architecture, llama.cpp's name (llama, qwen3, gemma3, phi3...)
+    context_length: int | None         # {arch}.context_length: the length the model was trained for
+    chat_template: str | None          # tokenizer.chat_template
+    defaults: GenerationDefaults       # general.sampling.*
+    tensor_types: frozenset[str]       # the GGML types of its tensors (F32, BF16, Q8_0, Q4_K...)
+
+
+def read_gguf(path: Path) -> GgufInfo:
+    """The header of a GGUF file (memory-mapped; no tensor is read)."""
+    from gguf import GGUFReader
+
+    try:
+        reader = GGUFReader(path)
+    except (ValueError, OSError) as exc:
+        raise BackendUnavailable(f"{path.name} is not a readable GGUF file: {exc}") from exc
+    meta = {name: _value(field) for name, field in reader.fields.items()}
+    arch = str(meta.get("general.architecture", ""))
+    sampling = {ours: meta[f"general.sampling.{key}"] for key, ours in _SAMPLING_KEYS.items()
+                if f"general.sampling.{key}" in meta}
+    context = meta.get(f"{arch}.context_length")
+    template = meta.get("tokenizer.chat_template")
+    return GgufInfo(path=path, architecture=arch, context_length=int(context) if context else None,
+                    chat_template=template if isinstance(template, str) else None,
+                    defaults=GenerationDefaults.from_mapping(sampling),
+                    tensor_types=frozenset(t.tensor_type.name for t in reader.tensors))
+
+
+def _value(field: Any) -> Any:
+    try:
+        return field.contents()
+    except (ValueError, IndexError, TypeError):
+        return None
+
+
+def causal_architectures() -> frozenset[str]:
+    """The GGUF architectures transformers' loader maps to an HF causal LM."""
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+
+    return frozenset(GGUF_CONFIG_MAPPING) - _NOT_CAUSAL
+
+
+def check_loadable(info: GgufInfo) -> None:
+    """Refuses, naming it, an architecture or a tensor type this server cannot read."""
+    from gguf.quants import _type_traits  # the quantized types gguf can dequantize
+
+    archs = causal_architectures()
+    if info.architecture not in archs:
+        raise BackendUnavailable(f"{info.path.name}: GGUF architecture '{info.architecture}' is not supported; "
+                                 f"supported: {', '.join(sorted(archs))}")
+    readable = {"F32", "F16", "F64", "I8", "I16", "I32"} | {t.name for t in _type_traits}
+    unknown = sorted(info.tensor_types - readable)
+    if unknown:
+        raise BackendUnavailable(f"{info.path.name}: tensor type(s) {', '.join(unknown)} cannot be read")
+
+
+def load_gguf(info: GgufInfo, dtype: Any, tokenizer_folder: str | None) -> tuple[Any, Any]:
+    """(model, tokenizer): the model's tensors dequantized into `dtype`; the tokenizer from `tokenizer_folder`
+    if given, else converted from the GGUF's vocabulary, with the GGUF's chat template."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    check_loadable(info)
+    folder, name = str(info.path.parent), info.path.name
+    if tokenizer_folder is not None:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        if info.chat_template and not getattr(tokenizer, "chat_template", None):
+            tokenizer.chat_template = info.chat_template
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype, attn_implementation="sdpa")
+    return model, tokenizer
