@@ -143,13 +143,22 @@ class McpApprovalResponseItem(WireModel):
     id: Id | None = None
 
 
+class CompactionItem(WireModel):
+    """What POST /v1/responses/compact returned: a summary only this deployment can open (gateway/sealed.py)."""
+    type: Literal["compaction"]
+    encrypted_content: Annotated[str, Field(max_length=4 * 2**20)]
+    created_by: str | None = None
+    id: Id | None = None
+
+
 CONVERSATION_ITEMS: dict[str, type[WireModel]] = {
     "message": MessageItem, "function_call": FunctionCallItem, "function_call_output": FunctionCallOutputItem,
     "custom_tool_call": CustomToolCallItem, "custom_tool_call_output": CustomToolCallOutputItem,
     "reasoning": ReasoningItem}
 RESPONSE_ITEMS: dict[str, type[WireModel]] = {
     **CONVERSATION_ITEMS, "mcp_list_tools": McpListToolsItem, "mcp_call": McpCallItem,
-    "mcp_approval_request": McpApprovalRequestItem, "mcp_approval_response": McpApprovalResponseItem}
+    "mcp_approval_request": McpApprovalRequestItem, "mcp_approval_response": McpApprovalResponseItem,
+    "compaction": CompactionItem}
 
 
 def item_type(value: Any) -> Any:
