@@ -45,6 +45,11 @@ class BackendUnavailable(EngineError):
     """A backend named by a config is not installed or failed to start."""
 
 
+class ModelCodeFailed(BackendUnavailable):
+    """A model's own code or files failed at load (a python model that does not import or initialize): the
+    model's fault, not the server's; a load asked for over /v2 answers 400, as Triton's."""
+
+
 class UpstreamError(EngineError):
     """An upstream server (the openai backend) failed: a 5xx, a refused or broken connection, a bad answer."""
 

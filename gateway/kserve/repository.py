@@ -8,7 +8,7 @@ import logging
 
 from fastapi import APIRouter, Request, Response
 
-from conch.engine.errors import BackendUnavailable, EngineError, InvalidRequest
+from conch.engine.errors import EngineError, InvalidRequest, ModelCodeFailed
 from conch.engine.model_control import ModelState
 from conch.gateway.auth import may_use, require_role
 from conch.gateway.errors import public_reason
@@ -33,7 +33,7 @@ async def load_model(state: TritonState, name: str, config) -> None:
     reason."""
     try:
         await state.control.load(name, config)
-    except BackendUnavailable as exc:           # the model's own code or files (a python model that does not
+    except ModelCodeFailed as exc:              # the model's own code or files (a python model that does not
         raise LoadFailed(public_reason(exc.message)) from exc   # import): 400 as any failed load, not 503
     except EngineError as exc:
         exc.message = public_reason(exc.message)

@@ -51,4 +51,5 @@ def test_the_gguf_chat_template_and_vocabulary_serve_chat(server):
     chat = [{"role": "user", "content": "What is a shell?"}]
     reply = _client(server).chat.completions.create(model="tiny-llama-Q8_0", messages=chat, max_tokens=2)
     smollm2 = AutoTokenizer.from_pretrained(ensure_smollm2())        # the vocabulary and template it was made from
-    assert reply.usage.prompt_tokens == len(smollm2.apply_chat_template(chat, add_generation_prompt=True))
+    assert reply.usage.prompt_tokens == len(smollm2.apply_chat_template(chat, add_generation_prompt=True,
+                                                                        tokenize=True, return_dict=True)["input_ids"])

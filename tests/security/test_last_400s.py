@@ -144,9 +144,9 @@ def test_a_repetition_penalty_that_overflows_is_400(oai, http):
 def test_a_grammar_that_matches_nothing_is_400(oai, grpc_client):
     with pytest.raises(openai.BadRequestError) as err:
         oai.completions.create(model="tiny", prompt="Hi", max_tokens=2, extra_body={"guided_grammar": "start: start"})
-    assert "matches no string" in err.value.body["message"]
+    assert "matches no finite string" in err.value.body["message"]
     sampling = json.dumps({"max_tokens": 2, "guided_grammar": "start: a\na: b\nb: a"})
-    assert "matches no string" in _grpc_refusal(lambda: grpc_client.infer("tiny", _llm(sampling=sampling)))
+    assert "matches no finite string" in _grpc_refusal(lambda: grpc_client.infer("tiny", _llm(sampling=sampling)))
     ok = oai.completions.create(model="tiny", prompt="Hi", max_tokens=2, extra_body={"guided_grammar": 'start: "a"'})
     assert ok.choices[0].text == "a"
 

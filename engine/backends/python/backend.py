@@ -36,7 +36,7 @@ from conch.engine.backends.python.sequences import Sequences
 from conch.engine.backends.python.messages import (TRITONSERVER_RESPONSE_COMPLETE_FINAL, InferenceRequest,
                                              InferenceResponse, InferenceResponseSender, TritonError)
 from conch.engine.engine import Engine
-from conch.engine.errors import BackendUnavailable, InferenceError, InvalidRequest
+from conch.engine.errors import BackendUnavailable, InferenceError, InvalidRequest, ModelCodeFailed
 from conch.engine.repository.config import ModelConfig
 from conch.engine.tensors.contract import batches
 from conch.engine.tensors.interface import InferRequest, Tensors, check_inputs
@@ -94,7 +94,7 @@ class PythonBackend:
             try:
                 await asyncio.to_thread(model.initialize, _args(self.config, index))
             except Exception as exc:
-                raise BackendUnavailable(f"model '{self.config.name}': initialize() failed: {exc}") from exc
+                raise ModelCodeFailed(f"model '{self.config.name}': initialize() failed: {exc}") from exc
         return model
 
     @property
@@ -245,18 +245,18 @@ def _priority(parameters: dict) -> int:
 def _load_module(config: ModelConfig):
     path = config.version_dir / "model.py" if config.version_dir is not None else None
     if path is None or not path.exists():
-        raise BackendUnavailable(f"model '{config.name}': the python backend needs {path}")
+        raise ModelCodeFailed(f"model '{config.name}': the python backend needs {path}")
     module_name = f"conch_python_model_{config.name}_{config.version}_{id(config):x}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise BackendUnavailable(f"model '{config.name}': {path} cannot be imported as a module")
+        raise ModelCodeFailed(f"model '{config.name}': {path} cannot be imported as a module")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        raise BackendUnavailable(f"model '{config.name}': {path} failed to import: {exc}") from exc
+        raise ModelCodeFailed(f"model '{config.name}': {path} failed to import: {exc}") from exc
     if not hasattr(module, "TritonPythonModel"):
-        raise BackendUnavailable(f"model '{config.name}': {path} defines no TritonPythonModel class")
+        raise ModelCodeFailed(f"model '{config.name}': {path} defines no TritonPythonModel class")
     return module
 
 

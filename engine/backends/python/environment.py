@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from conch.engine.errors import BackendUnavailable
+from conch.engine.errors import ModelCodeFailed
 from conch.engine.repository.config import ModelConfig
 
 ENV_KEY = "EXECUTION_ENV_PATH"
@@ -36,7 +36,7 @@ def _environment(config: ModelConfig, raw: str) -> list[Path]:
     if not folder.is_absolute() and config.path is not None:
         folder = Path(config.path) / folder
     if not folder.is_dir():
-        raise BackendUnavailable(f"model '{config.name}': {ENV_KEY} {raw!r} is not a folder or a virtual "
+        raise ModelCodeFailed(f"model '{config.name}': {ENV_KEY} {raw!r} is not a folder or a virtual "
                                  f"environment (archives such as conda-pack's .tar.gz are not unpacked: unpack it "
                                  f"and name the folder)")
     site = sorted(folder.glob("lib/python3*/site-packages")) + sorted(folder.glob("Lib/site-packages"))

@@ -99,7 +99,7 @@ def _variants():
                "presence_penalty": 0.5, "frequency_penalty": 0.5, "repetition_penalty": 1.1,
                "logit_bias": ((5, 1.0),), "stop": ("x",), "stop_token_ids": (9,), "ignore_eos": True, "n": 2,
                "logprobs": 1, "include_stop_str_in_output": True, "min_tokens": 3, "prompt_logprobs": 1,
-               "speculative_tokens": 2}
+               "speculative_tokens": 2, "model_defaults": frozenset({"temperature"})}
     assert set(changed) == {f.name for f in fields(SamplingParams)}, "a new sampling parameter needs a case"
     cfg = ModelConfig(name="m")
     req = GenerationRequest(id="a", model="m", prompt_token_ids=(1, 2, 3), params=base)

@@ -108,6 +108,7 @@ def test_a_system_turn_inside_messages_with_its_own_output_config(http):
     assert r.status_code == 400
 
 
+@pytest.mark.slow            # generates to the end of the context; the engine's conformance test holds the rule
 def test_max_tokens_past_the_context_is_a_ceiling(client):
     """Claude Code's max_tokens: 32000 on a 2,048-token model: generate what fits, not a 400."""
     with client.messages.stream(model=CLAUDE, max_tokens=32000, messages=[{"role": "user", "content": "Hi"}]) \

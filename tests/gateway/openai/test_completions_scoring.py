@@ -24,7 +24,8 @@ def model():
     from conch.engine.backends.transformers import loader
     from conch.engine.repository.config import ModelConfig
 
-    return loader.load(ModelConfig.from_mapping(TINY, {"weights": "builtin:tiny", "dtype": "float32"}))
+    loaded = loader.load(ModelConfig.from_mapping(TINY, {"weights": "builtin:tiny", "dtype": "float32"}))
+    return loaded.model, loaded.tokenizer
 
 
 @torch.inference_mode()

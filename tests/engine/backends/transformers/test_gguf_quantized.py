@@ -50,7 +50,9 @@ def _conch(path, dtype: str) -> torch.Tensor:
     return torch.log_softmax(logits, -1)
 
 
-@pytest.mark.parametrize("qtype", TYPES)
+# make test runs one block layer and one K-quant (the two kernels' families); the others run with -m slow
+@pytest.mark.parametrize("qtype", [t if t in ("Q8_0", "Q4_K") else pytest.param(t, marks=pytest.mark.slow)
+                                   for t in TYPES])
 def test_prompt_logprobs_agree_with_the_dequantized_float32_reference(files, qtype):
     want = _reference(files[qtype])
     assert want.max(-1).values.mean() - want.mean() > 2.0          # peaked enough for a wrong weight to show

@@ -37,8 +37,9 @@ def test_every_conch_sampling_field_is_mapped_or_fanned_out():
         "frequency_penalty": -0.5, "repetition_penalty": 1.2, "logit_bias": {5: 10.0, 9: -100.0},
         "stop": ["END", "\n\n"], "stop_token_ids": [2, 3], "ignore_eos": True, "n": 1, "logprobs": 4,
         "include_stop_str_in_output": True, "min_tokens": 2, "max_tokens": 7, "skip_special_tokens": True}
-    handled = set(kwargs) | {"n", "prompt_logprobs", "speculative_tokens"}   # n fans out; the others: not
-                                                                             # offered (capabilities)
+    # n fans out; prompt_logprobs and speculative_tokens are not offered (capabilities); model_defaults is
+    # read by Engine.prepare, which fills those fields before any backend sees the request
+    handled = set(kwargs) | {"n", "prompt_logprobs", "speculative_tokens", "model_defaults"}
     assert {f.name for f in fields(SamplingParams)} <= handled
 
 
