@@ -68,6 +68,7 @@ ERRORS: dict[type[Exception], ErrorKind] = {
     engine_errors.ModelNotReady: ErrorKind(503, "model_not_ready"),
     engine_errors.Overloaded: ErrorKind(503, "overloaded"),
     engine_errors.BackendUnavailable: ErrorKind(503, "backend_unavailable"),
+    engine_errors.ModelCodeFailed: ErrorKind(400, "model_load_failed"),     # the model's own code or files
     engine_errors.InferenceError: ErrorKind(500),
     engine_errors.UpstreamError: ErrorKind(502, "bad_gateway"),
     engine_errors.UpstreamTimeout: ErrorKind(504, "gateway_timeout"),

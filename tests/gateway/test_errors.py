@@ -30,6 +30,7 @@ EXPECTED = {
     errors.Overloaded: (503, "service_unavailable", "overloaded_error", S.UNAVAILABLE),
     errors.InferenceError: (500, "internal_error", "api_error", S.INTERNAL),
     errors.BackendUnavailable: (503, "service_unavailable", "overloaded_error", S.UNAVAILABLE),
+    errors.ModelCodeFailed: (400, "invalid_request_error", "invalid_request_error", S.INVALID_ARGUMENT),
     errors.UpstreamError: (502, "upstream_error", "api_error", S.UNAVAILABLE),
     errors.UpstreamTimeout: (504, "upstream_error", "api_error", S.DEADLINE_EXCEEDED),
     errors.UpstreamRateLimited: (429, "rate_limit_exceeded", "rate_limit_error", S.RESOURCE_EXHAUSTED),
