@@ -37,7 +37,7 @@ run: setup
 test: setup-dev
 	bash scripts/ensure-redis.sh
 	bash scripts/ensure-chromium.sh
-	$(PY) -m conch.engine.backends.transformers.native
+	$(PY) -m conch.engine.backends.conch.native
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-slow: setup-dev

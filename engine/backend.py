@@ -128,7 +128,7 @@ BackendFactory = Callable[["ModelConfig"], Backend]
 
 # name -> "module:attribute"; the module is imported only when a model names the backend.
 _BACKENDS: dict[str, str] = {
-    "transformers": "conch.engine.backends.transformers.backend:TransformersBackend",
+    "conch": "conch.engine.backends.conch.backend:ConchBackend",
     "python": "conch.engine.backends.python.backend:PythonBackend",
     "openai": "conch.engine.backends.openai.backend:OpenAIBackend",
     "embedding": "conch.engine.backends.embedding.backend:EmbeddingBackend",

@@ -176,7 +176,7 @@ class Engine:
         params = checked_sampling(model.with_defaults(request.params), model.vocab_size)
         if params.speculative_tokens is not None and not model.backend.capabilities.speculation:
             raise InvalidRequest(f"model '{model.config.name}' does not take 'speculative_tokens' (only the "
-                                 f"transformers backend's multi-token decode steps do)", param="speculative_tokens")
+                                 f"own engine's multi-token decode steps do)", param="speculative_tokens")
         if params is not request.params:
             request = replace(request, params=params)
         if tokenizes_inline(request):

@@ -18,7 +18,7 @@ from conch.engine.repository.triton_keys import RateLimit, check_instances
 from conch.engine.repository.upstream import UPSTREAM_KEYS, UpstreamConfig, upstream_config
 from conch.engine.repository.warmup import WarmupSample, warmup_samples
 
-# The transformers backend's runners (engine/backends/transformers/): "auto" is Conch's flattened forward for
+# The own engine's runners (engine/backends/conch/): "auto" is Conch's flattened forward for
 # the Llama family and the HF forward for any other architecture; "hf" is the HF forward always.
 RUNNERS = ("auto", "hf")
 # Its slot KV store's memory policy (slot_store.py's StorePolicy): "auto" is "reserved" where the native decode
@@ -37,7 +37,10 @@ def add_config_check(check: Callable[[ModelConfig], str | None]) -> None:
 
 
 # Backends that serve Triton's LLM tensor contract (text_input -> text_output) rather than declared tensors.
-LLM_BACKENDS = frozenset({"transformers", "vllm", "tensorrt_llm", "openai"})
+LLM_BACKENDS = frozenset({"conch", "vllm", "tensorrt_llm", "openai"})
+# Older names a config may still write, read as the backend they name now ("transformers": the own engine's
+# name before it was its own, kept so that existing repositories load unchanged).
+BACKEND_ALIASES = {"transformers": "conch"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class ModelConfig:
     sources it may be written in; `RULES`, `YAML_KEYS` and `PARAMETER_KEYS` below derive from these fields."""
 
     name: str = field(metadata={"rule": None, "sources": frozenset()})   # the model's folder (no source sets it)
-    backend: str = key("transformers", Rule(str), YAML_ONLY + (TRITON,))
+    backend: str = key("conch", Rule(str), YAML_ONLY + (TRITON,))   # or an alias: BACKEND_ALIASES
     weights: str | None = key(None, Rule(str, optional=True))   # a folder or a .gguf file; relative:
                                                               # against the version folder
     tokenizer: str | None = key(None, Rule(str, optional=True))  # defaults to the weights folder
@@ -60,8 +63,8 @@ class ModelConfig:
     prefix_cache_mb: int = key(256, Rule(int, 0))         # KV of long prompt heads kept for reuse (0 = off, and
                                                           # freed KV slots keep no tokens for a next turn)
     kv_cache_mb: int = key(2048, Rule(int, 1))            # the running sequences' KV budget (Llama family)
-    runner: str = key("auto", Rule(str))                  # one of RUNNERS (the transformers backend)
-    kv_store: str = key("auto", Rule(str))                # one of KV_STORES (the transformers backend)
+    runner: str = key("auto", Rule(str))                  # one of RUNNERS (the own engine)
+    kv_store: str = key("auto", Rule(str))                # one of KV_STORES (the own engine)
     max_step_tokens: int = key(2048, Rule(int, 1))        # tokens one engine step computes: decode rows +
                                                           # prefill chunks (vLLM-CPU's API-server default)
     batch_invariant: bool = key(False, Rule(bool))        # insist on greedy tokens the same whatever the batch
@@ -102,12 +105,13 @@ class ModelConfig:
         for name, value in checked(self.name, given, RULES).items():
             if value is not given[name]:                       # "8" read as 8: the config holds its type
                 object.__setattr__(self, name, value)
+        object.__setattr__(self, "backend", BACKEND_ALIASES.get(self.backend, self.backend))
         if not (self.prefill_stall == 0 or self.prefill_stall >= 1):
             raise InvalidRequest(f"model '{self.name}': config key 'prefill_stall' must be 0 (no bound) or a "
                                  f"number >= 1", param="prefill_stall")
         check_instances(self.instance_count, self.backend, self.name)
-        if self.batch_invariant and self.backend != "transformers":
-            raise InvalidRequest(f"model '{self.name}': config key 'batch_invariant' is the transformers backend's "
+        if self.batch_invariant and self.backend != "conch":
+            raise InvalidRequest(f"model '{self.name}': config key 'batch_invariant' is the own engine's "
                                  f"(vLLM's own switch: VLLM_BATCH_INVARIANT=1)", param="batch_invariant")
         if self.prompt_lookup_min > self.prompt_lookup_max:
             raise InvalidRequest(f"model '{self.name}': config key 'prompt_lookup_min' ({self.prompt_lookup_min}) "

@@ -1,7 +1,7 @@
 """`conch serve PATH` / `--model NAME=PATH`: a model served straight from a .gguf file or an HF folder, with no
 repository folder or config file. Its config names the path as its weights and takes the model's own context
 length (the GGUF's {arch}.context_length, the folder's max_position_embeddings); its chat template, tokenizer
-and generation defaults are read from the same files at load (engine/backends/transformers/loader.py)."""
+and generation defaults are read from the same files at load (engine/backends/conch/loader.py)."""
 from __future__ import annotations
 
 from dataclasses import replace

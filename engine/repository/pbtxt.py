@@ -17,7 +17,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from conch.engine.errors import InvalidRequest
 from conch.engine.repository.batching import DynamicBatching
-from conch.engine.repository.config import LLM_BACKENDS, PARAMETER_KEYS, ModelConfig
+from conch.engine.repository.config import BACKEND_ALIASES, LLM_BACKENDS, PARAMETER_KEYS, ModelConfig
 from conch.engine.repository.contracts import check_llm_tensors
 from conch.engine.repository.sequence import sequence_batching
 from conch.engine.repository.specs import EnsembleStep, TensorSpec, VersionPolicy
@@ -80,6 +80,7 @@ def _conch_backend(params: dict[str, str], backend: str, name: str) -> dict[str,
     chosen = params.pop("conch_backend", None)
     if chosen is None:
         return {}
+    chosen, backend = (BACKEND_ALIASES.get(b, b) for b in (chosen, backend))
     if chosen not in LLM_BACKENDS or backend not in LLM_BACKENDS:
         raise InvalidRequest(f"model '{name}': conch_backend {chosen!r} must name an LLM backend "
                              f"({sorted(LLM_BACKENDS)}) and stand in for one", param="config")

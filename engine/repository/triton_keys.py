@@ -40,7 +40,7 @@ REFUSED = {
 # embedding model's instances share its weights (a forward holds no state); text steps are stateless.
 INSTANCE_BACKENDS = frozenset({"python", "embedding", "tokenizer", "detokenizer"})
 _INSTANCE_KEYS = {"name", "kind", "count", "gpus", "passive", "host_policy", "rate_limiter"}
-_LLM_BACKENDS = frozenset({"transformers", "vllm", "tensorrt_llm", "openai"})
+_LLM_BACKENDS = frozenset({"conch", "transformers", "vllm", "tensorrt_llm", "openai"})   # config.py's, with aliases
 
 
 def check_keys(message: pb.ModelConfig, name: str) -> None:

@@ -9,9 +9,9 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from conch.engine.backends.transformers.slot_store import SlotKVStore, StorePolicy
-from conch.engine.backends.transformers.llama import LlamaForward
-from conch.engine.backends.transformers.step import Span, Step
+from conch.engine.backends.conch.kv.slot_store import SlotKVStore, StorePolicy
+from conch.engine.backends.conch.model.llama import LlamaForward
+from conch.engine.backends.conch.model.step import Span, Step
 from conch.engine.weights import ensure_smollm2
 
 CONTEXT, ROUNDS = 200, 4

@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import torch
 
-from conch.engine.backends.transformers.matmul_path import KERNELS, cpu_flags
-from conch.engine.backends.transformers.native import load
+from conch.engine.backends.conch.model.matmul_path import KERNELS, cpu_flags
+from conch.engine.backends.conch.native import load
 from conch.engine.weights import ensure_smollm2
 
 ROWS = (1, 16, 64, 256, 1024, 2048)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import openai
 
-from conch.engine.backends.transformers.speculation import Speculation
+from conch.engine.backends.conch.speculation import Speculation
 from conch.engine.weights import DEFAULT_MODEL_ID
 from tests.bench.agent_workloads import workloads
 from tests.conftest import start_inprocess, write_repository

@@ -3,7 +3,7 @@
 Over a real server: hostile sampling values (a temperature of 1e-300, top_k 2**64, seeds outside 64 bits,
 NaN) sent beside a normal streaming request are each clamped or refused with a 400 naming the parameter on /v1
 and /v2, and the normal stream runs to its end. Below the wire (no parameter reaches it any more): the
-transformers backend's sampler and scheduler with a row whose grammar matcher raises end only that row.
+own engine's sampler and scheduler with a row whose grammar matcher raises end only that row.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import pytest
 import torch
 from openai import AsyncOpenAI
 
-from conch.engine.backends.transformers.sampler import Sampler
-from conch.engine.backends.transformers.scheduler import Scheduler
-from tests.engine.backends.transformers.fake_runner import FakeRunner
-from conch.engine.backends.transformers.sequence import Sequence
+from conch.engine.backends.conch.core.sampler import Sampler
+from conch.engine.backends.conch.core.scheduler import Scheduler
+from tests.engine.backends.conch.fake_runner import FakeRunner
+from conch.engine.backends.conch.core.sequence import Sequence
 from conch.engine.types import GenerationRequest, RequestStatus, SamplingParams
 from tests.conftest import start_server, write_repository
 

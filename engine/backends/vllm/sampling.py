@@ -4,7 +4,7 @@
 without vllm); `structured_outputs` the keyword arguments of `vllm.sampling_params.StructuredOutputsParams`.
 Invariants:
   - one vLLM request per choice (the backend fans n out itself, so that one choice can be aborted), so n is 1
-    here and choice i of a seeded request gets seed + i, as the transformers backend does;
+    here and choice i of a seeded request gets seed + i, as the own engine does;
   - top_k 0 is off in both; Conch's logprobs k (the chosen token and the k most likely) is vLLM's
     logprobs k, which returns the same: the sampled token plus the top k;
   - output is streamed as deltas (RequestOutputKind.DELTA) and detokenized by vLLM, stop strings applied there;

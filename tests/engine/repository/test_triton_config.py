@@ -31,7 +31,7 @@ def test_pbtxt_parses_into_triton_message_and_conch_config(tmp_path):
     config = repo.config("m")
     assert isinstance(config.triton, model_config_pb2.ModelConfig)
     assert (config.backend, config.weights, config.context_length, config.max_batch_size) == \
-        ("transformers", "builtin:tiny", 512, 8)
+        ("conch", "builtin:tiny", 512, 8)   # "transformers", the own engine's former name, is read as it
     assert config.parameters == {"custom": "kept"} and config.version == "3"
     assert repo.versions("m") == ["2", "3"]
     assert to_triton(config) is config.triton

@@ -42,7 +42,7 @@ def test_model_metadata_config_and_stats(http_client):
     meta = http_client.get_model_metadata("tiny")
     assert meta["versions"] == ["1"] and {"text_input", "sampling_parameters"} <= {i["name"] for i in meta["inputs"]}
     config = http_client.get_model_config("tiny")
-    assert config["name"] == "tiny" and config["backend"] == "transformers"
+    assert config["name"] == "tiny" and config["backend"] == "conch"
     assert http_client.get_model_config("assistant")["platform"] == "ensemble"
     assert http_client.get_inference_statistics("tiny")["model_stats"][0]["name"] == "tiny"
 

@@ -21,7 +21,7 @@ def client(tiny_server):
 @pytest.fixture(scope="module")
 def model():
     """The tiny model loaded here, to compute what the server should answer directly."""
-    from conch.engine.backends.transformers import loader
+    from conch.engine.backends.conch import loader
     from conch.engine.repository.config import ModelConfig
 
     loaded = loader.load(ModelConfig.from_mapping(TINY, {"weights": "builtin:tiny", "dtype": "float32"}))

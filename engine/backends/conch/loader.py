@@ -1,0 +1,70 @@
+"""Loads the model a config names: an HF folder or a GGUF file (engine/weights/gguf_file.py), with its
+tokenizer, its chat template (the config's, else the model's own), its generation defaults, dtype and threads."""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from conch.engine.backends.conch import native
+from conch.engine.backends.conch.model.gguf_layers import ARCHS, swap_in_quantized
+from conch.engine.backends.conch.model.quantized import FLOAT_TYPES, unsupported
+from conch.engine.errors import InvalidRequest
+from conch.engine.params.model_defaults import GenerationDefaults
+from conch.engine.repository.config import ModelConfig
+from conch.engine.weights.folder import weights_folder
+from conch.engine.weights.gguf_file import GgufInfo, load_gguf, read_gguf
+from conch.engine.weights.model_files import generation_defaults, is_gguf
+
+log = logging.getLogger(__name__)
+_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Loaded:
+    model: Any                  # an HF causal LM in eval mode, in the config's dtype
+    tokenizer: Any
+    defaults: GenerationDefaults
+
+
+def load(config: ModelConfig) -> Loaded:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if config.dtype not in _DTYPES:
+        raise InvalidRequest(f"model '{config.name}': config key 'dtype' must be one of {sorted(_DTYPES)}",
+                             param="dtype")
+    torch.set_num_threads(config.num_threads or os.cpu_count() or 1)
+    ref, dtype = weights_folder(config), _DTYPES[config.dtype]
+    if is_gguf(ref):
+        info = read_gguf(Path(ref))
+        model, tokenizer = load_gguf(info, dtype, config.resolve(config.tokenizer))
+        _keep_quantized(model, info)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(config.resolve(config.tokenizer) or ref)
+        model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, attn_implementation="sdpa")
+    if config.chat_template:
+        tokenizer.chat_template = config.chat_template
+    return Loaded(model.eval(), tokenizer, generation_defaults(ref))
+
+
+def _keep_quantized(model: Any, info: GgufInfo) -> None:
+    """The file's quantized matrices in place of their dequantized copies (gguf_layers.py), where a kernel
+    takes them; else the model stays dequantized, and the log says why."""
+    quantized = info.tensor_types - FLOAT_TYPES
+    if not quantized:
+        return
+    kernel = native.load("quant_matmul")
+    if kernel is None or info.architecture not in ARCHS:
+        log.warning("%s: served dequantized (%s), %s", info.path.name, ", ".join(sorted(quantized)),
+                    "no quantized kernel here (no C++ compiler, or CONCH_NATIVE_KERNELS=0)" if kernel is None else
+                    f"its architecture {info.architecture} keeps quantized matrices only for {sorted(ARCHS)}")
+        return
+    left = unsupported(quantized)
+    if left:
+        log.warning("%s: matrices of type %s have no kernel and are served dequantized", info.path.name,
+                    ", ".join(left))
+    swap_in_quantized(model, info.path, info.architecture, kernel)

@@ -1,0 +1,89 @@
+"""A flattened step's attention over the slot KV store: decode rows batched, prefill chunks one by one."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from conch.engine.backends.conch.model.kernels import Kernels
+from conch.engine.backends.conch.kv.slot_store import SlotKVStore
+from conch.engine.backends.conch.model.step import Step
+
+
+class Attention:
+    """Per-step attention plan: the decode rows (one token each) batched over a slot range, the prefill
+    chunks one by one. Masks are built once per step and reused by every layer.
+
+    Decode rows, batch-invariant (Kernels.rows, wherever the prefill kernel serves): native/prefill_attention.cpp's
+    `attention_rows`, the arithmetic its chunks use, so a token's output is the same in a chunk, as a decode
+    row, or as a kept slot's next token; over a blocked store (the runner's, see slot_store.py) both read the
+    slot's blocks in place, over a plain one they pack its columns per call. Else GQA without copies: a row's
+    H query heads viewed as (G, H/G), so each kv head is read once: by native/decode_attention.cpp (bf16) over
+    each row's own columns, or by one SDPA call over the slot range with a length mask (not SDPA's enable_gqa
+    path, slower on CPU).
+    A prefill chunk goes through native/prefill_attention.cpp (bf16), or
+    else SDPA: is_causal when the chunk starts at position 0 (it skips the masked blocks), an explicit mask
+    offset by the tokens already stored otherwise."""
+
+    def __init__(self, step: Step, kv: SlotKVStore, heads: int, kv_heads: int, kernels: Kernels) -> None:
+        self.gqa = heads != kv_heads
+        self.groups = (kv_heads, heads // kv_heads)
+        decode = [s for s in step.spans if s.n == 1]
+        self.chunks = [s for s in step.spans if s.n > 1]
+        self.decode_rows = torch.tensor([s.offset for s in decode], dtype=torch.long)
+        self.kernels = kernels
+        self.blocked = kv.blocked           # then the native kernels serve every row (Kernels.blocked)
+        assert not kv.blocked or kernels.blocked, "a blocked store needs the native prefill kernel"
+        if decode and kernels.rows is not None:
+            self.slots = torch.tensor([s.slot for s in decode], dtype=torch.long)
+            self.positions = torch.tensor([s.start for s in decode], dtype=torch.long)
+        elif decode and kernels.decode is not None:
+            self.slots = torch.tensor([s.slot for s in decode], dtype=torch.long)
+            self.lengths = torch.tensor([s.start + 1 for s in decode], dtype=torch.long)
+        elif decode:
+            self.lo = min(s.slot for s in decode)
+            hi = max(s.slot for s in decode) + 1
+            self.columns = max(s.start for s in decode) + 1
+            self.decode_slots = torch.tensor([s.slot - self.lo for s in decode], dtype=torch.long)
+            lengths = torch.zeros(hi - self.lo, dtype=torch.long)
+            lengths[self.decode_slots] = torch.tensor([s.start + 1 for s in decode])
+            self.hi = hi
+            # (S, 1, 1, C): slot row sees its own columns 0..len-1; rows of slots not decoding see column 0 only
+            self.mask = (torch.arange(self.columns) < lengths.clamp(min=1).unsqueeze(1)).view(hi - self.lo, 1, 1, -1)
+        self.causal = [None if s.start == 0 or kernels.prefill is not None else
+                       torch.arange(s.start + s.n).unsqueeze(0) <= torch.arange(s.start, s.start + s.n).unsqueeze(1)
+                       for s in self.chunks]                          # (n, start + n), None: is_causal or native
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q (T, H, D); k, v the layer's store (slots, G, capacity, D). Returns (T, H, D)."""
+        if not self.chunks:
+            return self._decode(q, k, v)                                # decode rows only: rows 0..T-1
+        out = q.new_empty(q.shape)
+        if len(self.decode_rows):
+            out[self.decode_rows] = self._decode(q[self.decode_rows], k, v)
+        for s, mask in zip(self.chunks, self.causal, strict=True):
+            rows = slice(s.offset, s.offset + s.n)
+            if self.kernels.prefill is not None:
+                self.kernels.prefill(q[rows], k, v, s.slot, s.start, q.shape[2] ** -0.5, out[rows], self.blocked)
+                continue
+            qc = q[rows].transpose(0, 1).unsqueeze(0)                        # (1, H, n, D)
+            end = s.start + s.n
+            o = F.scaled_dot_product_attention(qc, k[s.slot:s.slot + 1, :, :end], v[s.slot:s.slot + 1, :, :end],
+                                               attn_mask=mask, is_causal=mask is None, enable_gqa=self.gqa)
+            out[rows] = o[0].transpose(0, 1)
+        return out
+
+    def _decode(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q (N, H, D): the one-token rows' queries, in span order -> their attention (N, H, D)."""
+        (G, R), D = self.groups, q.shape[2]
+        if self.kernels.rows is not None:
+            out = q.new_empty(q.shape)
+            self.kernels.rows(q, k, v, self.slots, self.positions, D ** -0.5, out, self.blocked)
+            return out
+        if self.kernels.decode is not None:
+            grouped = q.contiguous().view(-1, G, R, D)
+            return self.kernels.decode(grouped, k, v, self.slots, self.lengths, D ** -0.5).view(q.shape)
+        qs = q.new_zeros((self.hi - self.lo, G, R, D))
+        qs[self.decode_slots] = q.reshape(-1, G, R, D)
+        o = F.scaled_dot_product_attention(qs, k[self.lo:self.hi, :, :self.columns],
+                                           v[self.lo:self.hi, :, :self.columns], attn_mask=self.mask)
+        return o[self.decode_slots].view(q.shape)                       # (S, G, R, D) -> rows (H, D)

@@ -1,0 +1,45 @@
+"""The native kernels (native/) a Llama-family forward can use for its dtype and head size."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from conch.engine.backends.conch import native
+from conch.engine.backends.conch.model.matmul_path import MatmulPath, choose
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """The native kernels this model's dtype and head size can use; None: torch's ops and SDPA serve."""
+    decode: Any = None        # native/decode_attention.cpp: decode rows over a plain store's columns
+    prefill: Any = None       # native/prefill_attention.cpp: a prefill chunk, causal, over its slot
+    rows: Any = None          # native/prefill_attention.cpp: one-token rows batched, each as a chunk computes it
+    fused: Any = None         # native/fused_ops.cpp: residual add + RMSNorm, SiLU x up, RoPE + the K/V write
+    matmul: MatmulPath = MatmulPath("torch")     # the layers' matmuls (matmul_path.py)
+
+    @property
+    def narrow(self) -> Any:
+        """The native matmul kernel (tile_matmul.cpp or narrow_matmul.cpp: rows independent), or None."""
+        return self.matmul.kernel
+
+    @property
+    def blocked(self) -> bool:
+        """Whether a store in the blocked layout can serve (slot_store.py): rope_store writes it, the prefill
+        kernel reads it for chunks and (`rows`) for one-token rows, so every token's attention is the same
+        arithmetic (llama.py's Numerics) and nothing is packed per call."""
+        return self.prefill is not None and self.rows is not None and self.fused is not None
+
+    @classmethod
+    def load(cls, dtype: torch.dtype, head_dim: int) -> Kernels:
+        if dtype != torch.bfloat16:
+            return cls(matmul=choose(dtype))
+        prefill = native.load("prefill_attention") if head_dim in (64, 128) else None
+        if prefill is not None and not prefill.available():
+            prefill = None
+        decode = native.load("decode_attention") if prefill is None else None    # a plain store's decode rows
+        return cls(decode=decode.decode_attention if decode is not None else None,
+                   prefill=prefill.prefill_attention if prefill is not None else None,
+                   rows=prefill.attention_rows if prefill is not None else None,
+                   fused=native.load("fused_ops"), matmul=choose(dtype))

@@ -1,0 +1,238 @@
+"""The Llama family's weights as the flattened forward reads them: q/k/v and gate/up fused into one matrix
+each (q/k rows reordered into RoPE pairs), each matrix behind the fastest product this machine has for it
+(`product`): the kernel path's native kernel (matmul_path.py: tile_matmul.cpp with AMX, narrow_matmul.cpp with
+AVX512-BF16, bf16 only) over a copy in its layout and in huge pages, else oneDNN over a copy packed into its
+blocked layout, else aten over the tensor itself. The HF modules keep their own tensors, so the HF model stays
+usable (prompt logprobs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+import torch.nn.functional as F
+
+from conch.engine.backends.conch.model.families import Family
+from conch.engine.backends.conch.kv.huge_pages import HugePageArena
+from conch.engine.backends.conch.model.quantized import QuantLinear, Stacked
+
+PACK_HINT = 64       # the batch size oneDNN lays packed weights out for; measured best over decode 1..64 here
+
+
+class Product(Protocol):
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x (T, in) -> x @ weight.T + bias (T, out), in the weight's dtype."""
+        ...
+
+
+def can_pack(dtype: torch.dtype) -> bool:
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        w = torch.ops.mkldnn._reorder_linear_weight(torch.ones(8, 8, dtype=dtype), PACK_HINT)
+        torch.ops.mkldnn._linear_pointwise(torch.ones(2, 8, dtype=dtype), w, None, "none", [], "")
+        return True
+    except (RuntimeError, AttributeError):
+        return False
+
+
+@dataclass(frozen=True)
+class NarrowPacking:
+    """How native copies are made: the path's kernel's layout (tile_ or narrow_matmul.cpp), in huge pages."""
+    kernel: Any                 # the compiled module
+    arena: HugePageArena
+
+
+@dataclass(frozen=True)
+class Narrow:
+    """A weight's copy in a native kernel's layout (tile_matmul.cpp or narrow_matmul.cpp), in huge pages (a decode
+    step streams every weight once; huge pages spare the TLB misses). Its rows are independent by construction
+    (each output one float32 sum in a fixed order): batch-invariant whatever the product's size."""
+    kernel: Any
+    weight: torch.Tensor        # pack()'s (out, in), in the arena
+    bias: torch.Tensor | None   # (out,) float32
+
+    @classmethod
+    def of(cls, packing: NarrowPacking | None, weight: torch.Tensor, bias: torch.Tensor | None) -> Narrow | None:
+        if packing is None or weight.dtype != torch.bfloat16 or not packing.kernel.fits(*weight.shape):
+            return None
+        packed = packing.arena.copy(packing.kernel.pack(weight.detach()))
+        return cls(packing.kernel, packed, None if bias is None else bias.detach().float())
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.kernel.matmul(x.contiguous(), self.weight, self.bias)
+
+
+@dataclass(frozen=True)
+class Dense:
+    """y = x @ weight.T + bias through oneDNN or aten, where the narrow kernel does not serve. The weight is a
+    copy packed once into oneDNN's blocked layout where oneDNN takes the dtype (opaque: only
+    `_linear_pointwise` reads it), which decode matmuls stream faster than aten's plain (out, in) layout.
+
+    Batch invariance (`lone_row` False): oneDNN computes a lone row (x of shape (1, in)) through another
+    reduction order than any x of 2 rows or more when in > 1024 (the last bf16 bit of ~15% of SmolLM2's down
+    projection rows differs), while every x of 2..2100 rows gives each row the same bits (measured, 1 and 2
+    threads, a CPU without AMX). So a lone row is computed beside a zero row. With AMX oneDNN takes other orders
+    still (rows 33..63 of a product among them; matmul_path.py): there no guard makes its rows independent."""
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    packed: bool
+    lone_row: bool = True       # False: never run a (1, in) product (batch-invariant)
+
+    @classmethod
+    def of(cls, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_row: bool = True) -> Dense:
+        if pack:
+            return cls(torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_HINT), bias, True, lone_row)
+        return cls(weight, bias, False, lone_row)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] == 1 and not self.lone_row:
+            return self._product(torch.cat([x, torch.zeros_like(x)]))[:1]
+        return self._product(x)
+
+    def _product(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed:
+            return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+        return F.linear(x, self.weight, self.bias)
+
+
+def product(weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_row: bool = True,
+            narrow: NarrowPacking | None = None) -> Product:
+    """The fastest product for this weight: Narrow where `narrow` is given and takes it, else Dense."""
+    fast = Narrow.of(narrow, weight, bias)
+    return fast if fast is not None else Dense.of(weight, bias, pack, lone_row)
+
+
+@dataclass(frozen=True)
+class Layer:
+    norm1: torch.Tensor
+    qkv: Product                # (hidden) -> (q + 2 kv)
+    o: Product
+    norm2: torch.Tensor
+    gate_up: Product            # (hidden) -> (2 inter)
+    down: Product
+    q_norm: torch.Tensor | None = None    # (D,) in RoPE pair order (Family.qk_norm)
+    k_norm: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What fused_layer needs of the model: heads, kv heads, head_dim D, rotary dims R (pairs reordered)."""
+    heads: int
+    kv_heads: int
+    head_dim: int
+    rotary_dims: int
+
+
+def _bias(m: Any) -> torch.Tensor | None:
+    return getattr(m, "bias", None)
+
+
+def _pair_order(n: int, heads: int, rotary: int) -> torch.Tensor:
+    """(n,) the rows of a q or k projection (n = heads x D), per head reordered from HF's halves of the first
+    R dims (0..R/2-1 | R/2..R-1) to pairs (0, R/2, 1, R/2 + 1, ...), the D - R unrotated dims after them in
+    order: RoPE then rotates adjacent pairs, a complex multiply (the unrotated ones by 1). q and k get the same
+    order, so q.k is unchanged; v and the output are not reordered."""
+    D = n // heads
+    head = torch.cat([torch.arange(rotary).view(2, rotary // 2).t().reshape(rotary), torch.arange(rotary, D)])
+    return (torch.arange(heads).unsqueeze(1) * D + head).reshape(n)
+
+
+def _attention_rows(block: Any, fused: bool) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """[q, k, v] weights and biases, from separate projections or Phi-3's one qkv_proj (rows q | k | v)."""
+    a = block.self_attn
+    if not fused:
+        mods = (a.q_proj, a.k_proj, a.v_proj)
+        return [m.weight for m in mods], [_bias(m) for m in mods]
+    q = a.config.num_attention_heads * a.head_dim
+    kv = a.config.num_key_value_heads * a.head_dim
+    w, b = a.qkv_proj.weight, _bias(a.qkv_proj)
+    cuts = [slice(0, q), slice(q, q + kv), slice(q + kv, q + 2 * kv)]
+    return [w[c] for c in cuts], [None if b is None else b[c] for c in cuts]
+
+
+def _mlp_rows(block: Any, fused: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(gate | up weight rows, down weight)."""
+    m = block.mlp
+    mods = (m.gate_up_proj, m.down_proj) if fused else (m.gate_proj, m.up_proj, m.down_proj)
+    if any(_bias(x) is not None for x in mods):
+        raise ValueError("MLP biases are not supported")
+    if fused:
+        return m.gate_up_proj.weight, m.down_proj.weight
+    return torch.cat([m.gate_proj.weight, m.up_proj.weight]), m.down_proj.weight
+
+
+def _cat(parts: list[torch.Tensor | None], weights: list[torch.Tensor]) -> torch.Tensor | None:
+    if all(p is None for p in parts):
+        return None
+    return torch.cat([p if p is not None else torch.zeros(w.shape[0], dtype=w.dtype)
+                      for p, w in zip(parts, weights, strict=True)])
+
+
+def fused_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: bool = True,
+                narrow: NarrowPacking | None = None) -> Layer:
+    """A block's matrices fused and reordered (q/k rows in RoPE pairs), Family's multipliers folded in: q by
+    q_scale, o and down by residual_scale."""
+    if isinstance(getattr(block.self_attn, "q_proj", None), QuantLinear):
+        return _quantized_layer(block, pack, shape, family, lone_row, narrow)
+    a = block.self_attn
+    weights, biases = _attention_rows(block, family.fused_qkv)
+    q, k = weights[0].shape[0], weights[1].shape[0]
+    rows = torch.cat([_pair_order(q, shape.heads, shape.rotary_dims),
+                      q + _pair_order(k, shape.kv_heads, shape.rotary_dims),
+                      torch.arange(q + k, q + k + weights[2].shape[0])])    # fused q/k/v rows, q/k in pairs
+    scale = torch.ones(q + k + weights[2].shape[0], dtype=torch.float32)
+    scale[:q] = family.q_scale
+    qkv = (torch.cat(weights)[rows].float() * scale.unsqueeze(1)).to(weights[0].dtype)
+    bias = _cat(biases, weights)
+    bias = None if bias is None else (bias[rows].float() * scale).to(bias.dtype)
+    gate_up, down = _mlp_rows(block, family.fused_qkv)
+    head = _pair_order(shape.head_dim, 1, shape.rotary_dims)
+    return Layer(norm1=block.input_layernorm.weight,
+                 qkv=product(qkv, bias, pack, lone_row, narrow),
+                 o=product(_scaled(a.o_proj.weight, family.residual_scale),
+                           None if a.o_proj.bias is None else _scaled(a.o_proj.bias, family.residual_scale),
+                           pack, lone_row, narrow),
+                 norm2=block.post_attention_layernorm.weight,
+                 gate_up=product(gate_up, None, pack, lone_row, narrow),
+                 down=product(_scaled(down, family.residual_scale), None, pack, lone_row, narrow),
+                 q_norm=a.q_norm.weight[head] if family.qk_norm else None,
+                 k_norm=a.k_norm.weight[head] if family.qk_norm else None)
+
+
+def _scaled(t: torch.Tensor, by: float) -> torch.Tensor:
+    return t if by == 1.0 else (t.float() * by).to(t.dtype)
+
+
+def head_product(module: Any, pack: bool, lone_row: bool, narrow: NarrowPacking | None) -> Product:
+    """A Linear's product: a QuantLinear's own blocks, else weights.py's fastest for its weight."""
+    if isinstance(module, QuantLinear):
+        return module.matrix if module.bias is None else Stacked((module.matrix,), module.bias)
+    return product(module.weight, module.bias, pack, lone_row, narrow)
+
+
+def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: bool,
+                     narrow: NarrowPacking | None) -> Layer:
+    """A block whose matrices stay in a GGUF's blocks (gguf_layers.py): q | k | v and gate | up side by side
+    rather than fused (their types may differ), q/k rows reordered into RoPE pairs (a copy of their blocks)."""
+    if family.q_scale != 1.0 or family.residual_scale != 1.0 or family.fused_qkv:
+        raise ValueError(f"{family.name}: quantized matrices with folded multipliers or fused qkv")
+    a, m = block.self_attn, block.mlp
+    q, k, v = a.q_proj, a.k_proj, a.v_proj
+    order = [_pair_order(q.out_features, shape.heads, shape.rotary_dims),
+             _pair_order(k.out_features, shape.kv_heads, shape.rotary_dims), torch.arange(v.out_features)]
+    mods = list(zip((q, k, v), order, strict=True))
+    parts = tuple(mod.matrix.rows(rows) if isinstance(mod, QuantLinear) else
+                  product(mod.weight[rows], None, pack, lone_row, narrow) for mod, rows in mods)
+    biases = [None if mod.bias is None else mod.bias[rows] for mod, rows in mods]
+    head = _pair_order(shape.head_dim, 1, shape.rotary_dims)
+    return Layer(norm1=block.input_layernorm.weight,
+                 qkv=Stacked(parts, _cat(biases, [torch.empty(len(r)) for r in order])),
+                 o=head_product(a.o_proj, pack, lone_row, narrow),
+                 norm2=block.post_attention_layernorm.weight,
+                 gate_up=Stacked((head_product(m.gate_proj, pack, lone_row, narrow),
+                                  head_product(m.up_proj, pack, lone_row, narrow))),
+                 down=head_product(m.down_proj, pack, lone_row, narrow),
+                 q_norm=a.q_norm.weight[head] if family.qk_norm else None,
+                 k_norm=a.k_norm.weight[head] if family.qk_norm else None)

@@ -1,1 +1,0 @@
-"""The built-in PyTorch/transformers backend with Conch's own continuous-batching scheduler."""
