@@ -8,13 +8,15 @@
   the engine they run in; the ingress engine holds every model (the computing ones as their deployments'
   handles, gateway/ray/remote.py), so they resolve exactly as in one process, and a BLS call to the LLM
   streams from its replicas. They scale with `--ingress-replicas`.
+- Embedding models run in the ingress replicas too, for now: /v1/embeddings validates and tokenizes through
+  the backend's own methods (engine/embedding.py), which no remote backend offers yet.
 """
 from __future__ import annotations
 
 from conch.engine.errors import InvalidRequest
 from conch.engine.repository import ModelConfig
 
-INGRESS_BACKENDS = frozenset({"ensemble", "python", "tokenizer", "detokenizer"})
+INGRESS_BACKENDS = frozenset({"ensemble", "python", "tokenizer", "detokenizer", "embedding"})
 
 
 def in_ingress(config: ModelConfig) -> bool:

@@ -1,8 +1,8 @@
 """Triton's `inflight_batcher_llm` repository (tests/gateway/kserve/inflight_repo.py: ensemble, preprocessing
 and postprocessing python models, the BLS model, the LLM step on Conch's engine) served unchanged by
-`conch serve --ray` on a real local Ray, driven by tritonclient and the openai SDK; with `--trace-config
-mode=opentelemetry`, the ingress replica exports the request's spans to a real OTLP receiver, parented across
-the client's `traceparent`."""
+`conch serve --ray` on a real local Ray, driven by tritonclient and the openai SDK (an embedding model beside
+it, on /v1 and /v2); with `--trace-config mode=opentelemetry`, the ingress replica exports the request's spans
+to a real OTLP receiver, parented across the client's `traceparent`."""
 from __future__ import annotations
 
 import json
@@ -14,6 +14,7 @@ import openai
 import pytest
 import tritonclient.http as httpclient
 
+from tests.conftest import write_repository
 from tests.gateway.kserve.inflight_repo import build_inflight
 from tests.gateway.kserve.triton_repo import eventually
 from tests.otlp_receiver import start_receiver
@@ -26,6 +27,7 @@ PROMPT = "What is machine learning?"
 @pytest.fixture(scope="module")
 def served(ray_head, tmp_path_factory):
     root = build_inflight(tmp_path_factory.mktemp("repo"))
+    write_repository(root, {"minilm": {"backend": "embedding", "weights": "builtin:minilm", "dtype": "float32"}})
     receiver = start_receiver()
     server = start_ray_server(ray_head, ["--model-repository", str(root),
                                          "--trace-config", "mode=opentelemetry", "--trace-config", "rate=1",
@@ -98,6 +100,15 @@ def test_openai_sdk_on_the_llm_step_and_refused_on_tensor_models(served):
         with pytest.raises(openai.BadRequestError) as err:
             client.completions.create(model=name, prompt="hi", max_tokens=2)
         assert "/v2 infer" in err.value.message, name
+
+
+def test_an_embedding_model_answers_v1_and_v2(served):
+    server, _ = served
+    client = openai.OpenAI(base_url=server.v1, api_key="none", max_retries=0, timeout=120)
+    vectors = client.embeddings.create(model="minilm", input=["hello", "world"]).data
+    assert len(vectors) == 2 and len(vectors[0].embedding) == 384
+    result = triton(server).infer("minilm", [tensor("TEXT", np.array([b"hello"], dtype=np.object_), "BYTES")])
+    assert np.allclose(result.as_numpy("EMBEDDING")[0], vectors[0].embedding, atol=1e-5)
 
 
 def test_trace_config_is_honoured_by_the_ingress(served):
