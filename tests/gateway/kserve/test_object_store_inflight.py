@@ -1,8 +1,8 @@
 """The seed's `inflight_batcher_llm` repository (tests/gateway/kserve/inflight_repo.py) uploaded to each real
 object store on loopback (moto's S3 in the host:port form, gcp-storage-emulator, Azurite) and served from there
-in explicit mode (`preprocessing` loaded at start): the repository index reads the bucket before it answers, loading the ensemble brings up its
-steps from the mirror and it answers the documented generate; a model uploaded after the start appears in the
-index and loads; the store's credentials are never in the log."""
+in explicit mode (`preprocessing` loaded at start): the repository index reads the bucket before it answers,
+loading the ensemble brings up its steps from the mirror and it answers the documented generate; a model
+uploaded after the start appears in the index and loads; the store's credentials are never in the log."""
 from __future__ import annotations
 
 import os
