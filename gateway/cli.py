@@ -182,8 +182,10 @@ def _ray_arguments(serve: argparse.ArgumentParser) -> None:
 
 
 def _serve_ray(args: argparse.Namespace) -> None:
-    if args.trace_config:
-        raise SystemExit("conch serve --ray: --trace-config is not supported on Ray (one process only)")
+    if args.trace_file is not None:
+        raise SystemExit("conch serve --ray: --trace-file is not supported on Ray (each ingress replica would "
+                         "write its own file): use --trace-config mode=opentelemetry")
+    _trace_config(args)             # checked here; each ingress replica parses the same entries and exports
     for flag in ("model_control_mode", "metrics_port"):
         if getattr(args, flag) not in (None, "none"):
             raise SystemExit(f"conch serve --ray: --{flag.replace('_', '-')} is not supported on Ray")
@@ -208,7 +210,7 @@ def _serve_ray(args: argparse.Namespace) -> None:
         mcp_servers=str(args.mcp_servers.resolve()) if args.mcp_servers else None,
         mcp_allow_origin=tuple(args.mcp_allow_origin), mcp_loop_timeout=args.mcp_loop_timeout,
         model_alias=tuple(args.model_alias), keep_billing_header=args.keep_billing_header,
-        hosted_tools=args.hosted_tools)
+        hosted_tools=args.hosted_tools, trace_config=tuple(args.trace_config))
     from conch.gateway.ray.capacity import FleetTooLarge
 
     try:

@@ -1,11 +1,17 @@
-"""A real OTLP/HTTP trace receiver on loopback for the tracing tests: it decodes each POSTed
-ExportTraceServiceRequest (opentelemetry-proto) and keeps its spans, flattened with their resource."""
+"""Real OTLP trace receivers on loopback for the tracing tests, over HTTP (`start_receiver`) and gRPC
+(`start_grpc_receiver`, the collector's TraceService): each decodes every ExportTraceServiceRequest
+(opentelemetry-proto) and keeps its spans, flattened with their resource."""
 from __future__ import annotations
 
 import threading
+from concurrent import futures
 from dataclasses import dataclass, field
+from typing import Callable
+
+import grpc
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTraceServiceRequest,
                                                                         ExportTraceServiceResponse)
 from google.protobuf.json_format import MessageToDict
@@ -26,18 +32,22 @@ class Span:
 
 @dataclass
 class Receiver:
-    server: ThreadingHTTPServer
+    url: str                      # what --trace-config opentelemetry,url= names
+    stop: Callable[[], None]
     spans: list[Span] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
 
     def of_trace(self, trace_id: str) -> list[Span]:
         return [s for s in list(self.spans) if s.trace_id == trace_id]
 
-    def stop(self) -> None:
-        self.server.shutdown()
+    def keep(self, request: ExportTraceServiceRequest) -> None:
+        for rs in request.resource_spans:
+            resource = _attributes(MessageToDict(rs.resource).get("attributes", []))
+            for ss in rs.scope_spans:
+                for s in ss.spans:
+                    d = MessageToDict(s)
+                    self.spans.append(Span(s.name, s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(),
+                                           d.get("kind", ""), _attributes(d.get("attributes", [])), resource,
+                                           s.start_time_unix_nano, s.end_time_unix_nano))
 
 
 def _value(v: dict):
@@ -61,14 +71,7 @@ def start_receiver() -> Receiver:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             request = ExportTraceServiceRequest()
             request.ParseFromString(body)
-            for rs in request.resource_spans:
-                resource = _attributes(MessageToDict(rs.resource).get("attributes", []))
-                for ss in rs.scope_spans:
-                    for s in ss.spans:
-                        d = MessageToDict(s)
-                        receiver.spans.append(Span(s.name, s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(),
-                                                   d.get("kind", ""), _attributes(d.get("attributes", [])), resource,
-                                                   s.start_time_unix_nano, s.end_time_unix_nano))
+            receiver.keep(request)
             out = ExportTraceServiceResponse().SerializeToString()
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
@@ -80,6 +83,20 @@ def start_receiver() -> Receiver:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    receiver = Receiver(server)
+    receiver = Receiver(f"http://127.0.0.1:{server.server_address[1]}/v1/traces", server.shutdown)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return receiver
+
+
+def start_grpc_receiver() -> Receiver:
+    class Service(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request, context):
+            receiver.keep(request)
+            return ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    receiver = Receiver(f"http://127.0.0.1:{port}", lambda: server.stop(None))
     return receiver

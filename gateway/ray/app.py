@@ -15,6 +15,7 @@ from conch.gateway.ray.ingress import Ingress
 from conch.gateway.ray.model import ModelServer
 from conch.gateway.ray.multiplex import ModelGroup
 from conch.gateway.ray.options import DeploymentOptions, deployment_options
+from conch.gateway.ray.placement import in_ingress
 from conch.gateway.ray.router import ROUTER_PATHS
 from conch.gateway.ray.settings import RaySettings
 
@@ -59,7 +60,9 @@ def router_options(settings: RaySettings) -> dict[str, Any]:
 
 
 def model_options(settings: RaySettings) -> dict[str, DeploymentOptions]:
+    """The deployment options of every model that runs on replicas of its own (gateway/ray/placement.py)."""
     repository = ModelRepository(settings.repository)
     actor = {"num_cpus": settings.model_cpus} if settings.model_cpus is not None else None
-    return {name: deployment_options(repository.config(name), settings.replicas, actor)
-            for name in repository.names()}
+    configs = [repository.config(name) for name in repository.names()]
+    return {config.name: deployment_options(config, settings.replicas, actor)
+            for config in configs if not in_ingress(config)}

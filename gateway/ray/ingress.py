@@ -81,6 +81,7 @@ class Ingress:
         from conch.gateway.limits import open_limiter
         from conch.gateway.records import open_records
         from conch.gateway.state import Settings
+        from conch.gateway.telemetry import TraceConfig
 
         s = self.settings
         repository = FannedOutRepository(s.repository, dict(s.max_replicas))
@@ -93,8 +94,8 @@ class Ingress:
         records = open_records(s.response_store, s.response_store_ttl, s.response_store_mb)
         faces = Settings(mcp=McpConfig.from_flags(s.mcp_servers, s.mcp_allow_origin, s.mcp_loop_timeout),
                          aliases=ModelAliases.parse(list(s.model_alias)), keep_billing_header=s.keep_billing_header,
-                         hosted_tools=s.hosted_tools)
-        app = build_app(engine, faces, load=sorted(self.handles), gate=gate, metrics=s.metrics,
+                         hosted_tools=s.hosted_tools, trace_config=TraceConfig.parse(list(s.trace_config)))
+        app = build_app(engine, faces, load=repository.names(), gate=gate, metrics=s.metrics,
                         grpc_port=s.grpc_port, records=records)
         app.add_middleware(ReplicaHeader, ingress=replica_id())
         return app

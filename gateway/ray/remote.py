@@ -14,10 +14,11 @@ from ray.exceptions import RayActorError
 from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 
-from conch.engine.backend import Backend, BackendStats, Capabilities
+from conch.engine.backend import Backend, BackendStats, Capabilities, load_backend_class
 from conch.engine.errors import EngineError, ModelNotReady
 from conch.engine.repository import ModelConfig
 from conch.engine.types import GenerationDelta, GenerationRequest
+from conch.gateway.ray.placement import in_ingress
 
 # The replicas that served the current HTTP request, in order; gateway/ray/ingress.py puts a fresh list here
 # per request and writes it into the x-conch-replica header.
@@ -86,12 +87,15 @@ def _note(replica: str) -> None:
 
 
 class RemoteBackends:
-    """The ingress Engine's backend factory: model name -> its deployment's handle."""
+    """The ingress Engine's backend factory: model name -> its deployment's handle; a model that runs in the
+    ingress (an ensemble, a Python model: gateway/ray/placement.py) gets its own backend here."""
 
     def __init__(self, handles: dict[str, DeploymentHandle], multiplexed: frozenset[str] = frozenset()) -> None:
         self.handles, self.multiplexed = handles, multiplexed
 
     def __call__(self, config: ModelConfig) -> Backend:
+        if in_ingress(config):
+            return load_backend_class(config.backend)(config)
         handle = self.handles.get(config.name)
         if handle is None:
             raise ModelNotReady(f"model '{config.name}' has no Ray deployment in this application")

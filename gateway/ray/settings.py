@@ -39,6 +39,8 @@ class RaySettings:
     model_alias: tuple[str, ...] = ()
     keep_billing_header: bool = False
     hosted_tools: str = "drop"
+    trace_config: tuple[str, ...] = ()       # --trace-config entries, as given: each ingress replica exports its
+                                             # own spans (docs/tracing.md, On Ray)
     max_replicas: tuple[tuple[str, int], ...] = ()   # filled by the builder: model -> its most replicas
     multiplexed: tuple[str, ...] = ()                # filled by the builder: models served by a group
 

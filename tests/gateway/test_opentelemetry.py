@@ -1,7 +1,10 @@
 """`--trace-config mode=opentelemetry` against a real OTLP/HTTP receiver on loopback (tests/otlp_receiver.py),
 exported by the SDK's own OTLP exporter: a client's `traceparent` parents the server's spans on every face and
 comes back on the response; the engine's span carries the GenAI conventions' attributes and its phases; an
-unsampled parent is honoured; no prompt or completion text is exported."""
+unsampled parent is honoured; no prompt or completion text is exported; each MCP tool call the Responses
+loop runs against a real MCP server is a span of the request, with no argument or output recorded; over
+OTLP/gRPC (a receiver on the collector's TraceService), an ensemble's steps are spans of the request, no header
+is recorded, and a request without a parent is sampled by `rate`."""
 from __future__ import annotations
 
 import secrets
@@ -11,11 +14,13 @@ import httpx
 import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from conch.engine.weights import DEFAULT_MODEL_ID as MODEL
 from tests.fake_upstreams import TRACEPARENTS, echo_server
 from tests.conftest import free_port, start_server, write_repository
+from tests.gateway.kserve.inflight_repo import build_inflight
 from tests.gateway.kserve.triton_repo import eventually
 from conch.gateway.telemetry import TraceConfig
-from tests.otlp_receiver import start_receiver
+from tests.otlp_receiver import start_grpc_receiver, start_receiver
 
 PROMPT = "a secret prompt about zebras"
 
@@ -157,3 +162,97 @@ def test_trace_config_reads_tritons_names():
 def test_trace_config_refuses_by_name(entry):
     with pytest.raises(ValueError, match="--trace-config"):
         TraceConfig.parse([entry])
+
+
+ADDEND = "What is 2 plus 3? Use the add tool."
+SUM = {"type": "json_schema", "name": "answer", "strict": True, "schema": {
+    "type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"], "additionalProperties": False}}
+
+
+@pytest.fixture(scope="module")
+def mcp_traced(tmp_path_factory, tools_http):
+    """SmolLM2 calling the real test MCP server's `add` (tests/mcp_servers/tools_server.py) from /v1/responses,
+    spans exported to its own receiver."""
+    root = write_repository(tmp_path_factory.mktemp("repo"), {
+        MODEL: {"weights": "builtin:smollm2", "dtype": "float32", "max_batch_size": 2}})
+    receiver = start_receiver()
+    server = start_server(["--model-repository", str(root), "--mcp-allow-origin", tools_http.origin,
+                           "--mcp-loop-timeout", "900",                      # 2 shared CPUs
+                           "--trace-config", "mode=opentelemetry", "--trace-config", "rate=1",
+                           "--trace-config", f"opentelemetry,url={receiver.url}",
+                           "--trace-config", "opentelemetry,bsp_schedule_delay=100"], root)
+    yield server, receiver
+    server.stop()
+    receiver.stop()
+
+
+def test_each_mcp_call_is_a_span_of_the_request(mcp_traced, tools_http):
+    server, receiver = mcp_traced
+    trace_id, span_id, traceparent = parent()
+    tool = {"type": "mcp", "server_label": "calc", "server_url": tools_http.url, "allowed_tools": ["add"],
+            "require_approval": "never"}
+    r = httpx.post(f"{server.v1}/responses", headers={"traceparent": traceparent}, timeout=600, json={
+        "model": MODEL, "input": ADDEND, "tools": [tool], "tool_choice": {"type": "mcp", "server_label": "calc",
+                                                                          "name": "add"},
+        "max_tool_calls": 1, "max_output_tokens": 48, "temperature": 0, "text": {"format": SUM}})
+    assert r.status_code == 200, r.text
+    calls = [item for item in r.json()["output"] if item["type"] == "mcp_call"]
+    assert len(calls) == 1 and calls[0]["status"] == "completed", r.json()
+    spans = spans_of(receiver, trace_id, {"POST /v1/responses", "execute_tool add", f"chat {MODEL}"})
+    tool_span, root = spans["execute_tool add"], spans["POST /v1/responses"]
+    assert root.parent_id == span_id
+    assert tool_span.parent_id == root.span_id and tool_span.kind == "SPAN_KIND_INTERNAL"
+    assert tool_span.attributes == {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "add",
+                                    "gen_ai.tool.type": "mcp", "mcp.method.name": "tools/call",
+                                    "mcp.server.label": "calc"}        # no arguments, no output
+    turns = [s for s in receiver.of_trace(trace_id) if s.name == f"chat {MODEL}"]
+    assert len(turns) == 2 and {t.parent_id for t in turns} == {root.span_id}   # the call's turn, the answer's
+    assert calls[0]["output"] and all(calls[0]["arguments"] not in str(v) for s in receiver.of_trace(trace_id)
+                                  for v in s.attributes.values())
+
+
+@pytest.fixture(scope="module")
+def grpc_traced(tmp_path_factory):
+    """The inflight_batcher_llm repository, exporting over OTLP/gRPC, sampling one request in a billion."""
+    root = build_inflight(tmp_path_factory.mktemp("inflight"))
+    receiver = start_grpc_receiver()
+    server = start_server(["--model-repository", str(root), "--trace-config", "mode=opentelemetry",
+                           "--trace-config", "rate=1000000000", "--trace-config", "opentelemetry,protocol=grpc",
+                           "--trace-config", f"opentelemetry,url={receiver.url}",
+                           "--trace-config", "opentelemetry,bsp_schedule_delay=100"], root)
+    yield server, receiver
+    server.stop()
+    receiver.stop()
+
+
+def generate(server, headers: dict) -> httpx.Response:
+    r = httpx.post(f"{server.url}/v2/models/ensemble/generate", headers=headers, timeout=120,
+                   json={"text_input": PROMPT, "parameters": {"max_tokens": 4}})
+    assert r.status_code == 200, r.text
+    return r
+
+
+def test_otlp_grpc_carries_the_ensembles_steps_and_no_secret(grpc_traced):
+    server, receiver = grpc_traced
+    trace_id, span_id, traceparent = parent()
+    secret = "Bearer sk-otel-never-exported"
+    generate(server, {"traceparent": traceparent, "Authorization": secret})
+    root = "POST /v2/models/ensemble/generate"
+    steps = {"infer preprocessing", "infer postprocessing", "text_completion tensorrt_llm"}
+    spans = spans_of(receiver, trace_id, {root, "infer ensemble", *steps})
+    assert spans[root].parent_id == span_id
+    assert {spans[s].parent_id for s in steps} <= {spans[root].span_id, spans["infer ensemble"].span_id}
+    llm = spans["text_completion tensorrt_llm"].attributes          # the LLM step: a generation of its own
+    assert llm["gen_ai.request.model"] == "tensorrt_llm" and llm["gen_ai.usage.output_tokens"] > 0
+    for s in receiver.of_trace(trace_id):
+        assert not any(secret in str(v) or PROMPT in str(v) for v in (*s.attributes.values(), *s.resource.values()))
+
+
+def test_rate_samples_requests_without_a_parent(grpc_traced):
+    server, receiver = grpc_traced
+    before = {s.trace_id for s in receiver.spans}
+    generate(server, {})                                         # no parent: one in a billion is sampled
+    marker, _, traceparent = parent()
+    generate(server, {"traceparent": traceparent})               # a sampled parent decides for its request
+    spans_of(receiver, marker, {"POST /v2/models/ensemble/generate"})
+    assert {s.trace_id for s in receiver.spans} - before == {marker}

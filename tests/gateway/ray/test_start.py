@@ -45,3 +45,19 @@ def test_two_replicas_of_two_models_do_not_fit_two_cores(two_models):
 def test_what_fits_is_not_refused(two_models):
     settings = RaySettings(repository=two_models, replicas=2, ingress_cpus=0.5, model_cpus=0.25)
     check_fits(settings, model_options(settings), available=2)     # 0.5 + 4 x 0.25 = 1.5
+
+
+def test_trace_config_travels_to_the_ingress_and_trace_file_is_refused(monkeypatch, two_models):
+    from conch.gateway import cli
+
+    seen: list[RaySettings] = []
+    monkeypatch.setattr(run, "serve_ray", lambda settings, *args: seen.append(settings))
+    entries = ["mode=opentelemetry", "opentelemetry,url=http://127.0.0.1:4318/v1/traces"]
+    cli.main(["serve", "--ray", "--model-repository", two_models,
+              *(a for e in entries for a in ("--trace-config", e))])
+    assert seen[0].trace_config == tuple(entries)                  # each ingress replica parses the same entries
+    with pytest.raises(SystemExit, match="--trace-config 'rate=0'"):
+        cli.main(["serve", "--ray", "--model-repository", two_models, "--trace-config", "rate=0"])
+    with pytest.raises(SystemExit, match="--trace-file is not supported on Ray"):
+        cli.main(["serve", "--ray", "--model-repository", two_models, "--trace-file", "t.json"])
+    assert len(seen) == 1                                          # refused before Ray starts
