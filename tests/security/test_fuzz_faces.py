@@ -34,7 +34,13 @@ TEMPLATES: dict[str, dict] = {
                   {"type": "custom", "name": "c", "format": {"type": "grammar", "syntax": "regex",
                                                              "definition": "[a-z]{1,3}"}}],
         "tool_choice": "auto", "text": {"format": {"type": "text"}}},
+    "/v1/responses/input_tokens": {"model": "tiny", "input": [{"type": "message", "role": "user", "content": "hi"}],
+                                   "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]},
+    "/v1/responses/compact": {"model": "tiny", "max_output_tokens": 2, "input": [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]}]},
     "/v1/conversations": {"items": [{"type": "message", "role": "user", "content": "hi"}], "metadata": {"k": "v"}},
+    f"/v1/conversations/{CONVERSATION}": {"metadata": {"k": "v"}},
     f"/v1/conversations/{CONVERSATION}/items": {"items": [
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "x"}]}]},
     "/v1/chat/completions": {"model": "tiny", "messages": MESSAGE, "max_tokens": 2,
@@ -45,6 +51,7 @@ TEMPLATES: dict[str, dict] = {
                      "tools": [{"name": "t", "input_schema": {"type": "object"}}]},
     "/v1/messages/count_tokens": {"model": "tiny", "messages": MESSAGE},
     "/v2/models/tiny/generate": {"text_input": "hi", "parameters": {"max_tokens": 2}},
+    "/v2/models/tiny/generate_stream": {"text_input": "hi", "parameters": {"max_tokens": 2}},
 }
 _SCHEMA_FIELDS = {name for model in (ResponsesRequest, ChatCompletionRequest, CompletionRequest, EmbeddingRequest,
                                      MessagesRequest, AnthropicTool, FunctionTool, CustomTool, McpTool,
