@@ -1,14 +1,17 @@
 """Helpers for the serving-layer tests (cache, admission, keys, limits, metrics): a real redis-server on a
-free loopback port, and a fake backend whose output is a pure function of the request."""
+free loopback port, a fake backend whose output is a pure function of the request, and a POST driven at the
+ASGI level, whose client hangs up at a chosen moment."""
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import hashlib
+import json
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,3 +141,34 @@ def fake_engine(cache=None, max_queue_size: int | None = None, **config) -> Engi
     cfg = ModelConfig(**{"name": "m", "backend": "fake", **config})
     engine._models["m"] = {cfg.version: LoadedModel(cfg, FakeBackend(cfg))}
     return engine
+
+
+def chat_engine(**config) -> Engine:
+    """fake_engine, its tokenizer rendering a chat as its messages' contents joined (a face that needs a chat
+    template: chat, Responses)."""
+    engine = fake_engine(**config)
+    tokenizer = engine.get("m").backend.tokenizer
+    tokenizer.chat_template = "fake"
+    tokenizer.apply_chat_template = lambda messages, **kw: "".join(str(m["content"]) for m in messages)
+    return engine
+
+
+async def asgi_post(app, path: str, body: dict, hang_up: asyncio.Event,
+                    send: Callable[[dict], Awaitable[None]]) -> None:
+    """One POST of `body` (JSON) straight to the ASGI `app`, its messages to `send`; the client disconnects once
+    `hang_up` is set."""
+    raw, sent = json.dumps(body).encode(), False
+
+    async def receive() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        await hang_up.wait()
+        return {"type": "http.disconnect"}
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())],
+             "server": ("test", 80), "client": ("client", 1)}
+    await app(scope, receive, send)

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 KINDS = ("response", "conversation")
 DEFAULT_TTL_S = 30 * 24 * 3600           # as OpenAI keeps stored responses
-DEFAULT_MEMORY_MB = 256
+DEFAULT_MEMORY_MB = 64       # the memory tier: the default models, fuzzed and loaded to it, stay <= 1.3 GB RSS
 _FAILED = object()                       # RedisLink.call's default: Redis did not answer
 _THREAD_BYTES = 256 * 1024               # records larger than this are decoded off the event loop
 _CAS_TRIES = 16                          # compare-and-set rounds before an update gives up (503)

@@ -10,17 +10,14 @@ import openai
 import pytest
 
 from conch.gateway.app import build_app
-from tests.serving_helpers import fake_engine
+from tests.serving_helpers import chat_engine
 
 MAX_TOKENS = 4
 
 
 def _app():
-    engine = fake_engine(backend="transformers")     # an LLM's config: /v2 speaks the LLM tensor contract
-    backend = engine.get("m").backend
-    backend.fail = True
-    backend.tokenizer.chat_template = "fake"
-    backend.tokenizer.apply_chat_template = lambda messages, **kw: "".join(m["content"] for m in messages)
+    engine = chat_engine(backend="transformers")     # an LLM's config: /v2 speaks the LLM tensor contract
+    engine.get("m").backend.fail = True
     return build_app(engine, metrics=False)
 
 

@@ -8,9 +8,10 @@ import json
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from tests.conftest import start_server, write_repository
+from tests.security.fuzzing import Mutations, as_json, fuzz_settings, values
 
 EXAMPLES, SLOW_EXAMPLES = 200, 1000
 TEMPLATES: dict[str, dict] = {
@@ -30,12 +31,7 @@ KEYS = ("model", "prompt", "messages", "max_tokens", "max_completion_tokens", "n
         "shape", "data", "binary_data_size", "exclude_input_in_output")
 # Counts that would make the tiny model generate for long stay out of reach: hostile, never merely large.
 COUNTS = st.sampled_from([-(2 ** 63), -1, 0, 1, 2, 2 ** 31, 2 ** 63, 2 ** 64, 10 ** 30, 1.5, "2", None, True, []])
-SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2 ** 70), 2 ** 70), st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=12), st.sampled_from(["\ud800", "\udfff", "", "tiny", "\x00", "a" * 3000, "{{", "<|im_end|>"]))
-VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
-                      | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=6), inner, max_size=4),
-                      max_leaves=12)
+VALUES = values(KEYS, ["\ud800", "\udfff", "", "tiny", "\x00", "a" * 3000, "{{", "<|im_end|>"])
 DEEP = st.integers(60, 200).map(lambda depth: json.loads("[" * depth + "]" * depth))
 
 
@@ -45,29 +41,7 @@ def value_for(key: str):
     return st.one_of(VALUES, DEEP, st.just("\ud800"))
 
 
-@st.composite
-def mutated(draw, path: str) -> bytes:
-    body = json.loads(json.dumps(TEMPLATES[path]))
-    for _ in range(draw(st.integers(1, 4))):
-        target = _pick_object(draw, body)
-        key = draw(st.sampled_from(sorted(target) or ["model"]) | st.sampled_from(KEYS))
-        if draw(st.integers(0, 5)) == 0:
-            target.pop(key, None)
-        else:
-            target[key] = draw(value_for(key))
-    return json.dumps(body).encode("utf-8", "surrogatepass")
-
-
-def _pick_object(draw, body: dict) -> dict:
-    """The body itself or one of the objects nested in it (a message, an input tensor, the parameters)."""
-    objects = [body, *(v for v in body.values() if isinstance(v, dict)),
-                *(item for v in body.values() if isinstance(v, list) for item in v if isinstance(item, dict))]
-    return draw(st.sampled_from(objects))
-
-
-def bodies(path: str):
-    raw_json = VALUES.map(lambda v: json.dumps(v).encode("utf-8", "surrogatepass"))
-    return st.one_of(mutated(path), mutated(path), mutated(path), raw_json, st.binary(max_size=64))
+FUZZ = Mutations(TEMPLATES, KEYS, value_for, rounds=4, raw=(as_json(VALUES), st.binary(max_size=64)))
 
 
 @pytest.fixture(scope="module")
@@ -97,29 +71,25 @@ def check(client: httpx.Client, path: str, body: bytes, headers: dict | None = N
     assert ok.status_code == 200 and _port(ok) == _port(r), (path, body[:300], "the connection was dropped")
 
 
-def _fuzz(examples: int):
-    return settings(max_examples=examples, deadline=None, database=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                           HealthCheck.data_too_large])
+def fuzz_route(client: httpx.Client, path: str, examples: int, derandomize: bool = True,
+               fuzz: Mutations = FUZZ) -> None:
+    """`examples` of `fuzz`'s bodies for `path`, each checked on the one connection."""
+    @fuzz_settings(examples, derandomize)
+    @given(body=fuzz.bodies(path))
+    def run(body: bytes) -> None:
+        check(client, path, body)
+    run()
 
 
 @pytest.mark.parametrize("path", TEMPLATES)
 def test_fuzzed_bodies_are_4xx_on_a_surviving_connection(client, path):
-    @_fuzz(EXAMPLES)
-    @given(body=bodies(path))
-    def run(body: bytes) -> None:
-        check(client, path, body)
-    run()
+    fuzz_route(client, path, EXAMPLES)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", TEMPLATES)
 def test_fuzzed_bodies_at_length(client, path):
-    @settings(_fuzz(SLOW_EXAMPLES), derandomize=False)
-    @given(body=bodies(path))
-    def run(body: bytes) -> None:
-        check(client, path, body)
-    run()
+    fuzz_route(client, path, SLOW_EXAMPLES, derandomize=False)
 
 
 def _infer(shape: list, datatype: str = "BYTES", **extra) -> dict:

@@ -2,17 +2,15 @@
 the face's own shape (OpenAI's {"error": {message, type, param, code}} on /v1, Anthropic's {"type": "error",
 "error": {type, message}} on /v1/messages, {"error": "..."} on /v2).
 
-A mutation sets, drops or replaces keys of the body or of an object nested in it (an input item, a tool, a
-message) with hostile values: the keys are the route's own schema fields (so the values reach its validators)
-and the usual suspects. One module-scoped tiny server, small token counts; a few hundred bodies per route here,
-more under `-m slow`. tests/security/test_fuzz.py fuzzes the older routes' connection handling."""
+The bodies are tests/security/fuzzing.py's: mutations of a valid body per route, whose keys are the route's own
+schema fields (so the values reach its validators) and the usual suspects, and arbitrary JSON. One
+module-scoped tiny server, small token counts; a few hundred bodies per route here, more under `-m slow`.
+tests/security/test_fuzz.py fuzzes the older routes' connection handling."""
 from __future__ import annotations
-
-import json
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from conch.gateway.anthropic.schemas import MessagesRequest, Tool as AnthropicTool
 from conch.gateway.openai.responses.schemas import ResponsesRequest
@@ -22,6 +20,7 @@ from conch.gateway.openai.schemas.completions import CompletionRequest
 from conch.gateway.openai.schemas.embeddings import EmbeddingRequest
 from conch.gateway.openai.schemas.items import RESPONSE_ITEMS
 from tests.conftest import start_server, write_repository
+from tests.security.fuzzing import Mutations, as_json, fuzz_settings, values
 
 EXAMPLES, SLOW_EXAMPLES = 120, 2000
 CONVERSATION = "{conversation}"          # replaced by a conversation the fixture creates
@@ -35,7 +34,13 @@ TEMPLATES: dict[str, dict] = {
                   {"type": "custom", "name": "c", "format": {"type": "grammar", "syntax": "regex",
                                                              "definition": "[a-z]{1,3}"}}],
         "tool_choice": "auto", "text": {"format": {"type": "text"}}},
+    "/v1/responses/input_tokens": {"model": "tiny", "input": [{"type": "message", "role": "user", "content": "hi"}],
+                                   "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]},
+    "/v1/responses/compact": {"model": "tiny", "max_output_tokens": 2, "input": [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]}]},
     "/v1/conversations": {"items": [{"type": "message", "role": "user", "content": "hi"}], "metadata": {"k": "v"}},
+    f"/v1/conversations/{CONVERSATION}": {"metadata": {"k": "v"}},
     f"/v1/conversations/{CONVERSATION}/items": {"items": [
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "x"}]}]},
     "/v1/chat/completions": {"model": "tiny", "messages": MESSAGE, "max_tokens": 2,
@@ -46,6 +51,7 @@ TEMPLATES: dict[str, dict] = {
                      "tools": [{"name": "t", "input_schema": {"type": "object"}}]},
     "/v1/messages/count_tokens": {"model": "tiny", "messages": MESSAGE},
     "/v2/models/tiny/generate": {"text_input": "hi", "parameters": {"max_tokens": 2}},
+    "/v2/models/tiny/generate_stream": {"text_input": "hi", "parameters": {"max_tokens": 2}},
 }
 _SCHEMA_FIELDS = {name for model in (ResponsesRequest, ChatCompletionRequest, CompletionRequest, EmbeddingRequest,
                                      MessagesRequest, AnthropicTool, FunctionTool, CustomTool, McpTool,
@@ -54,15 +60,8 @@ _SCHEMA_FIELDS = {name for model in (ResponsesRequest, ChatCompletionRequest, Co
 KEYS = tuple(sorted(_SCHEMA_FIELDS | {"type", "format", "syntax", "definition", "schema", "json_schema", "error",
                                       "guided_grammar", "parameters", "config"}))
 COUNTS = st.sampled_from([-(2 ** 63), -1, 0, 1, 2, 2 ** 31, 2 ** 64, 1.5, "2", None, True, []])
-SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2 ** 70), 2 ** 70), st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=12), st.sampled_from(["message", "function", "custom", "mcp", "grammar", "text", "lark",
-                                           "json_schema", "user", "assistant", "tiny", "<|im_end|>", "start: start",
-                                           "\x00", "a" * 3000, "required", "auto"]))
-VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
-                      | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=6), inner, max_size=4),
-                      max_leaves=12)
-NON_FINITE = st.sampled_from(["NaN", "Infinity", "-Infinity"])
+VALUES = values(KEYS, ["message", "function", "custom", "mcp", "grammar", "text", "lark", "json_schema", "user",
+                       "assistant", "tiny", "<|im_end|>", "start: start", "\x00", "a" * 3000, "required", "auto"])
 
 
 def value_for(key: str):
@@ -71,35 +70,7 @@ def value_for(key: str):
     return VALUES
 
 
-@st.composite
-def mutated(draw, path: str) -> bytes:
-    body = json.loads(json.dumps(TEMPLATES[path]))
-    for _ in range(draw(st.integers(1, 3))):
-        target = _pick_object(draw, body)
-        key = draw(st.sampled_from(sorted(target) or ["model"]) | st.sampled_from(KEYS))
-        if draw(st.integers(0, 5)) == 0:
-            target.pop(key, None)
-        else:
-            target[key] = draw(value_for(key))
-    text = json.dumps(body)
-    if draw(st.integers(0, 9)) == 0:              # a bare NaN / Infinity in place of one value
-        text = text.replace('"hi"', draw(NON_FINITE), 1)
-    return text.encode()
-
-
-def _pick_object(draw, body: dict) -> dict:
-    """The body or an object nested in it, two levels down (an input item, a tool's format, a message)."""
-    objects = [body]
-    for value in body.values():
-        for child in (value if isinstance(value, list) else [value]):
-            if isinstance(child, dict):
-                objects += [child, *(v for v in child.values() if isinstance(v, dict))]
-    return draw(st.sampled_from(objects))
-
-
-def bodies(path: str):
-    raw_json = VALUES.map(lambda v: json.dumps(v).encode())
-    return st.one_of(mutated(path), mutated(path), mutated(path), raw_json)
+FUZZ = Mutations(TEMPLATES, KEYS, value_for, raw=(as_json(VALUES),))
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +85,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(server):
-    with httpx.Client(base_url=server.url, timeout=60) as c:
+    with httpx.Client(base_url=server.url, timeout=300) as c:      # a hang, not a slow compile on a shared CPU
         yield c
 
 
@@ -139,17 +110,13 @@ def check_shape(path: str, r: httpx.Response, body: bytes) -> None:
         assert set(error) == {"error"} and isinstance(error["error"], str), (path, body[:300], error)
 
 
-def _fuzz(examples: int):
-    return settings(max_examples=examples, deadline=None, database=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                           HealthCheck.data_too_large])
-
-
-def _run(client: httpx.Client, conversation: str, path: str, examples: int, derandomize: bool = True) -> None:
+def fuzz_route(client: httpx.Client, conversation: str, path: str, examples: int, derandomize: bool = True,
+               fuzz: Mutations = FUZZ) -> None:
+    """`examples` of `fuzz`'s bodies for `path` (its conversation placeholder filled), each checked."""
     url = path.replace(CONVERSATION, conversation)
 
-    @settings(_fuzz(examples), derandomize=derandomize)
-    @given(body=bodies(path))
+    @fuzz_settings(examples, derandomize)
+    @given(body=fuzz.bodies(path))
     def run(body: bytes) -> None:
         check_shape(path, client.post(url, content=body, headers={"Content-Type": "application/json"}), body)
     run()
@@ -157,13 +124,13 @@ def _run(client: httpx.Client, conversation: str, path: str, examples: int, dera
 
 @pytest.mark.parametrize("path", TEMPLATES)
 def test_fuzzed_bodies_are_never_5xx_and_errors_keep_the_face_shape(client, conversation, path):
-    _run(client, conversation, path, EXAMPLES)
+    fuzz_route(client, conversation, path, EXAMPLES)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", TEMPLATES)
 def test_fuzzed_bodies_at_length(client, conversation, path):
-    _run(client, conversation, path, SLOW_EXAMPLES, derandomize=False)
+    fuzz_route(client, conversation, path, SLOW_EXAMPLES, derandomize=False)
 
 
 @pytest.mark.parametrize("path", ["/v1/responses/{id}", "/v1/responses/{id}/input_items",

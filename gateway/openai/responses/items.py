@@ -1,38 +1,26 @@
 """Input items -> the stored item list and the Conversation's chat messages.
 
 Items are the Responses API's shapes (message, function_call, function_call_output, custom_tool_call and its
-output, reasoning, compaction (compact.py), and the MCP items of mcp_items.py). Each type is read by its row of
-`_READERS`; an unknown type or field is a 400 naming its path (`input.3.type`). Stored items are normalized:
-every item has an id and a type, and a message's content is a list of parts. Chat messages are OpenAI chat's
+output, reasoning, compaction (compact.py), and the MCP items of mcp_items.py), typed once at the edge
+(gateway/openai/schemas/items.py: an unknown type or field, or a value of the wrong type, is a 400 naming its
+path there). Stored items are normalized: every item has an id and a type, and a message's content is a list of
+parts. Chat messages are OpenAI chat's
 shapes (gateway/conversation/types.py)."""
 from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 from conch.gateway.conversation.sealed import SealError, unseal as unseal_reasoning
 from conch.gateway.errors import APIError
-from conch.gateway.openai.responses.mcp_items import MCP_CHECKS, MCP_FIELDS, MCP_ID_PREFIX, call_messages
+from conch.gateway.openai.responses.mcp_items import MCP_ID_PREFIX, call_messages
 from conch.gateway.sealed import Unsealable, unseal
 
 COMPACTION_KIND = "responses.compaction"     # compact.py seals its summaries under this kind
 SUMMARY_PREFIX = "Summary of the conversation so far:\n"
 
-_MESSAGE_ROLES = frozenset({"user", "system", "developer", "assistant"})
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}   # part type -> its text key
-_PART_FIELDS = {"input_text": {"type", "text"}, "output_text": {"type", "text", "annotations", "logprobs"},
-                "refusal": {"type", "refusal"}}
-_FIELDS = {
-    "message": {"type", "id", "role", "content", "status", "phase"},
-    "function_call": {"type", "id", "call_id", "name", "arguments", "status", "namespace"},
-    "function_call_output": {"type", "id", "call_id", "output", "status"},
-    "custom_tool_call": {"type", "id", "call_id", "name", "input", "namespace"},
-    "custom_tool_call_output": {"type", "id", "call_id", "output"},
-    "reasoning": {"type", "id", "summary", "content", "encrypted_content", "status"},
-    "compaction": {"type", "id", "encrypted_content", "created_by"},
-    **MCP_FIELDS,
-}
 _ID_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "custom_tool_call": "ctc",
               "custom_tool_call_output": "ctco", "reasoning": "rs", "compaction": "cmp", **MCP_ID_PREFIX}
 
@@ -42,80 +30,30 @@ def new_item_id(kind: str) -> str:
 
 
 def read_input(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The request's input as normalized items (a string is one user message)."""
+    """The request's input as normalized items (a string is one user message). The items were typed at the edge
+    (gateway/openai/schemas/items.py: every type, field and value checked there); what is left is to fill in
+    ids, a message's parts and status, and to open a compaction item's summary."""
     if isinstance(value, str):
         value = [{"type": "message", "role": "user", "content": value}]
     return [_normalized(i, item) for i, item in enumerate(value)]
 
 
 def _normalized(index: int, item: dict[str, Any]) -> dict[str, Any]:
-    kind = item.get("type", "message" if "role" in item else None)
-    if kind not in _FIELDS:
-        raise _bad(f"input.{index}.type", f"input[{index}].type {kind!r} is not a supported item type; supported: "
-                                          f"{sorted(_FIELDS)}")
-    unknown = sorted(set(item) - _FIELDS[kind])
-    if unknown:
-        raise _bad(f"input.{index}.{unknown[0]}", f"input[{index}]: unknown field(s) {unknown} for a {kind} item")
+    kind = item.get("type", "message")
     out = {**item, "type": kind, "id": item.get("id") or new_item_id(kind)}
-    return _CHECKS[kind](index, out)
+    if kind == "message":
+        return _message(out)
+    if kind == "compaction":
+        _summary(index, out)                     # a 400 for a summary this deployment did not seal
+    return out
 
 
-def _message(index: int, item: dict[str, Any]) -> dict[str, Any]:
-    if item.get("role") not in _MESSAGE_ROLES:
-        raise _bad(f"input.{index}.role", f"input[{index}].role must be one of {sorted(_MESSAGE_ROLES)}")
-    content = item.get("content")
+def _message(item: dict[str, Any]) -> dict[str, Any]:
+    content = item["content"]
     if isinstance(content, str):
         part = "output_text" if item["role"] == "assistant" else "input_text"
         content = [{"type": part, "text": content, **({"annotations": []} if part == "output_text" else {})}]
-    if not isinstance(content, list):
-        raise _bad(f"input.{index}.content", f"input[{index}].content must be a string or a list of parts")
-    for k, part in enumerate(content):
-        _check_part(f"input.{index}.content.{k}", part)
     return {**item, "content": content, "status": item.get("status") or "completed"}
-
-
-def _check_part(path: str, part: Any) -> None:
-    kind = part.get("type") if isinstance(part, dict) else None
-    if kind not in _PART_FIELDS:
-        raise _bad(f"{path}.type", f"{path}.type {kind!r} is not supported: Conch's models read text parts only "
-                                   f"({sorted(_PART_FIELDS)})")
-    unknown = sorted(set(part) - _PART_FIELDS[kind])
-    if unknown or not isinstance(part.get(_TEXT_PARTS[kind]), str):
-        field = unknown[0] if unknown else _TEXT_PARTS[kind]
-        raise _bad(f"{path}.{field}", f"{path}: a {kind} part has a string '{_TEXT_PARTS[kind]}' and no other "
-                                      f"fields but {sorted(_PART_FIELDS[kind])}")
-
-
-def _strings(*names: str) -> Callable[[int, dict[str, Any]], dict[str, Any]]:
-    def check(index: int, item: dict[str, Any]) -> dict[str, Any]:
-        for name in names:
-            if not isinstance(item.get(name), str):
-                raise _bad(f"input.{index}.{name}", f"input[{index}].{name} must be a string")
-        return item
-    return check
-
-
-def _output(index: int, item: dict[str, Any]) -> dict[str, Any]:
-    _strings("call_id")(index, item)
-    output = item.get("output")
-    if isinstance(output, list):
-        for k, part in enumerate(output):
-            _check_part(f"input.{index}.output.{k}", part)
-    elif not isinstance(output, str):
-        raise _bad(f"input.{index}.output", f"input[{index}].output must be a string or a list of text parts")
-    return item
-
-
-_CHECKS: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
-    "message": _message,
-    "function_call": _strings("call_id", "name", "arguments"),
-    "function_call_output": _output,
-    "custom_tool_call": _strings("call_id", "name", "input"),
-    "custom_tool_call_output": _output,
-    "reasoning": lambda index, item: item,
-    "compaction": lambda index, item: (_summary(index, item), item)[1],
-    **MCP_CHECKS,
-}
 
 
 def _summary(index: int, item: dict[str, Any]) -> str:

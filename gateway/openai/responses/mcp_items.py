@@ -15,38 +15,11 @@ from conch.agents.mcp.transcript import as_messages
 from conch.agents.mcp.types import FailureKind
 from conch.gateway.errors import APIError
 
-MCP_FIELDS = {
-    "mcp_list_tools": {"type", "id", "server_label", "tools", "error"},
-    "mcp_call": {"type", "id", "server_label", "name", "arguments", "output", "error", "status",
-                 "approval_request_id"},
-    "mcp_approval_request": {"type", "id", "server_label", "name", "arguments"},
-    "mcp_approval_response": {"type", "id", "approval_request_id", "approve", "reason"},
-}
 MCP_ID_PREFIX = {"mcp_list_tools": "mcpl", "mcp_call": "mcp", "mcp_approval_request": "mcpr",
                  "mcp_approval_response": "mcpa"}
 # A failure's kind -> the JSON-RPC-style code of an `mcp_protocol_error` (a tool's own error is an execution error)
 _CODES = {FailureKind.PROTOCOL: -32600, FailureKind.UNREACHABLE: -32000, FailureKind.TIMEOUT: -32001,
           FailureKind.REFUSED: -32002}
-
-
-def _check(*strings: str, booleans: tuple[str, ...] = ()):
-    def check(index: int, item: dict[str, Any]) -> dict[str, Any]:
-        for name in strings:
-            if not isinstance(item.get(name), str):
-                raise APIError(400, f"input[{index}].{name} must be a string", param=f"input.{index}.{name}")
-        for name in booleans:
-            if not isinstance(item.get(name), bool):
-                raise APIError(400, f"input[{index}].{name} must be true or false", param=f"input.{index}.{name}")
-        return item
-    return check
-
-
-MCP_CHECKS = {
-    "mcp_list_tools": _check("server_label"),
-    "mcp_call": _check("server_label", "name", "arguments"),
-    "mcp_approval_request": _check("server_label", "name", "arguments"),
-    "mcp_approval_response": _check("approval_request_id", booleans=("approve",)),
-}
 
 
 # -- output items --

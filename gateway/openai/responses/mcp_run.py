@@ -13,8 +13,10 @@ freely (`auto`), or the model could never answer.
 
 The loop runs in a task of its own; its events and the turns' reach the consumer through one queue, in order.
 A consumer that stops (a client gone) cancels the task: the MCP call or the engine request in flight with it.
-Priming runs the loop until its first model output (or its end), so a refused server, a bad tool_choice or a
-prompt past the context is a 4xx, not a failed response.
+Priming runs the loop until its first model output (or its end), so a refused server, a bad tool_choice, a
+listed tool whose input schema cannot be served (mcp_schemas.py) or a prompt past the context is a 4xx, not a
+failed response; a turn the engine fails mid-generation is the response's failure (never a 500), before its
+first output too.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import logging
 from contextlib import aclosing
 from typing import Any, AsyncGenerator
 
-from conch.agents.mcp import Limits
+from conch.agents.mcp import Limits, McpTool
 from conch.agents.mcp.events import Ending, LoopOutcome, ModelTurn, TurnInput
 from conch.agents.mcp.loop import McpLoop, pump
 from conch.agents.mcp.metrics import CallObserver
@@ -33,9 +35,11 @@ from conch.gateway.errors import public_reason, to_api_error
 from conch.gateway.choices import Choice
 from conch.gateway.openai.responses.events import OutputBuilder
 from conch.gateway.openai.responses.mcp_events import McpOutput
+from conch.gateway.openai.responses.mcp_schemas import check_listed, forced_refusal
 from conch.gateway.openai.responses.output import end_status, failure, usage_dict
 from conch.gateway.openai.responses.run import (Prepared, TurnExtras, builder, client_left, conversation,
                                                   ending)
+from conch.grammars import GrammarError
 
 log = logging.getLogger(__name__)
 
@@ -63,21 +67,36 @@ class McpRun:
             await self.queue.put(out)
 
     async def _turn(self, seen: TurnInput) -> ModelTurn:
-        extras = TurnExtras(tuple(as_tools(seen.tools)), tuple(as_messages(seen.records)), self._choice(seen))
+        params = self.p.mcp.params if self.p.mcp is not None else {}
+        await asyncio.to_thread(check_listed, seen.tools, params)
+        choice = self._choice(seen)
+        extras = TurnExtras(tuple(as_tools(seen.tools)), tuple(as_messages(seen.records)), choice)
         gen, plan = await build_generation(conversation(self.p, self.use_cache, extras), self.engine,
                                            f"{self.p.response_id}_{len(self.turns)}")
         out = builder(self.p, plan, self.items, frozenset(t.name for t in seen.tools))
         self.turns.append(out)
-        async for delta in self.engine.generate(gen):
-            for event in out.feed(delta):
-                await self.queue.put(event)
-            if delta.error:
-                raise TurnFailed(public_reason(delta.error))
+        try:
+            async for delta in self.engine.generate(gen):
+                for event in out.feed(delta):
+                    await self.queue.put(event)
+                if delta.error:
+                    raise TurnFailed(public_reason(delta.error))
+        except GrammarError as exc:                    # refused before generation: the forced tool's, by name
+            refusal = forced_refusal(exc, self._forced(seen, choice), params)
+            if refusal is None:
+                raise
+            raise refusal from exc
         for event in out.finish():
             await self.queue.put(event)
         if out.client_calls:                           # the client's call ends the loop
             return ModelTurn(calls=())
         return ModelTurn(calls=out.held_calls)
+
+    def _forced(self, seen: TurnInput, choice: str | dict[str, Any] | None) -> tuple[McpTool, ...]:
+        """The MCP tools the turn's grammar forces a call of, where they are all it forces."""
+        if isinstance(choice, dict):
+            return tuple(t for t in seen.tools if t.name == choice["function"]["name"])
+        return seen.tools if choice == "required" and not self.p.tools.tools else ()
 
     def _choice(self, seen: TurnInput) -> str | dict[str, Any] | None:
         """The turn's tool_choice: the request's on its first turn, `auto` once an MCP call has run."""
@@ -130,10 +149,17 @@ async def primed(run: McpRun) -> AsyncGenerator[dict[str, Any], None]:
             head.append(await source.__anext__())
     except StopAsyncIteration:
         pass
+    except TurnFailed as exc:                      # generation failed mid-turn: the response's failure, as later
+        return _rest(run, head, _raising(exc))
     except BaseException:
         await source.aclose()
         raise
     return _rest(run, head, source)
+
+
+async def _raising(exc: Exception) -> AsyncGenerator[Any, None]:
+    raise exc
+    yield                                          # an async generator that raises at its first item
 
 
 def unprimed(run: McpRun) -> AsyncGenerator[dict[str, Any], None]:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conch.gateway.app import build_app
-from tests.serving_helpers import fake_engine
+from tests.serving_helpers import asgi_post, chat_engine
 
 BODIES = {"/v1/completions": {"model": "m", "prompt": "hi", "max_tokens": 2},
           "/v1/chat/completions": {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}}
@@ -25,24 +25,12 @@ class Traces:
 
 async def _call(app, path: str, hang_up: asyncio.Event) -> list[dict]:
     """One POST; the client disconnects once `hang_up` is set. Returns the ASGI messages the app sent."""
-    body, sent, messages = json.dumps(BODIES[path]).encode(), False, []
-
-    async def receive() -> dict:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await hang_up.wait()
-        return {"type": "http.disconnect"}
+    messages: list[dict] = []
 
     async def send(message: dict) -> None:
         messages.append(message)
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-             "server": ("test", 80), "client": ("client", 1)}
-    await app(scope, receive, send)
+    await asgi_post(app, path, BODIES[path], hang_up, send)
     return messages
 
 
@@ -55,10 +43,8 @@ async def _until(predicate, tries: int = 2000) -> None:
 
 @pytest.mark.parametrize("path", list(BODIES))
 async def test_hang_up_while_queued_aborts_a_non_streamed_request(path):
-    engine = fake_engine(max_batch_size=1)
+    engine = chat_engine(max_batch_size=1)
     backend, traces = engine.get("m").backend, Traces()
-    backend.tokenizer.chat_template = "fake"
-    backend.tokenizer.apply_chat_template = lambda messages, **kw: "".join(m["content"] for m in messages)
     backend.gate = asyncio.Event()                  # the first request holds the only slot until released
     engine.observers.append(traces)
     app = build_app(engine, metrics=False)

@@ -8,14 +8,11 @@ import httpx
 from conch.gateway.app import build_app
 from conch.gateway.auth import ApiKey, Gate, KeyRing
 from conch.gateway.records import RecordStore
-from tests.serving_helpers import fake_engine
+from tests.serving_helpers import chat_engine, fake_engine
 
 
 def _client() -> httpx.AsyncClient:
-    engine = fake_engine()
-    backend = engine.get("m").backend
-    backend.tokenizer.chat_template = "fake"
-    backend.tokenizer.apply_chat_template = lambda messages, **kw: "".join(str(m["content"]) for m in messages)
+    engine = chat_engine()
     gate = Gate(KeyRing([ApiKey("sk-a", "a"), ApiKey("sk-b", "b")]))
     app = build_app(engine, gate=gate, metrics=False, records=RecordStore(memory_bytes=8192))    # 4 KiB a key
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t/v1")

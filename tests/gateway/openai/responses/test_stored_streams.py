@@ -13,15 +13,13 @@ import httpx
 from conch.engine.types import GenerationDelta, RequestStatus, Usage
 from conch.gateway.app import build_app
 from conch.gateway.openai.responses import run
-from tests.serving_helpers import fake_engine
+from tests.serving_helpers import asgi_post, chat_engine
 
 
 def _app() -> tuple[object, asyncio.Event]:
     """The app, and the event that lets its backend go on after the first token."""
-    engine = fake_engine()
+    engine = chat_engine()
     backend = engine.get("m").backend
-    backend.tokenizer.chat_template = "fake"
-    backend.tokenizer.apply_chat_template = lambda messages, **kw: "".join(str(m["content"]) for m in messages)
     go_on = asyncio.Event()
 
     async def generate(request):
@@ -37,15 +35,7 @@ def _app() -> tuple[object, asyncio.Event]:
 async def _stream(app, body: dict, hang_up: asyncio.Event, first_delta: asyncio.Event) -> list[dict]:
     """POST /v1/responses, streamed; `first_delta` is set at the first text delta, and the client disconnects
     once `hang_up` is set. Returns the events the app sent."""
-    raw, sent, events = json.dumps({**body, "stream": True}).encode(), False, []
-
-    async def receive() -> dict:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": raw, "more_body": False}
-        await hang_up.wait()
-        return {"type": "http.disconnect"}
+    events: list[dict] = []
 
     async def send(message: dict) -> None:
         for line in message.get("body", b"").decode().splitlines():
@@ -54,11 +44,7 @@ async def _stream(app, body: dict, hang_up: asyncio.Event, first_delta: asyncio.
                 if events[-1]["type"] == "response.output_text.delta":
                     first_delta.set()
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": "/v1/responses", "raw_path": b"/v1/responses", "query_string": b"",
-             "root_path": "", "server": ("test", 80), "client": ("client", 1),
-             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]}
-    await app(scope, receive, send)
+    await asgi_post(app, "/v1/responses", {**body, "stream": True}, hang_up, send)
     return events
 
 
