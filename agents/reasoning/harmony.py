@@ -2,7 +2,7 @@
 header says what the body is.
 
     <|channel|>analysis<|message|>The user wants the weather...<|end|>
-    <|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"location": "Tokyo"}<|call|>
+    <|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "X"}<|call|>
     <|start|>assistant<|channel|>final<|message|>It is sunny.<|return|>
 
   - `analysis`: reasoning, up to `<|end|>`;

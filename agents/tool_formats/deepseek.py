@@ -4,7 +4,8 @@
               ```json
               {"city": "Paris"}
               ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
-    V3.1:     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+    V3.1:     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}
+              <｜tool▁call▁end｜><｜tool▁calls▁end｜>                      (one line)
 
 (the bars are U+FF5C, the spaces U+2581). Parallel calls follow one another inside the section (V3 puts a
 newline between them). The grammar spells the tokens as text; DeepSeek's tokenizer decodes its special tokens
@@ -72,7 +73,7 @@ class DeepSeekV31Parser(_DeepSeekParser):
 
 class DeepSeekV3Format(ToolFormat):
     name = "deepseek_v3"
-    parser: type[_DeepSeekParser] = DeepSeekV3Parser
+    parser = DeepSeekV3Parser
     INSTRUCTION = ("To call functions, answer with the calls and nothing else:\n" + CALLS_BEGIN + CALL_BEGIN
                    + "function" + SEP + "<function name>\n" + JSON_OPEN + "<arguments object>" + JSON_CLOSE
                    + CALL_END + CALLS_END)

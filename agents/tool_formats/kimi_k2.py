@@ -1,6 +1,7 @@
 """Kimi-K2: a section of calls in Moonshot's special tokens, each call's id naming the function.
 
-    <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>
+    <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>
+    {"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>                           (one line)
 
 The id is `functions.<name>:<index>` (the parser also takes a bare `<name>:<index>` or `<name>`); the arguments
 are a JSON object. The grammar spells the tokens as text; Kimi's tokenizer decodes its special tokens to the
