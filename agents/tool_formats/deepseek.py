@@ -15,12 +15,12 @@ section's end may be missing at the end of the text. Text after the section is c
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from conch.agents.tool_formats.base import ToolFormat
 from conch.agents.tool_formats.grammar import inline_json, literal
 from conch.agents.tool_formats.reading.markup import MarkupParser
-from conch.agents.tool_formats.reading.parser import State
+from conch.agents.tool_formats.reading.parser import State, ToolParser
 from conch.agents.tools import ToolFunction
 
 CALLS_BEGIN, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
@@ -73,7 +73,7 @@ class DeepSeekV31Parser(_DeepSeekParser):
 
 class DeepSeekV3Format(ToolFormat):
     name = "deepseek_v3"
-    parser = DeepSeekV3Parser
+    parser: ClassVar[type[ToolParser]] = DeepSeekV3Parser
     INSTRUCTION = ("To call functions, answer with the calls and nothing else:\n" + CALLS_BEGIN + CALL_BEGIN
                    + "function" + SEP + "<function name>\n" + JSON_OPEN + "<arguments object>" + JSON_CLOSE
                    + CALL_END + CALLS_END)
