@@ -21,8 +21,8 @@ from conch.engine.repository.config import ModelConfig, add_config_check
 DEFAULT_FORMAT = "hermes"
 
 _REGISTRY: dict[str, str] = {
-    "deepseek_v3": "conch.agents.tool_formats.deepseek:DeepSeekV3Format",
-    "deepseek_v31": "conch.agents.tool_formats.deepseek:DeepSeekV31Format",
+    "deepseek_v3": "conch.agents.tool_formats.deepseek_v3:DeepSeekV3Format",
+    "deepseek_v31": "conch.agents.tool_formats.deepseek_v31:DeepSeekV31Format",
     "gemma3": "conch.agents.tool_formats.gemma3:Gemma3Format",
     "glm45": "conch.agents.tool_formats.glm45:Glm45Format",
     "granite": "conch.agents.tool_formats.granite:GraniteFormat",

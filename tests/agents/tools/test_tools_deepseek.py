@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from conch.agents.tool_formats.deepseek import DeepSeekV3Parser, DeepSeekV31Parser
+from conch.agents.tool_formats.deepseek_v3 import DeepSeekV3Parser
+from conch.agents.tool_formats.deepseek_v31 import DeepSeekV31Parser
 
 B, E = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 CB, SEP, CE = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"

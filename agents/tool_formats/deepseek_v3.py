@@ -1,11 +1,10 @@
-"""DeepSeek's calls in its special tokens: V3 and R1 (`deepseek_v3`), and V3.1 (`deepseek_v31`).
+"""DeepSeek-V3 and R1: the calls in DeepSeek's special tokens, each a typed name and a fenced JSON block (V3.1's
+form, name<｜tool▁sep｜>{...}, is deepseek_v31.py's).
 
-    V3 / R1:  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather
+              <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather
               ```json
               {"city": "Paris"}
               ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
-    V3.1:     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}
-              <｜tool▁call▁end｜><｜tool▁calls▁end｜>                      (one line)
 
 (the bars are U+FF5C, the spaces U+2581). Parallel calls follow one another inside the section (V3 puts a
 newline between them). The grammar spells the tokens as text; DeepSeek's tokenizer decodes its special tokens
@@ -28,7 +27,7 @@ CALL_BEGIN, SEP, CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
 JSON_OPEN, JSON_CLOSE = "```json\n", "\n```"
 
 
-class _DeepSeekParser(MarkupParser):
+class DeepSeekParser(MarkupParser):
     MARKERS = (CALLS_BEGIN,)
 
     def _on_marker(self, marker: str) -> None:
@@ -49,7 +48,7 @@ class _DeepSeekParser(MarkupParser):
         return self._branch(((CALL_BEGIN, self._call), (CALLS_END, self._end_region)), at_end=self._end_region)
 
 
-class DeepSeekV3Parser(_DeepSeekParser):
+class DeepSeekV3Parser(DeepSeekParser):
     """function<｜tool▁sep｜>NAME\\n```json\\n{...}\\n```"""
 
     name = "deepseek_v3"
@@ -60,15 +59,6 @@ class DeepSeekV3Parser(_DeepSeekParser):
     def _name(self) -> bool:
         arguments: State = lambda: self._json_arguments(lambda: self._expect("```", self._call_end))  # noqa: E731
         return self._name_until("```json", arguments)
-
-
-class DeepSeekV31Parser(_DeepSeekParser):
-    """NAME<｜tool▁sep｜>{...}"""
-
-    name = "deepseek_v31"
-
-    def _call(self) -> bool:
-        return self._name_until(SEP, lambda: self._json_arguments(self._call_end))
 
 
 class DeepSeekV3Format(ToolFormat):
@@ -86,17 +76,3 @@ class DeepSeekV3Format(ToolFormat):
     def function_rules(self, k: int, index: int, tool: ToolFunction) -> list[str]:
         return [f"fn_{k}: {literal(f'function{SEP}{tool.name}{chr(10)}{JSON_OPEN}')} args_{k} {literal(JSON_CLOSE)}",
                 f"args_{k}: {inline_json(tool.schema)}"]
-
-
-class DeepSeekV31Format(DeepSeekV3Format):
-    name = "deepseek_v31"
-    parser = DeepSeekV31Parser
-    INSTRUCTION = ("To call functions, answer with the calls and nothing else:\n" + CALLS_BEGIN + CALL_BEGIN
-                   + "<function name>" + SEP + "<arguments object>" + CALL_END + CALLS_END)
-    SEPARATOR = ""
-
-    def write_call(self, name: str, arguments: Any) -> str:
-        return f"{name}{SEP}{json.dumps(arguments, ensure_ascii=False)}"
-
-    def function_rules(self, k: int, index: int, tool: ToolFunction) -> list[str]:
-        return [f"fn_{k}: {literal(tool.name + SEP)} args_{k}", f"args_{k}: {inline_json(tool.schema)}"]
