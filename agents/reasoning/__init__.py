@@ -15,9 +15,10 @@ import importlib
 from conch.agents.reasoning.base import Phase, ReasoningDelta, ReasoningEvent, ReasoningFormat, ReasoningParser
 
 _REGISTRY: dict[str, str] = {
+    "harmony": "conch.agents.reasoning.harmony:HarmonyFormat",
     "think": "conch.agents.reasoning.think:ThinkFormat",
 }
-_DETECT: tuple[tuple[str, str], ...] = (("</think>", "think"),)
+_DETECT: tuple[tuple[str, str], ...] = (("<|channel|>", "harmony"), ("</think>", "think"))
 
 
 class UnknownReasoningFormat(ValueError):

@@ -21,10 +21,18 @@ from conch.engine.repository.config import ModelConfig, add_config_check
 DEFAULT_FORMAT = "hermes"
 
 _REGISTRY: dict[str, str] = {
+    "deepseek_v3": "conch.agents.tool_formats.deepseek_v3:DeepSeekV3Format",
+    "deepseek_v31": "conch.agents.tool_formats.deepseek_v31:DeepSeekV31Format",
+    "gemma3": "conch.agents.tool_formats.gemma3:Gemma3Format",
+    "glm45": "conch.agents.tool_formats.glm45:Glm45Format",
+    "granite": "conch.agents.tool_formats.granite:GraniteFormat",
+    "harmony": "conch.agents.tool_formats.harmony:HarmonyFormat",
     "hermes": "conch.agents.tool_formats.hermes:HermesFormat",
+    "kimi_k2": "conch.agents.tool_formats.kimi_k2:KimiK2Format",
     "llama3": "conch.agents.tool_formats.llama3:Llama3Format",
     "mistral": "conch.agents.tool_formats.mistral:MistralFormat",
     "pythonic": "conch.agents.tool_formats.pythonic:PythonicFormat",
+    "qwen3_coder": "conch.agents.tool_formats.qwen3_coder:Qwen3CoderFormat",
 }
 
 

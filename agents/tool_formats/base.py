@@ -39,9 +39,10 @@ class ToolFormat:
     CALL_OPEN: ClassVar[str] = ""      # and around each call
     CALL_CLOSE: ClassVar[str] = ""
 
-    def new_parser(self, *, eager: bool = False) -> ToolParser:
-        """One per stream; `eager` for forced choices (a call cut by max_tokens still stands)."""
-        return self.parser(eager=eager)
+    def new_parser(self, *, eager: bool = False, tools: Sequence[ToolFunction] = ()) -> ToolParser:
+        """One per stream; `eager` for forced choices (a call cut by max_tokens still stands); `tools` the
+        offered ones (formats whose argument values are untyped text read their types from the schemas)."""
+        return self.parser(eager=eager, tools=tools)
 
     # -- the prompt --------------------------------------------------------------------------------
 

@@ -31,9 +31,9 @@ def inline_json(schema: dict[str, Any]) -> str:
 
 def calls_rule(count: int, separator: str) -> str:
     """1..count calls: `call (SEP call (SEP call)?)?` for count 3."""
-    rule = ""
+    rule, between = "", f"{literal(separator)} " if separator else ""
     for _ in range(count - 1):
-        rule = f" ({literal(separator)} call{rule})?"
+        rule = f" ({between}call{rule})?"
     return "call" + rule
 
 

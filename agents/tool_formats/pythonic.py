@@ -27,6 +27,7 @@ from typing import Any
 
 from conch.agents.tool_formats.base import ToolFormat, ToolFormatError
 from conch.agents.tool_formats.grammar import inline_json, literal
+from conch.agents.tool_formats.keywords import KeywordRules, keyword_parameters
 from conch.agents.tool_formats.reading.content import skip_whitespace
 from conch.agents.tool_formats.reading.parser import ToolParser
 from conch.agents.tool_formats.reading.python_call import CallScanner, literal_call
@@ -78,14 +79,6 @@ class PythonicParser(ToolParser):
         return self._list_separator(self._element)
 
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Top-level keywords a keyword call can honour: the rest (anyOf, minProperties, ...) constrain the object as a
-# whole, which the per-keyword grammar cannot.
-_PLAIN_OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "unevaluatedProperties",
-                                "$defs", "definitions", "$schema", "$id", "$comment", "title", "description",
-                                "examples", "default"})
-
-
 class PythonicFormat(ToolFormat):
     name = "pythonic"
     parser = PythonicParser
@@ -105,65 +98,15 @@ class PythonicFormat(ToolFormat):
         if not all(_is_identifier(part) for part in tool.name.split(".")):
             raise ToolFormatError(f"tools[{index}].function.name: the model's pythonic tool format needs a Python "
                                   f"name, not '{tool.name}'", f"tools.{index}.function.name")
-        keywords = _keywords(tool.schema, index)
+        keywords = keyword_parameters(tool.schema, index, "pythonic", "a Python identifier", _is_identifier)
         rules = [f"val_{k}_{j}: {inline_json(schema)}" for j, (_, schema, _) in enumerate(keywords)]
-        first = _Keywords(k, keywords, rules).sequence(0, first=True)
+        spell = lambda key, first: literal(("" if first else ", ") + key + "=")  # noqa: E731
+        first = KeywordRules(k, keywords, rules, spell).sequence(0, first=True)
         call = literal(tool.name + "(") + (f" {first}" if first else "") + ' ")"'
         return [f"fn_{k}: {call}", *rules]
 
 
-class _Keywords:
-    """The rules for keywords j.. of function k: `kw_{k}_{j}a` when none was written yet, `kw_{k}_{j}b` after
-    one (its text starts with ", "). Every rule matches at least one keyword; `sequence` returns a reference,
-    with `?` where the rest may be empty, or "" where nothing is left."""
-
-    def __init__(self, k: int, keywords: list[tuple[str, dict, bool]], rules: list[str]) -> None:
-        self.k, self.keywords, self.rules = k, keywords, rules
-        self._made: set[str] = set()
-
-    def sequence(self, j: int, *, first: bool) -> str:
-        if j == len(self.keywords):
-            return ""
-        name = f"kw_{self.k}_{j}{'a' if first else 'b'}"
-        if name not in self._made:
-            self._made.add(name)
-            key, _, required = self.keywords[j]
-            take = f"{literal(('' if first else ', ') + key + '=')} val_{self.k}_{j}"
-            rest = self.sequence(j + 1, first=False)
-            alternatives = [f"{take} {rest}".strip()]
-            skip = "" if required else self.sequence(j + 1, first=first).rstrip("?")
-            if skip:
-                alternatives.append(skip)
-            self.rules.append(f"{name}: {' | '.join(alternatives)}")
-        nullable = all(not required for _, _, required in self.keywords[j:])
-        return name + ("?" if nullable else "")
-
-
-def _keywords(schema: dict, index: int) -> list[tuple[str, dict, bool]]:
-    """(name, value schema, required) per property, in the schema's order."""
-    param = f"tools.{index}.function.parameters"
-    extra = sorted(set(schema) - _PLAIN_OBJECT_KEYS)
-    if extra or schema.get("type", "object") != "object":
-        raise ToolFormatError(f"tools[{index}].function.parameters: the model's pythonic tool format writes keyword "
-                              f"arguments, so the schema must be a plain object (unsupported here: "
-                              f"{extra or 'type ' + json.dumps(schema['type'])})", param)
-    properties, required = schema.get("properties", {}), set(schema.get("required", []))
-    missing = sorted(required - set(properties))
-    bad = [name for name in properties if not _is_identifier(name)]
-    if missing or bad:
-        raise ToolFormatError(f"tools[{index}].function.parameters: the model's pythonic tool format needs every "
-                              f"required property declared and every property a Python identifier "
-                              f"({missing + bad})", param)
-    defs = {key: schema[key] for key in ("$defs", "definitions") if key in schema}  # for $refs inside values
-    out = []
-    for name, value in properties.items():
-        if value is False:
-            if name in required:
-                raise ToolFormatError(f"tools[{index}].function.parameters: required property '{name}' allows "
-                                      "no value, so the model's pythonic tool format cannot write a call", param)
-            continue
-        out.append((name, {**defs, **(value if isinstance(value, dict) else {})}, name in required))
-    return out
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _is_identifier(name: str) -> bool:

@@ -3,7 +3,8 @@
 Per choice, text never ends inside a UTF-8 character, and text that may still become a stop string is held back
 until it cannot. A stop string ends its choice at once: the final delta carries the text before it (through it
 with include_stop_str_in_output), the tokens up to the one that completed it, and usage counting those; the
-backend is told to stop that choice, and whatever it produced for it meanwhile is dropped. A stop token (EOS or
+backend is told to stop that choice, and whatever it produced for it meanwhile is dropped (its reasoning tokens
+counted here, thinking.py, since the backend's own count covers tokens past the stop). A stop token (EOS or
 one of stop_token_ids) ends a choice in the backend (neither ends one before min_tokens tokens); it counts in
 usage but is never decoded into the text."""
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import AsyncGenerator, AsyncIterator
 from conch.engine.backend import LLMBackend
 from conch.engine.pipeline.incremental import IncrementalDetokenizer
 from conch.engine.pipeline.stop import StopChecker
+from conch.engine.pipeline.thinking import ThinkingCount
 from conch.engine.types import GenerationDelta, GenerationRequest, RequestStatus, Usage
 
 _FLUSHED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH)   # ends that release held text
@@ -30,6 +32,8 @@ class ChoiceText:
         self.tokens = 0
         self.min_tokens = p.min_tokens
         self.done = False           # its final delta is out
+        control = request.reasoning
+        self.thinking = ThinkingCount(control, request.grammar is not None) if control is not None else None
 
     def apply(self, delta: GenerationDelta) -> GenerationDelta:
         """`delta` with its text; finished early (and truncated) if a stop string completes in it."""
@@ -45,11 +49,12 @@ class ChoiceText:
             pieces.append(result.text)
             if result.stopped_by is not None:
                 self.done = True
-                self.tokens += k + 1
+                self._count(ids[:k + 1])
+                usage = Usage(self.prompt_tokens, self.tokens, delta.cached_tokens, self._thinking_tokens())
                 return replace(delta, token_ids=ids[:k + 1], logprobs=delta.logprobs[:k + 1], text="".join(pieces),
                                status=RequestStatus.FINISHED_STOPPED, stop_reason=result.stopped_by,
-                               usage=Usage(self.prompt_tokens, self.tokens, delta.cached_tokens), error=None)
-        self.tokens += len(ids)
+                               usage=usage, error=None)
+        self._count(ids)
         if delta.status in _FLUSHED:
             tail = self.stop.feed(self.detokenizer.flush())
             pieces.append(tail.text if tail.stopped_by else tail.text + self.stop.flush())
@@ -57,6 +62,15 @@ class ChoiceText:
                 delta = replace(delta, status=RequestStatus.FINISHED_STOPPED, stop_reason=tail.stopped_by)
         self.done = delta.finished
         return replace(delta, text="".join(pieces))
+
+    def _count(self, ids: tuple[int, ...]) -> None:
+        self.tokens += len(ids)
+        if self.thinking is not None:
+            for token in ids:
+                self.thinking.add(token)
+
+    def _thinking_tokens(self) -> int:
+        return self.thinking.tokens if self.thinking is not None else 0
 
 
 def _ends_on_stop_token(delta: GenerationDelta) -> bool:

@@ -77,7 +77,7 @@ async def create_message(body: MessagesRequest, request: Request):
     managed = {"context_management": {"applied_edits": applied}} if body.context_management is not None else {}
     output = OutputReader.for_plan(plan)
     stops = body.stop_sequences or []
-    omitted = body.thinking is not None and body.thinking.display == "omitted"
+    omitted = body.thinking is not None and body.thinking.display in ("omitted", "updates")
     deltas = conch_state(request).engine.generate(gen)
     if body.stream:
         first = await events.first_delta(deltas)

@@ -118,7 +118,10 @@ class ToolChoice(WireModel):
 class Thinking(WireModel):
     type: Literal["enabled", "disabled", "adaptive"]
     budget_tokens: int | None = None
-    display: Literal["summarized", "omitted"] | None = None
+    # "updates" (Claude Code 2.1.332's first try, beta thinking-display-updates-2026-08-18): only the progress
+    # notes a model writes between tool calls come back, the reasoning stays hidden; an open model writes no
+    # such notes, so it is served as "omitted"
+    display: Literal["summarized", "omitted", "updates"] | None = None
 
 
 class JsonOutputFormat(WireModel):

@@ -41,7 +41,7 @@ class OutputReader:
         if not plan.parses_calls or plan.format is None:
             return cls(None, reasoning=reasoning)
         # forced: read eagerly (the grammar wrote calls only, so a call cut by max_tokens still stands)
-        return cls(plan.format.new_parser(eager=plan.choice.forced), plan.choice, reasoning)
+        return cls(plan.format.new_parser(eager=plan.choice.forced, tools=plan.tools), plan.choice, reasoning)
 
     def whole(self, text: str) -> ParsedOutput:
         """The content and calls of a complete text (its reasoning in `self.reasoning`)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-import llguidance.hf
 import torch
 from llguidance import LLMatcher
 
@@ -20,6 +19,7 @@ from ..matcher import Matcher
 from ..spec import Grammar, JsonSchema, Regex
 from ..tokenizer import TokenizerInfo
 from .base import Library, MatcherFactory
+from .llguidance_vocab import llguidance_tokenizer
 
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions     # a TypedDict of the stubs only
@@ -70,9 +70,7 @@ class LLGuidanceLibrary(Library):
 
     def __init__(self, tokenizer: TokenizerInfo) -> None:
         super().__init__(tokenizer)
-        self._tokenizer = llguidance.hf.from_tokenizer(
-            tokenizer.hf_tokenizer, n_vocab=tokenizer.vocab_size, eos_token=list(tokenizer.eos_token_ids)
-        )
+        self._tokenizer = llguidance_tokenizer(tokenizer)   # added non-special tokens as text
 
     @classmethod
     def check_lowered(cls, spec: LoweredSpec) -> None:

@@ -1,17 +1,21 @@
 """Claude Code and Codex CLI, unmodified, from the npm registry, against a real `conch serve` on loopback.
 
-The served model is a 32k-context Llama built here from a transformers config with SmolLM2's tokenizer and chat
-template (no hub download): the agents' prompts (10-22k tokens) fit. Its weights are random but shaped so the
-real engine answers briefly: every layer's output projections are zero, so the next token depends only on the
-current one (a bigram model), and the language-model head maps the generation prompt's last token to the first
-token of REPLY, each of REPLY's tokens to the next, and every other token to end-of-turn. A random model's
-free text would run to the context's end on every turn.
+The served model is a 32k-context Llama built here from a transformers config with SmolLM2's tokenizer, `<think>`
+and `</think>` added and a Qwen3-style thinking chat template (builtin:tiny-think's; no hub download): the
+agents' prompts (10-22k tokens) fit. Its weights are random but shaped so the real engine answers briefly: every
+layer's output projections are zero, so the next token depends only on the current one (a bigram model), and
+the language-model head maps each token of CHAIN to the next and every other token to end-of-turn. CHAIN starts
+at the thinking generation prompt's last token ("<think>\n"), so with thinking on the model writes THOUGHT,
+`</think>`, a blank line and REPLY; with thinking off the prompt already ends with the closed empty block, whose
+last token ("\n\n") is CHAIN's too, so the model writes REPLY alone. A random model's free text would run to
+the context's end on every turn.
 
 Each program runs one non-interactive session (`claude -p`, `codex exec`) in a scratch folder with telemetry
 off by environment and every proxy pointed at a closed loopback port, so nothing leaves the machine. Both end
 with exit 0 and print REPLY; the server's log shows every /v1/messages and /v1/responses request answered 200.
-Thinking and reasoning summaries are turned off by the programs' own settings (CLAUDE_CODE_DISABLE_THINKING,
-model_reasoning_summary = "none"): serving them is the reasoning work of issue 47, not this file's.
+Thinking is on, as the programs ask by default (Claude Code's `thinking` with a budget and `display: omitted`;
+Codex's `reasoning` with effort and summary "auto", its encrypted reasoning sent back on later turns): each
+session's streamed output shows the model's reasoning (a thinking block, a reasoning item) beside REPLY.
 
 `make test-agents` installs the pinned versions (AGENT_VERSIONS) into .agents-npm/ and runs this module."""
 from __future__ import annotations
@@ -33,6 +37,7 @@ NPM_DIR = Path(__file__).resolve().parents[2] / ".agents-npm"
 MODEL = "agent-32k"
 CONTEXT = 32768
 REPLY = "Hi there"
+THOUGHT = "Plan"
 QUIET = {
     "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_BUG_COMMAND": "1", "DO_NOT_TRACK": "1",
@@ -54,8 +59,11 @@ def build_bigram_model(target: Path) -> None:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     from conch.engine.weights.smollm2 import ensure_smollm2
+    from conch.engine.weights.tiny_think import ADDED_TOKENS, QWEN3_STYLE_TEMPLATE
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_smollm2())
+    tokenizer.add_tokens(ADDED_TOKENS, special_tokens=False)
+    tokenizer.chat_template = QWEN3_STYLE_TEMPLATE
     hidden = 64
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=CONTEXT,
@@ -63,9 +71,11 @@ def build_bigram_model(target: Path) -> None:
                          pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).to(torch.float32)  # type: ignore[arg-type]
-    last = tokenizer.apply_chat_template([{"role": "user", "content": "x"}], add_generation_prompt=True,
-                                         tokenize=False)
-    chain = [tokenizer.encode(last, add_special_tokens=False)[-1]] + tokenizer.encode(REPLY, add_special_tokens=False)
+    ends = [tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False,
+                                                           add_generation_prompt=True, enable_thinking=on),
+                             add_special_tokens=False)[-1] for on in (True, False)]
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    chain = [ends[0], *encode(THOUGHT), *encode("</think>"), ends[1], *encode(REPLY)]
     assert len(set(chain)) == len(chain) and len(chain) < hidden, chain
     with torch.no_grad():
         for layer in model.model.layers:
@@ -118,10 +128,12 @@ def _scratch(tmp_path: Path) -> Path:
 
 def test_claude_code_runs_a_session(server, tmp_path):
     claude = _bin("claude")
-    done = _run([str(claude), "-p", "List the files in this folder", "--max-turns", "3"], _scratch(tmp_path),
-                {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "none", "CLAUDE_CODE_DISABLE_THINKING": "1"})
+    done = _run([str(claude), "-p", "List the files in this folder", "--max-turns", "3", "--output-format",
+                 "stream-json", "--verbose"], _scratch(tmp_path),
+                {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "none"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert REPLY in done.stdout
+    assert re.search(r'"type":\s*"(redacted_)?thinking"', done.stdout), done.stdout[-3000:]
     statuses = _answered(server, "/v1/messages")
     assert statuses and set(statuses) == {"200"}, statuses
 
@@ -129,8 +141,8 @@ def test_claude_code_runs_a_session(server, tmp_path):
 CODEX_CONFIG = """
 model = "gpt-5-codex"
 model_provider = "conch"
-model_reasoning_summary = "none"
-model_reasoning_effort = "minimal"
+model_reasoning_summary = "auto"
+model_reasoning_effort = "medium"
 
 [model_providers.conch]
 name = "conch"
@@ -147,10 +159,11 @@ def test_codex_runs_a_session(server, tmp_path):
     home = tmp_path / "codex-home"
     home.mkdir()
     (home / "config.toml").write_text(CODEX_CONFIG.format(url=server.url))
-    done = _run([str(codex), "exec", "--skip-git-repo-check", "List the files in this folder"], _scratch(tmp_path),
-                {"CODEX_HOME": str(home), "CONCH_API_KEY": "none"})
+    done = _run([str(codex), "exec", "--json", "--skip-git-repo-check", "List the files in this folder"],
+                _scratch(tmp_path), {"CODEX_HOME": str(home), "CONCH_API_KEY": "none"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert REPLY in done.stdout
+    assert '"reasoning"' in done.stdout and THOUGHT in done.stdout, done.stdout[-3000:]
     statuses = _answered(server, "/v1/responses")
     assert statuses and set(statuses) == {"200"}, statuses
 

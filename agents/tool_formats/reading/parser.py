@@ -15,14 +15,14 @@ Invariants:
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 from conch.agents.tools.assemble import assemble
 from conch.agents.tool_formats.reading.call_object import CallObjectReader
 from conch.agents.tool_formats.reading.call_sink import CallSink
 from conch.agents.tool_formats.reading.content import WHITESPACE, find_marker, held_from, skip_whitespace
-from conch.agents.tools.types import ContentDelta, ParsedOutput, StreamEvent, ToolCallDelta
+from conch.agents.tools.types import ContentDelta, ParsedOutput, StreamEvent, ToolCallDelta, ToolFunction
 
 State = Callable[[], bool]
 
@@ -33,8 +33,9 @@ class ToolParser:
     name: ClassVar[str] = ""
     MARKERS: ClassVar[tuple[str, ...]] = ()  # markup that, inside content, opens a call region
 
-    def __init__(self, *, eager: bool = False) -> None:
+    def __init__(self, *, eager: bool = False, tools: Sequence[ToolFunction] = ()) -> None:
         self.eager = eager
+        self.tools = tuple(tools)     # what was offered: formats that write untyped text read types from it
         self._buf = ""
         self._pos = 0
         self._seg: int | None = None
@@ -50,7 +51,7 @@ class ToolParser:
     def parse(self, text: str) -> ParsedOutput:
         """Split a whole text into content and calls (always held: never a partial call). Leaves this
         parser's own streaming state alone."""
-        machine = type(self)()
+        machine = type(self)(tools=self.tools)
         return assemble(machine.feed(text) + machine.finish())
 
     def feed(self, delta: str) -> list[StreamEvent]:
@@ -71,6 +72,10 @@ class ToolParser:
         return self._drain()
 
     # -- machinery for the formats ---------------------------------------------------------------------
+
+    def _schema(self, name: str) -> dict[str, Any]:
+        """The parameters schema of the offered tool `name` ({} if it was not offered)."""
+        return next((t.schema for t in self.tools if t.name == name), {})
 
     def _start(self) -> bool:
         """The first state; formats whose calls may open the message override it."""

@@ -1,5 +1,6 @@
 """Every format's grammar against its own parser: random walks through the compiled grammar (what a
-random-weights model under constrained decoding writes) always parse back, whole and streamed token by token
+random-weights model under constrained decoding writes) always parse back (the parser given the offered
+tools, as the gateway gives them: the XML formats type bare values from the schemas), whole and streamed token by token
 (eagerly, as a forced choice is read), into 1..max_calls calls of the offered tools (exactly one of the named
 tool), each with arguments valid under its schema, and no content."""
 from __future__ import annotations
@@ -32,11 +33,11 @@ def _walks(fmt_name: str, choice: ToolChoice, max_calls: int):
 def test_required_walks_parse_back_to_one_to_max_calls(fmt_name):
     fmt, counts = get_format(fmt_name), set()
     for walk, info in _walks(fmt_name, ToolChoice("required"), MAX_CALLS):
-        parsed = fmt.new_parser().parse(walk.text)
+        parsed = fmt.new_parser(tools=TOOLS).parse(walk.text)
         assert parsed.content is None and 1 <= len(parsed.tool_calls) <= MAX_CALLS, walk.text
         check_calls(parsed, {t.name for t in TOOLS})
         counts.add(len(parsed.tool_calls))
-        streamed = fmt.new_parser(eager=True)
+        streamed = fmt.new_parser(eager=True, tools=TOOLS)
         decoder = codecs.getincrementaldecoder("utf-8")()  # a token may end inside a character
         pieces = [decoder.decode(info.token_bytes[t]) for t in walk.tokens if t not in info.eos_token_ids]
         events = [e for p in pieces for e in streamed.feed(p)] + streamed.finish()
@@ -50,7 +51,7 @@ def test_named_walks_parse_back_to_exactly_that_call(fmt_name):
     fmt = get_format(fmt_name)
     for tool in TOOLS:
         for walk, _ in _walks(fmt_name, ToolChoice("function", tool.name), MAX_CALLS):
-            parsed = fmt.new_parser().parse(walk.text)
+            parsed = fmt.new_parser(tools=TOOLS).parse(walk.text)
             assert parsed.content is None and len(parsed.tool_calls) == 1, walk.text
             check_calls(parsed, {tool.name})
 
@@ -65,4 +66,4 @@ def test_auto_and_none_have_no_grammar(fmt_name):
 def test_a_bound_of_one_allows_a_single_call(fmt_name):
     fmt = get_format(fmt_name)
     for walk, _ in _walks(fmt_name, ToolChoice("required"), 1):
-        assert len(fmt.new_parser().parse(walk.text).tool_calls) == 1
+        assert len(fmt.new_parser(tools=TOOLS).parse(walk.text).tool_calls) == 1

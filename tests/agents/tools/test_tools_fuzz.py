@@ -31,6 +31,8 @@ def _render(name: str, calls: list[tuple[str, dict]], rng: random.Random) -> str
         return "; ".join(dump({"name": n, "parameters": a}) for n, a in calls)
     if name == "mistral":
         return "".join(f"[TOOL_CALLS]{n}[ARGS]{dump(a)}" for n, a in calls)
+    if name != "pythonic":  # the newer families: as the format writes earlier calls back into a prompt
+        return get_format(name).write_calls(calls)
     return "[" + ", ".join(f"{n}(" + ", ".join(f"{k}={v!r}" for k, v in a.items()) + ")" for n, a in calls) + "]"
 
 

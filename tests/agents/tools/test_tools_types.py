@@ -61,7 +61,8 @@ def test_assemble_rejects_contract_breaks(events):
 
 
 def test_registry_names_and_lazy_classes():
-    assert format_names() == ["hermes", "llama3", "mistral", "pythonic"]
+    assert format_names() == ["deepseek_v3", "deepseek_v31", "gemma3", "glm45", "granite", "harmony", "hermes",
+                              "kimi_k2", "llama3", "mistral", "pythonic", "qwen3_coder"]
     assert DEFAULT_FORMAT == "hermes"
     for name in format_names():
         cls = get_format(name).parser

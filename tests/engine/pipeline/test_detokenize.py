@@ -10,7 +10,8 @@ from transformers import AutoTokenizer
 
 from conch.engine.weights import ensure_smollm2
 from conch.engine.pipeline import detokenize
-from conch.engine.types import GenerationDelta, GenerationRequest, RequestStatus, SamplingParams, Usage
+from conch.engine.types import (GenerationDelta, GenerationRequest, ReasoningControl, RequestStatus, SamplingParams,
+                                Usage)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,8 @@ class Scripted:
                                           stop_reason=self.stop_reason if last else None)
 
 
-def run(backend: Scripted, **params) -> list[GenerationDelta]:
-    request = GenerationRequest("r", "m", prompt_token_ids=(1, 2, 3),
+def run(backend: Scripted, reasoning: ReasoningControl | None = None, **params) -> list[GenerationDelta]:
+    request = GenerationRequest("r", "m", prompt_token_ids=(1, 2, 3), reasoning=reasoning,
                                 params=SamplingParams(max_tokens=100, n=len(backend.choices), **params))
 
     async def collect():
@@ -101,3 +102,16 @@ def test_held_back_text_is_released_at_the_end(tokenizer):
     ids = tokenizer.encode("ends with EN", add_special_tokens=False)
     deltas = run(Scripted(tokenizer, [ids]), stop=("END",))
     assert text_of(deltas) == "ends with EN" and deltas[-1].finish_reason == "length"
+
+
+def test_a_stop_string_keeps_the_reasoning_tokens_in_usage(tokenizer):
+    """The choice ends on a stop string while the backend still runs it: usage counts the thinking (the end
+    text included) from the token ids, as the engine's reasoning gate does."""
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    start, thought, end, answer = encode("<think>"), encode(" plan it"), encode("</think>"), encode(" ok STOP more")
+    control = ReasoningControl(tuple(start), tuple(end), tuple(end + encode("\n\n")))
+    deltas = run(Scripted(tokenizer, [start + thought + end + answer]), reasoning=control, stop=("STOP",))
+    final = deltas[-1]
+    assert final.status is RequestStatus.FINISHED_STOPPED and text_of(deltas).endswith(" ok ")
+    assert final.usage.reasoning_tokens == len(thought) + len(end)
+    assert final.usage.completion_tokens < len(start + thought + end + answer)

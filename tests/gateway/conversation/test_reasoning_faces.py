@@ -150,8 +150,9 @@ def test_messages_stream_thinking_delta_and_signature(claude):
     assert message.content[1].type == "tool_use" and message.content[1].input == {"city": "Paris"}
 
 
-def test_messages_display_omitted_is_redacted(claude):
-    with claude.messages.stream(**messages_body(display="omitted")) as stream:
+@pytest.mark.parametrize("display", ["omitted", "updates"])   # "updates": Claude Code 2.1.332's first try
+def test_messages_display_omitted_is_redacted(claude, display):
+    with claude.messages.stream(**messages_body(display=display)) as stream:
         message = stream.get_final_message()
     redacted, use = message.content
     assert redacted.type == "redacted_thinking" and redacted.data

@@ -4,13 +4,15 @@ parser reads back, with arguments valid under each function's schema. With EOS b
 holds exactly max_parallel_tool_calls calls (each format's parallel form); parallel_tool_calls false, one."""
 from __future__ import annotations
 
+import functools
 import json
+import os
 
 import jsonschema
 import openai
 import pytest
 
-from conch.agents.tool_formats import format_names
+from conch.agents.tool_formats import format_names, get_format
 from tests.conftest import start_server, write_repository
 from tests.gateway.openai.tool_answers import ask
 from tests.grammars.conftest import load_tokenizer
@@ -30,14 +32,29 @@ TOOLS = [WEATHER, ADD]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 
 
-@pytest.fixture(scope="module")
-def no_early_end() -> dict[str, int]:
-    """A logit_bias against ending early: EOS, and every token that could close a list of calls (mistral's and
-    pythonic's "]"; these tools' arguments hold no arrays). Under the grammar they stay possible where they
-    are all that is allowed, after the last allowed call."""
-    tokenizer = load_tokenizer()  # SmolLM2's, the tiny model's
-    closers = [i for i in range(len(tokenizer)) if "]" in tokenizer.decode([i])]
+@pytest.fixture
+def no_early_end(fmt: str) -> dict[str, int]:
+    """A logit_bias against ending early: EOS, and every token holding the character where the format's list
+    closer parts from another call (mistral's and pythonic's "]", Kimi's "s" of `calls_section_end`, Gemma's
+    "`" of the fence). Under the grammar they stay possible where they are all that is allowed, after the last
+    allowed call, or inside a call where every allowed token holds one."""
+    tokenizer, decoded = load_tokenizer(), _decoded()  # SmolLM2's, the tiny model's
+    closer = _parting(get_format(fmt))
+    closers = [i for i, text in enumerate(decoded) if closer and closer in text]
     return {str(i): -100 for i in [tokenizer.eos_token_id, *closers]}
+
+
+@functools.cache
+def _decoded() -> list[str]:
+    tokenizer = load_tokenizer()
+    return [tokenizer.decode([i]) for i in range(len(tokenizer))]
+
+
+def _parting(fmt) -> str:
+    """The first character of the list's closer that another call's opening does not share ("" if none)."""
+    more, close = fmt.SEPARATOR + fmt.CALL_OPEN, fmt.LIST_CLOSE
+    shared = len(os.path.commonprefix([more, close]))
+    return close[shared] if shared < len(close) else ""
 
 
 @pytest.fixture(scope="module")
