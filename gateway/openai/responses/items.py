@@ -22,7 +22,7 @@ SUMMARY_PREFIX = "Summary of the conversation so far:\n"
 _MESSAGE_ROLES = frozenset({"user", "system", "developer", "assistant"})
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}   # part type -> its text key
 _PART_FIELDS = {"input_text": {"type", "text"}, "output_text": {"type", "text", "annotations", "logprobs"},
-                "refusal": {"type", "refusal"}}
+                "refusal": {"type", "refusal"}, "input_image": {"type", "image_url", "file_id", "detail"}}
 _FIELDS = {
     "message": {"type", "id", "role", "content", "status", "phase"},
     "function_call": {"type", "id", "call_id", "name", "arguments", "status", "namespace"},
@@ -80,6 +80,14 @@ def _check_part(path: str, part: Any) -> None:
         raise _bad(f"{path}.type", f"{path}.type {kind!r} is not supported: Conch's models read text parts only "
                                    f"({sorted(_PART_FIELDS)})")
     unknown = sorted(set(part) - _PART_FIELDS[kind])
+    if kind == "input_image":
+        if unknown:
+            raise _bad(f"{path}.{unknown[0]}", f"{path}: an input_image part has no field '{unknown[0]}'")
+        if not isinstance(part.get("image_url"), str):
+            raise _bad(f"{path}.file_id" if part.get("file_id") else f"{path}.image_url",
+                       f"{path}: an input_image needs an image_url (a data URL or an allow-listed http(s) URL); "
+                       f"Conch has no Files API to read a file_id from")
+        return
     if unknown or not isinstance(part.get(_TEXT_PARTS[kind]), str):
         field = unknown[0] if unknown else _TEXT_PARTS[kind]
         raise _bad(f"{path}.{field}", f"{path}: a {kind} part has a string '{_TEXT_PARTS[kind]}' and no other "
@@ -127,16 +135,20 @@ def _summary(index: int, item: dict[str, Any]) -> str:
                                                        "item is read back only where it was made)") from exc
 
 
-def to_messages(items: list[dict[str, Any]], first_new: int = 0) -> list[dict[str, Any]]:
+def to_messages(items: list[dict[str, Any]], first_new: int = 0,
+                images: list[str] | None = None) -> list[dict[str, Any]]:
     """Chat messages of normalized items; `first_new` is the index of the request's first input item (the
     items before it are a stored head, already checked), so a 400 names the request's own path. A tool
-    output must follow its call: a call_id that matches no earlier call is a 400."""
+    output must follow its call: a call_id that matches no earlier call is a 400. `images` gets each
+    input_image's path, in prompt order (a stored head's as `previous_response_id`)."""
     messages: list[dict[str, Any]] = []
     calls: set[str] = set()
+    seen: list[str] = images if images is not None else []
     for i, item in enumerate(items):
         kind = item["type"]
+        where = f"input.{i - first_new}" if i >= first_new else "previous_response_id"
         if kind == "message":
-            _add_message(messages, item["role"], text_of(item["content"]))
+            _add_message(messages, item["role"], _content(item["content"], f"{where}.content", seen))
         elif kind == "reasoning":
             thought = reasoning_text(item)
             if thought:
@@ -151,7 +163,8 @@ def to_messages(items: list[dict[str, Any]], first_new: int = 0) -> list[dict[st
                                                      f"earlier function_call or custom_tool_call")
             output = item["output"]
             messages.append({"role": "tool", "tool_call_id": item["call_id"],
-                             "content": output if isinstance(output, str) else text_of(output)})
+                             "content": output if isinstance(output, str) else _content(output, f"{where}.output",
+                                                                                          seen)})
         elif kind == "mcp_call":
             messages += call_messages(item)
         elif kind == "compaction":
@@ -175,7 +188,21 @@ def reasoning_text(item: dict[str, Any]) -> str:
     return "".join(p.get("text") or "" for p in parts if isinstance(p, dict)) if isinstance(parts, list) else ""
 
 
-def _add_message(messages: list[dict[str, Any]], role: str, text: str) -> None:
+def _content(parts: list[dict[str, Any]], path: str, images: list[str]) -> str | list[dict[str, Any]]:
+    """The parts' text; with an input_image among them, chat's parts (text and image_url) in their order."""
+    if not any(part.get("type") == "input_image" for part in parts):
+        return text_of(parts)
+    out: list[dict[str, Any]] = []
+    for k, part in enumerate(parts):
+        if part.get("type") == "input_image":
+            images.append(path if path == "previous_response_id" else f"{path}.{k}")
+            out.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+        else:
+            out.append({"type": "text", "text": text_of([part])})
+    return out
+
+
+def _add_message(messages: list[dict[str, Any]], role: str, text: str | list[dict[str, Any]]) -> None:
     """An assistant message right after its reasoning joins it (one turn)."""
     last = messages[-1] if messages else None
     if role == "assistant" and last is not None and last["role"] == "assistant" and last["content"] is None \
