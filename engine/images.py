@@ -10,8 +10,11 @@ counted in usage).
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 from dataclasses import dataclass, field
+from urllib.parse import unquote_to_bytes
 
 from conch.engine.errors import InvalidRequest
 
@@ -53,6 +56,21 @@ class ImageInput:
         if kind is None:
             raise InvalidRequest(f"the image is not one of {', '.join(sorted(MEDIA_TYPES))}", param=param)
         return cls(data, kind, hashlib.sha256(data).hexdigest())
+
+
+def data_url_bytes(url: str, param: str) -> bytes:
+    """The bytes a `data:` URL holds (base64 or percent-encoded); InvalidRequest naming `param` if malformed."""
+    head, sep, payload = url[5:].partition(",")
+    if not sep:
+        raise InvalidRequest("a data URL needs a ',' before its data", param=param)
+    return base64_bytes(payload, param) if head.endswith(";base64") else unquote_to_bytes(payload)
+
+
+def base64_bytes(text: str, param: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequest("the image's base64 does not decode", param=param) from None
 
 
 @dataclass(frozen=True)

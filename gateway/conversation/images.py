@@ -10,18 +10,16 @@ admin listed it as private (agents/mcp/policy.py's `OriginPolicy`, the same chec
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
-from urllib.parse import unquote_to_bytes, urljoin
+from urllib.parse import urljoin
 
 import httpx2
 
 from conch.agents.mcp.policy import OriginPolicy, origin_of
 from conch.agents.mcp.types import McpFailure
 from conch.engine.errors import InvalidRequest
-from conch.engine.images import MAX_IMAGE_BYTES, ImageInput
+from conch.engine.images import MAX_IMAGE_BYTES, ImageInput, data_url_bytes
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,7 @@ async def read_images(parts: list[tuple[str, str]], policy: ImagePolicy) -> tupl
 
 async def read_image(url: str, param: str, policy: ImagePolicy) -> ImageInput:
     if url.startswith("data:"):
-        return ImageInput.of(_data_url(url, param), param, policy.max_bytes)
+        return ImageInput.of(data_url_bytes(url, param), param, policy.max_bytes)
     try:
         async with asyncio.timeout(policy.timeout_s):
             data = await _fetch(url, param, policy)
@@ -68,18 +66,6 @@ async def read_image(url: str, param: str, policy: ImagePolicy) -> ImageInput:
     except httpx2.HTTPError as exc:
         raise InvalidRequest(f"the image could not be fetched ({type(exc).__name__})", param=param) from None
     return ImageInput.of(data, param, policy.max_bytes)
-
-
-def _data_url(url: str, param: str) -> bytes:
-    head, sep, payload = url[5:].partition(",")
-    if not sep:
-        raise InvalidRequest("a data URL needs a ',' before its data", param=param)
-    if not head.endswith(";base64"):
-        return unquote_to_bytes(payload)
-    try:
-        return base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidRequest("the data URL's base64 does not decode", param=param) from None
 
 
 async def _allowed(url: str, param: str, policy: ImagePolicy) -> None:

@@ -1,7 +1,7 @@
-"""Images on every chat-like face, through the real openai and anthropic SDKs against a real server: the tiny
-Llava (builtin:tiny-llava, 16 tokens an image) reads them, as data URLs or fetched from an allow-listed origin,
-and usage counts each image's tokens; a text-only model refuses an image with a 400 that names the part and
-says the model has no vision."""
+"""Images on every face, through the real openai and anthropic SDKs and tritonclient against a real server: the
+tiny Llava (builtin:tiny-llava, 16 tokens an image) reads them, as data URLs or fetched from an allow-listed
+origin (chat, Responses, Messages) or as Triton's `image` input (/v2 infer and generate), and usage counts each
+image's tokens; a text-only model refuses an image with a 400 that names the part and says it has no vision."""
 from __future__ import annotations
 
 import base64
@@ -9,9 +9,16 @@ import http.server
 import threading
 
 import anthropic
+import httpx
+import numpy as np
 import openai
 import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
+from transformers import AutoTokenizer
+
+from conch.engine.weights.tiny_llava import ensure_tiny_llava
 from tests.conftest import start_server, write_repository
 from tests.images import data_url, picture
 
@@ -174,3 +181,45 @@ def test_messages_reads_a_screenshot_in_a_tool_result(claude):
     assert message.usage.input_tokens > N
     with pytest.raises(anthropic.BadRequestError, match="document"):
         _claude(claude, [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "x"}}])
+
+
+def _triton_inputs(prompt: str, images: list[bytes]) -> list:
+    text = httpclient.InferInput("text_input", [1], "BYTES")
+    text.set_data_from_numpy(np.array([prompt.encode()], dtype=np.object_))
+    flags = []
+    for name in ("exclude_input_in_output", "return_num_input_tokens"):
+        flag = httpclient.InferInput(name, [1], "BOOL")
+        flag.set_data_from_numpy(np.array([True]))
+        flags.append(flag)
+    params = httpclient.InferInput("sampling_parameters", [1], "BYTES")
+    params.set_data_from_numpy(np.array([b'{"max_tokens": 3, "temperature": 0}'], dtype=np.object_))
+    inputs = [text, params, *flags]
+    if images:
+        image = httpclient.InferInput("image", [len(images)], "BYTES")
+        image.set_data_from_numpy(np.array([base64.b64encode(i) for i in images], dtype=np.object_))
+        inputs.append(image)
+    return inputs
+
+
+def test_triton_infer_takes_the_image_input(server):
+    """As Triton's vLLM backend takes it for Llava: BYTES [-1], each image in base64."""
+    client = httpclient.InferenceServerClient(server.url.removeprefix("http://"))
+    inputs = {i["name"]: i for i in client.get_model_metadata(VLM)["inputs"]}
+    assert inputs["image"]["datatype"] == "BYTES" and inputs["image"]["shape"] == [-1]
+    ask = "USER: <image>\nWhat is shown? ASSISTANT:"
+    seen = client.infer(VLM, _triton_inputs(ask, [SHOT]))
+    tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_llava())
+    assert seen.as_numpy("num_input_tokens")[0] == len(tokenizer.encode(ask)) - 1 + N     # <image> is one token
+    implicit = client.infer(VLM, _triton_inputs("What is shown?", [SHOT]))   # no placeholder: one at the start
+    assert implicit.as_numpy("num_input_tokens")[0] > N
+    with pytest.raises(InferenceServerException, match="no vision"):
+        client.infer("tiny", _triton_inputs(ask, [SHOT]))
+
+
+def test_triton_generate_takes_the_image_input(server):
+    body = {"text_input": "USER: <image>\nWhat is shown? ASSISTANT:", "image": [data_url(SHOT)],
+            "parameters": {"max_tokens": 3, "return_num_input_tokens": True}}
+    r = httpx.post(f"{server.url}/v2/models/{VLM}/generate", json=body, timeout=60)
+    assert r.status_code == 200 and r.json()["num_input_tokens"] > N
+    bad = httpx.post(f"{server.url}/v2/models/{VLM}/generate", json={**body, "image": ["@@not base64"]}, timeout=60)
+    assert bad.status_code == 400 and "base64" in bad.json()["error"]
