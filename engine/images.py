@@ -13,7 +13,9 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import io
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from conch.engine.errors import InvalidRequest
@@ -56,6 +58,16 @@ class ImageInput:
         if kind is None:
             raise InvalidRequest(f"the image is not one of {', '.join(sorted(MEDIA_TYPES))}", param=param)
         return cls(data, kind, hashlib.sha256(data).hexdigest())
+
+    def rgb(self, what: str = "an image") -> Any:
+        """The image decoded (Pillow) as RGB; InvalidRequest naming `what` when it does not decode."""
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with Image.open(io.BytesIO(self.data)) as picture:
+                return picture.convert("RGB")
+        except (UnidentifiedImageError, OSError, ValueError) as exc:
+            raise InvalidRequest(f"{what} ({self.media_type}) does not decode: {exc}") from None
 
 
 def data_url_bytes(url: str, param: str) -> bytes:

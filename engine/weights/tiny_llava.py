@@ -44,7 +44,7 @@ def tiny_llava_config(tokenizer: Any) -> Any:
     vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                               image_size=IMAGE_SIZE, patch_size=PATCH, projection_dim=32)
     return LlavaConfig(vision_config=vision, text_config=text,
-                       image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+                       image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
                        vision_feature_layer=-2, vision_feature_select_strategy="default",
                        tie_word_embeddings=True)
 

@@ -39,7 +39,7 @@ from conch.engine.backends.conch.core.scheduler import Scheduler
 from conch.engine.backends.conch.core.reasoning_gate import ReasoningGate
 from conch.engine.backends.conch.core.sequence import Sequence
 from conch.engine.backends.conch.speculation import Speculation
-from conch.engine.errors import InvalidRequest
+from conch.engine.errors import BackendUnavailable, InvalidRequest
 from conch.engine.params.model_defaults import GenerationDefaults
 from conch.engine.pipeline.length_bound import max_token_span
 from conch.engine.repository.config import ModelConfig
@@ -105,6 +105,9 @@ class ConchBackend:
         if loaded.processor is not None:                 # a vision-language model: its language model runs here
             tower = VisionTower(model, loaded.processor, model.config.image_token_id)
             model = TextView(model)
+            if self.config.runner != "auto" or not isinstance(families.family(model.config), families.Family):
+                raise BackendUnavailable(f"model '{self.config.name}': a vision-language model runs on the "
+                                         f"flattened runner only (runner: auto, a Llama-family language model)")
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         runner = self.core.runner = self._runner(model, pad)
@@ -121,9 +124,7 @@ class ConchBackend:
 
     def _see(self, runner: Runner, tower: VisionTower) -> None:
         """Images in: the flattened runner splices the tower's embeddings at their placeholders."""
-        if not isinstance(runner, FlatRunner):
-            log.warning("model %s: served without vision: images need the flattened runner", self.config.name)
-            return
+        assert isinstance(runner, FlatRunner)
         runner.vision = tower
         self.capabilities = replace(self.capabilities, vision=tower.spec)
         log.info("model %s: vision, %d tokens an image", self.config.name, tower.tokens_per_image)

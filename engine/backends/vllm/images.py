@@ -6,11 +6,9 @@ leaves one token an image (`VisionSpec.tokens_per_image` 1) and Conch's usage co
 image's tokens (vLLM's own prompt length is not returned to Conch before the end)."""
 from __future__ import annotations
 
-import io
 import logging
 from typing import Any
 
-from conch.engine.errors import InvalidRequest
 from conch.engine.images import ImageInput, VisionSpec
 
 log = logging.getLogger(__name__)
@@ -33,13 +31,4 @@ def vision_spec(model_config: Any, tokenizer: Any) -> VisionSpec | None:
 
 def multi_modal_data(images: tuple[ImageInput, ...]) -> dict[str, list[Any]]:
     """{"image": [PIL RGB images]} in prompt order; InvalidRequest for one that does not decode."""
-    from PIL import Image, UnidentifiedImageError
-
-    decoded = []
-    for i, image in enumerate(images):
-        try:
-            with Image.open(io.BytesIO(image.data)) as picture:
-                decoded.append(picture.convert("RGB"))
-        except (UnidentifiedImageError, OSError, ValueError) as exc:
-            raise InvalidRequest(f"image {i} ({image.media_type}) does not decode: {exc}") from None
-    return {"image": decoded}
+    return {"image": [image.rgb(f"image {i}") for i, image in enumerate(images)]}

@@ -13,7 +13,6 @@ Shapes: pixels (3, S, S) per image; embeddings (N, hidden) per image, N = `token
 """
 from __future__ import annotations
 
-import io
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
@@ -97,14 +96,7 @@ class VisionTower:
         return VisionPrompt(starts, images, tuple(self._pixels(image) for image in images), tuple(keys))
 
     def _pixels(self, image: ImageInput) -> torch.Tensor:
-        from PIL import Image, UnidentifiedImageError
-
-        try:
-            with Image.open(io.BytesIO(image.data)) as picture:
-                rgb = picture.convert("RGB")
-        except (UnidentifiedImageError, OSError, ValueError) as exc:
-            raise InvalidRequest(f"an image ({image.media_type}) does not decode: {exc}") from None
-        return self.processor(images=[rgb], return_tensors="pt")["pixel_values"][0]
+        return self.processor(images=[image.rgb()], return_tensors="pt")["pixel_values"][0]
 
     @torch.inference_mode()
     def encode(self, pixels: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -136,10 +128,10 @@ class VisionTower:
             prompt: VisionPrompt | None = seq.vision
             if prompt is None:
                 continue
-            for at, image, px in zip(prompt.starts, prompt.images, prompt.pixels, strict=True):
-                lo, hi = max(start, at), min(start + n, at + self.tokens_per_image)
+            for first, image, px in zip(prompt.starts, prompt.images, prompt.pixels, strict=True):
+                lo, hi = max(start, first), min(start + n, first + self.tokens_per_image)
                 if lo < hi:
-                    reached.append((span.offset + lo - start, image.digest, lo - at, hi - lo))
+                    reached.append((span.offset + lo - start, image.digest, lo - first, hi - lo))
                     pixels[image.digest] = px
         if not reached:
             return step

@@ -14,7 +14,7 @@ from conch.engine.backends.conch.backend import ConchBackend
 from conch.engine.backends.conch.kv.slot_store import SlotKVStore
 from conch.engine.backends.conch.model.llama import LlamaForward
 from conch.engine.backends.conch.model.vision import TextView, VisionTower
-from conch.engine.errors import InvalidRequest
+from conch.engine.errors import BackendUnavailable, InvalidRequest
 from conch.engine.images import ImageInput
 from conch.engine.repository import ModelConfig
 from conch.engine.types import GenerationRequest, SamplingParams
@@ -111,3 +111,10 @@ async def test_the_backend_encodes_a_resent_image_once_and_batches_a_step():
         assert [t[0] for t in together] == [a[0] for a in alone]
     finally:
         await backend.stop()
+
+
+async def test_a_vision_model_needs_the_flattened_runner():
+    backend = ConchBackend(ModelConfig(name="m", weights="builtin:tiny-llava", dtype="float32", runner="hf"))
+    with pytest.raises(BackendUnavailable, match="flattened runner only"):
+        await backend.start()
+    await backend.stop()
