@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, AsyncGenerator, Callable, Protocol, runtime_checkable
 
 from conch.engine.errors import BackendUnavailable, InvalidRequest
+from conch.engine.images import VisionSpec
 
 if TYPE_CHECKING:
     from conch.engine.params.model_defaults import GenerationDefaults
@@ -32,6 +33,7 @@ class Capabilities:
                                 # its server checks the context, so tokenize only counts
     native_tools: bool = False  # with chat_input: tools, tool_choice and response_format are forwarded as given
     speculation: bool = False   # honours SamplingParams.speculative_tokens (Engine.prepare refuses it elsewhere)
+    vision: VisionSpec | None = None   # takes GenerationRequest.images at its placeholders (engine/images.py)
 
 
 @dataclass(frozen=True)

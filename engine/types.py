@@ -5,6 +5,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from conch.engine.images import ImageInput
 from conch.grammars.spec import GrammarSpec
 
 
@@ -137,6 +138,7 @@ class GenerationRequest:
     max_tokens_ceiling: bool = False
     session: str | None = None   # the client's conversation key (a session header, prompt_cache_key): routing only
     reasoning: ReasoningControl | None = None  # a reasoning model's thinking: where the grammar starts, its budget
+    images: tuple[ImageInput, ...] = ()  # in the order of their placeholders in the prompt (engine/images.py)
 
 
 @dataclass(frozen=True)

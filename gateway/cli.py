@@ -82,6 +82,13 @@ def _parser() -> argparse.ArgumentParser:
                             "https://mcp.example.com (repeatable; none by default)")
     serve.add_argument("--mcp-loop-timeout", type=float, default=None, metavar="SECONDS",
                        help="bound on one response's MCP loop, its model turns included (default 120)")
+    serve.add_argument("--image-allow-origin", action="append", default=[], metavar="ORIGIN",
+                       help="an image part's http(s) URL may be fetched from this exact origin, and redirects only "
+                            "to listed ones (repeatable; none by default: data URLs only; docs/vision.md)")
+    serve.add_argument("--image-max-bytes", type=int, default=None, metavar="BYTES",
+                       help="bound on one image, decoded or fetched (default 20 MiB)")
+    serve.add_argument("--image-fetch-timeout", type=float, default=None, metavar="SECONDS",
+                       help="bound on fetching one image URL, redirects included (default 10)")
     serve.add_argument("--model-alias", action="append", default=[], metavar="PATTERN=MODEL",
                        help="answer requests for models matching the glob PATTERN with MODEL, e.g. "
                             "'claude-*=smollm2-135m-instruct' (repeatable; the first match wins)")
@@ -104,6 +111,17 @@ def _mcp_config(args: argparse.Namespace):
         return McpConfig.from_flags(args.mcp_servers, args.mcp_allow_origin, args.mcp_loop_timeout)
     except (OSError, ValueError) as exc:
         raise SystemExit(f"conch serve: MCP settings: {exc}") from None
+
+
+def _images(args: argparse.Namespace):
+    """Where image URLs may be fetched from, or SystemExit naming a bad origin."""
+    from conch.gateway.conversation.images import ImagePolicy
+
+    try:
+        return ImagePolicy.of(args.image_allow_origin, max_bytes=args.image_max_bytes,
+                              timeout_s=args.image_fetch_timeout)
+    except ValueError as exc:
+        raise SystemExit(f"conch serve: --image-allow-origin: {exc}") from None
 
 
 def _aliases(args: argparse.Namespace):
@@ -260,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings(host=args.host, port=args.port, metrics_port=args.metrics_port,
                         metrics_host=args.metrics_host, mcp=mcp, aliases=_aliases(args),
                         keep_billing_header=args.keep_billing_header, trace_file=args.trace_file,
-                        hosted_tools=args.hosted_tools, trace_config=_trace_config(args))
+                        hosted_tools=args.hosted_tools, trace_config=_trace_config(args), images=_images(args))
     app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics, control=control,
                     grpc_port=args.grpc_port, records=records)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,

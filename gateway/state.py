@@ -10,6 +10,7 @@ from conch.agents.mcp import McpConfig
 from conch.engine.engine import Engine
 from conch.gateway.records import RecordStore
 from conch.gateway.aliases import ModelAliases
+from conch.gateway.conversation.images import ImagePolicy
 from conch.gateway.telemetry import TraceConfig
 
 KEEP_ALIVE_S = 90   # idle keep-alive seconds (Ray Serve's proxy's): past httpx's and the OpenAI SDK's 5 s pool expiry
@@ -25,6 +26,7 @@ class Settings:
     trace_file: Path | None = None      # where Triton's trace extension writes (--trace-file); None: no traces
     trace_config: TraceConfig = field(default_factory=TraceConfig)   # --trace-config (mode=opentelemetry: OTLP)
     mcp: McpConfig = field(default_factory=McpConfig)    # MCP servers, allowed origins, limits (--mcp-*)
+    images: ImagePolicy = field(default_factory=ImagePolicy)   # where image URLs are fetched from (--image-*)
     aliases: ModelAliases = field(default_factory=ModelAliases)    # claude-* -> a served model (gateway/aliases.py)
     keep_billing_header: bool = False   # /v1/messages: render Claude Code's volatile billing line (docs/anthropic.md)
     hosted_tools: str = "drop"          # /v1/responses: hosted tools dropped (named back) or refused

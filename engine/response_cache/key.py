@@ -42,6 +42,8 @@ def cache_key(config: ModelConfig, request: GenerationRequest) -> str:
         "params": _plain(request.params),
         "grammar": _plain(request.grammar),
     }
+    if request.images:                          # the prompt's placeholders say nothing of what they show
+        identity["images"] = [image.digest for image in request.images]
     if request.chat is not None:                # an upstream's messages and tools (the ids only count them)
         identity["chat"] = _plain(request.chat)
     blob = json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()

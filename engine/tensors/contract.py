@@ -18,6 +18,7 @@ LLM_INPUTS = (
     TensorSpec("return_finish_reason", "BOOL", (1,), optional=True),
     TensorSpec("return_num_input_tokens", "BOOL", (1,), optional=True),
     TensorSpec("return_num_output_tokens", "BOOL", (1,), optional=True),
+    TensorSpec("image", "BYTES", (-1,), optional=True),    # base64 images, as Triton's vLLM backend (tensors/images.py)
 )
 LLM_OUTPUTS = (
     TensorSpec("text_output", "BYTES", (-1,)),

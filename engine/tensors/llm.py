@@ -15,6 +15,7 @@ from conch.engine.engine import Engine
 from conch.engine.errors import InferenceError, InvalidRequest
 from conch.engine.repository.config import ModelConfig
 from conch.engine.tensors.contract import tensor_interface
+from conch.engine.tensors.images import IMAGE_INPUT, placed_text, tensor_images
 from conch.engine.backend import TensorModel
 from conch.engine.tensors.interface import (InferRequest, Tensors, bytes_tensor, check_inputs, first_bool,
                                             first_string)
@@ -53,8 +54,12 @@ class LLMTensorModel:
         sampling = sampling_params(values)
         if words:
             sampling = apply_words(sampling, words, self.engine.get(self.config.name, self.config.version).tokenizer)
+        images = tensor_images(inputs.get(IMAGE_INPUT))
+        if images:
+            model = self.engine.get(self.config.name, self.config.version)
+            text = placed_text(text, images, model.backend.capabilities.vision, self.config.name)
         gen = GenerationRequest(id=request.id, model=self.config.name, version=self.config.version, prompt=text,
-                                params=sampling, stream=stream,
+                                params=sampling, stream=stream, images=images,
                                 grammar=constraint.spec if constraint is not None else None)
         return await self.engine.prepare(gen, prompt_param="text_input"), flags
 

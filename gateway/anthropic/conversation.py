@@ -13,7 +13,10 @@
                     assistant turn is a prefill the model continues
     thinking        enabled (budget_tokens, below max_tokens) / adaptive / disabled -> the model's reasoning switch
                     and the budget the engine enforces (gateway/conversation/reasoning.py)
-    image/document  a 400 naming the block (no served model takes them)
+    image           base64 / url source -> an image_url part (a data URL, or the URL the gateway fetches from
+                    its allow-list: gateway/conversation/images.py), in a user turn or a tool_result; a model
+                    without vision refuses it naming the block
+    document        a 400 naming the block (no served model takes them)
     tools           name / description / input_schema -> function tools
     tool_choice     auto / any / tool / none -> auto / required / named / none; disable_parallel_tool_use ->
                     parallel_tool_calls false
@@ -42,7 +45,8 @@ def conversation(body: wire.CountTokensRequest, model: str, *, keep_billing_head
                  use_cache: bool = True) -> Conversation:
     """`model` is the served model `body.model` resolves to (its alias)."""
     _refuse_unserved(body, model)
-    messages = _system(body.system, keep_billing_header) + _messages(body.messages)
+    images: list[str] = []
+    messages = _system(body.system, keep_billing_header) + _messages(body.messages, images)
     prefill = body.messages[-1].role == "assistant"
     tool_choice, parallel = _tool_choice(body.tool_choice)
     schema = body.output_config.format.schema_ if body.output_config and body.output_config.format else None
@@ -54,7 +58,7 @@ def conversation(body: wire.CountTokensRequest, model: str, *, keep_billing_head
         if schema is not None else None,
         stream=bool(getattr(body, "stream", False)), use_cache=use_cache,
         add_generation_prompt=not prefill, continue_final_message=prefill, paths=PATHS,
-        thinking=_thinking(body))
+        thinking=_thinking(body), image_paths=tuple(images))
 
 
 def _refuse_unserved(body: wire.CountTokensRequest, model: str) -> None:
@@ -101,23 +105,46 @@ def _system(system: str | list[wire.TextBlock] | None, keep_billing_header: bool
     return [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
 
 
-def _messages(messages: list[wire.Message]) -> list[dict[str, Any]]:
+def _messages(messages: list[wire.Message], images: list[str]) -> list[dict[str, Any]]:
+    """`images` gets each image block's path, in prompt order."""
     out: list[dict[str, Any]] = []
     calls: set[str] = set()
     for i, message in enumerate(messages):
         blocks = [wire.TextBlock(type="text", text=message.content)] if isinstance(message.content, str) \
             else message.content
         for j, block in enumerate(blocks):
-            if isinstance(block, wire.MediaBlock):
-                raise APIError(400, f"messages[{i}].content[{j}]: {block.type} blocks are not supported: no model "
-                                    "Conch serves takes them", param=f"messages.{i}.content.{j}.type")
+            if isinstance(block, wire.MediaBlock) and (block.type != "image" or message.role != "user"):
+                raise APIError(400, f"messages[{i}].content[{j}]: {block.type} blocks are not supported here: "
+                                    "only a user turn's image blocks are read", param=f"messages.{i}.content.{j}.type")
         if message.role == "assistant":
             out.append(_assistant(blocks, calls))
         elif message.role == "system":
             out.append(_system_turn(i, blocks))
         else:
-            out.extend(_user(i, blocks, calls))
+            out.extend(_user(i, blocks, calls, images))
     return out
+
+
+def _image_part(block: wire.MediaBlock, path: str, images: list[str]) -> dict[str, Any]:
+    """An image block as chat's image_url part: a base64 source as a data URL, a url source as it is."""
+    source = block.source
+    kind = source.get("type")
+    if kind == "base64" and isinstance(source.get("data"), str):
+        url = f"data:{source.get('media_type') or 'application/octet-stream'};base64,{source['data']}"
+    elif kind == "url" and isinstance(source.get("url"), str):
+        url = source["url"]
+    else:
+        raise APIError(400, f"{path}.source: an image source is base64 (media_type, data) or url (url); "
+                            f"'{kind}' is not read here", param=f"{path}.source.type")
+    images.append(path)
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Text parts joined into a string; with an image among them, the parts as they are (text merged)."""
+    if not any(p["type"] == "image_url" for p in parts):
+        return "".join(p["text"] for p in parts)
+    return parts
 
 
 def _system_turn(i: int, blocks: list) -> dict[str, Any]:
@@ -155,46 +182,48 @@ def _thought(block: Any) -> str:
     return ""
 
 
-def _user(i: int, blocks: list, calls: set[str]) -> list[dict[str, Any]]:
-    """Tool results and text in their order; consecutive text blocks are one user message."""
+def _user(i: int, blocks: list, calls: set[str], images: list[str]) -> list[dict[str, Any]]:
+    """Tool results and text in their order; consecutive text and image blocks are one user message."""
     out: list[dict[str, Any]] = []
-    text: list[str] = []
+    text: list[dict[str, Any]] = []
     for j, block in enumerate(blocks):
         if isinstance(block, wire.TextBlock):
-            text.append(block.text)
+            text.append({"type": "text", "text": block.text})
+        elif isinstance(block, wire.MediaBlock):
+            text.append(_image_part(block, f"messages.{i}.content.{j}", images))
         elif isinstance(block, wire.ToolResultBlock):
             if block.tool_use_id not in calls:
                 raise APIError(400, f"messages[{i}].content[{j}]: tool_result's tool_use_id '{block.tool_use_id}' "
                                     "matches no tool_use block of an earlier assistant message",
                                param=f"messages.{i}.content.{j}.tool_use_id")
-            _no_media(block, f"messages.{i}.content.{j}")
             if text:
-                out.append({"role": "user", "content": "".join(text)})
+                out.append({"role": "user", "content": _content(text)})
                 text = []
-            out.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": _result_text(block)})
+            out.append({"role": "tool", "tool_call_id": block.tool_use_id,
+                        "content": _result(block, f"messages.{i}.content.{j}", images)})
         elif isinstance(block, wire.ToolUseBlock):
             raise APIError(400, f"messages[{i}].content[{j}]: tool_use blocks belong to assistant messages",
                            param=f"messages.{i}.content.{j}.type")
         # thinking / redacted_thinking: history of a reasoning model, not rendered
     if text or not out:
-        out.append({"role": "user", "content": "".join(text)})
+        out.append({"role": "user", "content": _content(text)})
     return out
 
 
-def _no_media(block: wire.ToolResultBlock, path: str) -> None:
-    for k, part in enumerate(block.content if isinstance(block.content, list) else ()):
-        if isinstance(part, wire.MediaBlock):
+def _result(block: wire.ToolResultBlock, path: str, images: list[str]) -> str | list[dict[str, Any]]:
+    """A tool result's text (behind "Error: " when is_error), its image blocks as image parts in place."""
+    content = block.content if isinstance(block.content, list) else \
+        [wire.TextBlock(type="text", text=block.content or "")]
+    parts: list[dict[str, Any]] = [{"type": "text", "text": "Error: "}] if block.is_error else []
+    for k, part in enumerate(content):
+        if isinstance(part, wire.TextBlock):
+            parts.append({"type": "text", "text": part.text})
+        elif part.type == "image":
+            parts.append(_image_part(part, f"{path}.content.{k}", images))
+        else:
             raise APIError(400, f"{path}.content.{k}: {part.type} blocks are not supported: no model Conch serves "
                                 "takes them", param=f"{path}.content.{k}.type")
-
-
-def _result_text(block: wire.ToolResultBlock) -> str:
-    content = block.content
-    if isinstance(content, list):
-        text = "".join(b.text for b in content if isinstance(b, wire.TextBlock))
-    else:
-        text = content or ""
-    return f"Error: {text}" if block.is_error else text
+    return _content(parts)
 
 
 def _tool(tool: wire.Tool) -> dict[str, Any]:

@@ -66,7 +66,8 @@ def _session(body: CountTokensRequest, request: Request) -> str | None:
 async def _build(body: CountTokensRequest, request: Request,
                  msg_id: str) -> tuple[GenerationRequest, ToolPlan, list[dict[str, Any]]]:
     conv, applied = await _conversation(body, request)
-    gen, plan = await build_generation(conv, conch_state(request).engine, msg_id)
+    state = conch_state(request)
+    gen, plan = await build_generation(conv, state.engine, msg_id, state.settings.images)
     return gen, plan, applied
 
 

@@ -1,7 +1,8 @@
 """The conversation every chat-like face reads its body into.
 
 Shapes are OpenAI chat's, as plain values, so an upstream that speaks chat completions takes them as they are:
-    messages     {"role": system|developer|user|assistant|tool, "content": str | [{"type": "text", "text"}] | None,
+    messages     {"role": system|developer|user|assistant|tool, "content": str | [{"type": "text", "text"}
+                  | {"type": "image_url", "image_url": {"url"}}] | None,
                   "name"?, "reasoning_content"? (an assistant turn's earlier thinking),
                   "tool_calls"?: [{"id", "type": "function", "function": {"name", "arguments"}}], "tool_call_id"?}
     tools        [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}]
@@ -48,18 +49,20 @@ class Conversation:
     paths: WirePaths = field(default_factory=WirePaths)
     session: str | None = None      # the client's conversation key: Ray's session affinity (engine.types)
     thinking: Thinking = field(default_factory=Thinking)   # the model's reasoning switch and budget
+    image_paths: tuple[str, ...] = ()   # each image part's field on the face's wire, in order (images.py)
 
     @property
     def has_tool_turns(self) -> bool:
         return any(m.get("role") == "tool" or m.get("tool_calls") for m in self.messages)
 
 
-def template_message(message: dict[str, Any]) -> dict[str, Any]:
-    """The plain dict a chat template expects: developer is system, content is text."""
+def template_message(message: dict[str, Any], image: str = "") -> dict[str, Any]:
+    """The plain dict a chat template expects: developer is system, content is text, an image part the
+    model's placeholder text `image` (engine/images.py's VisionSpec)."""
     role = "system" if message["role"] == "developer" else message["role"]
     content = message.get("content")
     if isinstance(content, list):
-        content = "".join(part.get("text", "") for part in content)
+        content = "".join(image if part.get("type") == "image_url" else part.get("text", "") for part in content)
     out: dict[str, Any] = {"role": role, "content": content or ""}
     for key in ("name", "tool_calls", "tool_call_id", "reasoning_content"):
         if message.get(key):

@@ -65,7 +65,8 @@ def _check_tool_messages(body: ChatCompletionRequest) -> None:
 
 async def build_request(body: ChatCompletionRequest, request: Request) -> tuple[GenerationRequest, ToolPlan]:
     conv = replace(conversation(body, wants_cache(request, body.cache)), model=resolve_model(request, body.model))
-    return await build_generation(conv, conch_state(request).engine, new_id("chatcmpl"))
+    state = conch_state(request)
+    return await build_generation(conv, state.engine, new_id("chatcmpl"), state.settings.images)
 
 
 @router.post("/v1/chat/completions")

@@ -207,5 +207,5 @@ def test_an_image_part_is_named(oai):
                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
     with pytest.raises(openai.BadRequestError) as err:
         oai.chat.completions.create(model="tiny", messages=[{"role": "user", "content": content}], max_tokens=1)
-    assert "'image_url'" in err.value.body["message"] and "text only" in err.value.body["message"]
-    assert err.value.body["param"] == "messages.0.content"
+    assert "no vision" in err.value.body["message"] and "text only" in err.value.body["message"]
+    assert err.value.body["param"] == "messages.0.content.1"          # the part itself (docs/vision.md)

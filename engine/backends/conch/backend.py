@@ -16,6 +16,7 @@ import asyncio
 import logging
 import secrets
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import torch
@@ -28,6 +29,7 @@ from conch.engine.backends.conch.core.engine_core import MAX_FAILED_STEPS, Engin
 from conch.engine.backends.conch.runners.flat_runner import FlatRunner
 from conch.engine.backends.conch.runners.hf_runner import HFRunner
 from conch.engine.backends.conch.model.matmul_path import cpu_flags
+from conch.engine.backends.conch.model.vision import TextView, VisionTower
 from conch.engine.backends.conch.kv.slot_store import StorePolicy
 from conch.engine.backends.conch.kv.prefix_cache import PrefixCache
 from conch.engine.backends.conch.core.prompt_logprobs import prompt_deltas, prompt_logprobs
@@ -37,6 +39,7 @@ from conch.engine.backends.conch.core.scheduler import Scheduler
 from conch.engine.backends.conch.core.reasoning_gate import ReasoningGate
 from conch.engine.backends.conch.core.sequence import Sequence
 from conch.engine.backends.conch.speculation import Speculation
+from conch.engine.errors import BackendUnavailable, InvalidRequest
 from conch.engine.params.model_defaults import GenerationDefaults
 from conch.engine.pipeline.length_bound import max_token_span
 from conch.engine.repository.config import ModelConfig
@@ -98,9 +101,18 @@ class ConchBackend:
     def _load(self) -> None:
         loaded = loader.load(self.config)
         model, self.tokenizer, self.generation_defaults = loaded.model, loaded.tokenizer, loaded.defaults
+        tower = None
+        if loaded.processor is not None:                 # a vision-language model: its language model runs here
+            tower = VisionTower(model, loaded.processor, model.config.image_token_id)
+            model = TextView(model)
+            if self.config.runner != "auto" or not isinstance(families.family(model.config), families.Family):
+                raise BackendUnavailable(f"model '{self.config.name}': a vision-language model runs on the "
+                                         f"flattened runner only (runner: auto, a Llama-family language model)")
         self.context_length = min(self.config.context_length, model.config.max_position_embeddings)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         runner = self.core.runner = self._runner(model, pad)
+        if tower is not None:
+            self._see(runner, tower)
         c = self.config
         if isinstance(runner, FlatRunner):
             self._fit_context(runner.kv.bytes_per_token, runner.forward_pass.max_positions)
@@ -109,6 +121,13 @@ class ConchBackend:
         self.core.scheduler = Scheduler(runner, c.max_batch_size, c.max_step_tokens, c.prefill_stall, speculation)
         self.core.sampler = Sampler(self.tokenizer, model.config.vocab_size)
         self._eos = frozenset(_eos_ids(model, self.tokenizer))
+
+    def _see(self, runner: Runner, tower: VisionTower) -> None:
+        """Images in: the flattened runner splices the tower's embeddings at their placeholders."""
+        assert isinstance(runner, FlatRunner)
+        runner.vision = tower
+        self.capabilities = replace(self.capabilities, vision=tower.spec)
+        log.info("model %s: vision, %d tokens an image", self.config.name, tower.tokens_per_image)
 
     def _fit_context(self, bytes_per_token: int, positions: int) -> None:
         """A context no longer than the flattened forward's RoPE table (Phi-3 longrope: its original length) and
@@ -179,7 +198,12 @@ class ConchBackend:
             if request.params.max_tokens == 0:     # scoring only: nothing to generate
                 return
         compiled = await self._compile(request.grammar) if request.grammar is not None else None
+        vision = None
+        if request.images:                             # decoded and preprocessed off the engine thread
+            vision = await asyncio.to_thread(self._vision_prompt, prompt_ids, request.images)
         seqs = [self._sequence(request, i, prompt_ids, compiled) for i in range(request.params.n)]
+        for seq in seqs:
+            seq.vision = vision
         out: asyncio.Queue = asyncio.Queue()
         self._queues[request.id] = out
         self.core.send(Add(tuple(seqs)))
@@ -196,6 +220,12 @@ class ConchBackend:
 
     async def abort(self, request_id: str, index: int | None = None) -> None:
         self.core.send(Abort(request_id, index))
+
+    def _vision_prompt(self, prompt_ids: list[int], images):
+        tower = getattr(self.runner, "vision", None)
+        if tower is None:
+            raise InvalidRequest(f"model '{self.config.name}' has no vision: it takes text only, not images")
+        return tower.prompt(prompt_ids, images)
 
     def _sequence(self, request: GenerationRequest, index: int, prompt_ids: list[int], compiled) -> Sequence:
         p = request.params

@@ -13,6 +13,7 @@ import torch
 from conch.engine.backends.conch import native
 from conch.engine.backends.conch.model.gguf_layers import ARCHS, swap_in_quantized
 from conch.engine.backends.conch.model.quantized import FLOAT_TYPES, unsupported
+from conch.engine.backends.conch.model.vision import is_vision
 from conch.engine.errors import InvalidRequest
 from conch.engine.params.model_defaults import GenerationDefaults
 from conch.engine.repository.config import ModelConfig
@@ -26,13 +27,14 @@ _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torc
 
 @dataclass(frozen=True)
 class Loaded:
-    model: Any                  # an HF causal LM in eval mode, in the config's dtype
+    model: Any                  # an HF causal LM (or vision-language model) in eval mode, in the config's dtype
     tokenizer: Any
     defaults: GenerationDefaults
+    processor: Any = None       # a vision-language model's image processor (model/vision.py), else None
 
 
 def load(config: ModelConfig) -> Loaded:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     if config.dtype not in _DTYPES:
         raise InvalidRequest(f"model '{config.name}': config key 'dtype' must be one of {sorted(_DTYPES)}",
@@ -45,10 +47,22 @@ def load(config: ModelConfig) -> Loaded:
         _keep_quantized(model, info)
     else:
         tokenizer = AutoTokenizer.from_pretrained(config.resolve(config.tokenizer) or ref)
+        if is_vision(AutoConfig.from_pretrained(ref).model_type):
+            return _vision(config, ref, dtype, tokenizer)
         model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, attn_implementation="sdpa")
     if config.chat_template:
         tokenizer.chat_template = config.chat_template
     return Loaded(model.eval(), tokenizer, generation_defaults(ref))
+
+
+def _vision(config: ModelConfig, ref: str, dtype: torch.dtype, tokenizer: Any) -> Loaded:
+    """A vision-language model (model/vision.py's FAMILIES) with its own image processor."""
+    from transformers import AutoImageProcessor, AutoModelForImageTextToText
+
+    model = AutoModelForImageTextToText.from_pretrained(ref, dtype=dtype, attn_implementation="sdpa")
+    if config.chat_template:
+        tokenizer.chat_template = config.chat_template
+    return Loaded(model.eval(), tokenizer, generation_defaults(ref), AutoImageProcessor.from_pretrained(ref))
 
 
 def _keep_quantized(model: Any, info: GgufInfo) -> None:

@@ -16,6 +16,7 @@ from typing import Any, AsyncGenerator
 
 from conch.engine.backend import BackendStats, Capabilities
 from conch.engine.backends.vllm.args import engine_args, grammar_library
+from conch.engine.backends.vllm.images import multi_modal_data, vision_spec
 from conch.engine.backends.vllm.output import ChoiceStream, choice_id
 from conch.engine.backends.vllm.sampling import sampling_kwargs, structured_outputs
 from conch.engine.backends.vllm.stats import StatsRecord, stat_logger_factory
@@ -70,6 +71,9 @@ class VLLMBackend:
                                                stat_loggers=[stat_logger_factory(self._record)])
         self.context_length = self._engine.model_config.max_model_len
         self.tokenizer = await asyncio.to_thread(self._load_tokenizer)
+        vision = vision_spec(self._engine.model_config, self.tokenizer)
+        if vision is not None:                          # images pass through to vLLM's multimodal inputs
+            self.capabilities = replace(self.capabilities, vision=vision)
 
     def _load_tokenizer(self):
         """Conch's own copy of the tokenizer vLLM loaded (the same folder): Engine.prepare encodes with it."""
@@ -100,15 +104,16 @@ class VLLMBackend:
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         structured = structured_outputs(request.grammar, grammar_library(self.args)) \
             if request.grammar is not None else None
+        media = await asyncio.to_thread(multi_modal_data, request.images) if request.images else None
         n = request.params.n
         self._fanout[request.id] = n
         try:
             if n == 1:
-                async with aclosing(self._choice(request, 0, structured)) as deltas:
+                async with aclosing(self._choice(request, 0, structured, media)) as deltas:
                     async for delta in deltas:
                         yield delta
             else:
-                async with aclosing(self._merged(request, n, structured)) as deltas:
+                async with aclosing(self._merged(request, n, structured, media)) as deltas:
                     async for delta in deltas:
                         yield delta
         finally:
@@ -120,14 +125,14 @@ class VLLMBackend:
         indexes = range(self._fanout[request_id]) if index is None else [index]
         await self._engine.abort([choice_id(request_id, i) for i in indexes])
 
-    async def _merged(self, request: GenerationRequest, n: int,
-                      structured: dict | None) -> AsyncGenerator[GenerationDelta, None]:
+    async def _merged(self, request: GenerationRequest, n: int, structured: dict | None,
+                      media: dict | None) -> AsyncGenerator[GenerationDelta, None]:
         """The n choices' deltas interleaved as they come; each choice streams from a task of its own."""
         out: asyncio.Queue = asyncio.Queue()
 
         async def pump(index: int) -> None:
             try:
-                async with aclosing(self._choice(request, index, structured)) as deltas:
+                async with aclosing(self._choice(request, index, structured, media)) as deltas:
                     async for delta in deltas:
                         out.put_nowait(delta)
             except Exception as exc:                     # surfaced by the consumer below
@@ -147,9 +152,10 @@ class VLLMBackend:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _choice(self, request: GenerationRequest, index: int,
-                      structured: dict | None) -> AsyncGenerator[GenerationDelta, None]:
-        """One choice as one vLLM request; closing this generator early aborts it in vLLM."""
+    async def _choice(self, request: GenerationRequest, index: int, structured: dict | None,
+                      media: dict | None = None) -> AsyncGenerator[GenerationDelta, None]:
+        """One choice as one vLLM request; closing this generator early aborts it in vLLM. `media`: vLLM's
+        multi_modal_data (images.py), or None."""
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         prompt = list(request.prompt_token_ids or ())
@@ -161,8 +167,8 @@ class VLLMBackend:
         finished = False
         self._active += 1
         try:
-            async for output in self._engine.generate(self._vllm.TokensPrompt(prompt_token_ids=prompt),
-                                                      params, rid):
+            tokens = self._vllm.TokensPrompt(prompt_token_ids=prompt, **({"multi_modal_data": media} if media else {}))
+            async for output in self._engine.generate(tokens, params, rid):
                 for completion in output.outputs:
                     delta = stream.delta(completion)
                     finished = delta.finished

@@ -65,16 +65,20 @@ def _summary(index: int, item: dict[str, Any]) -> str:
                                                        "item is read back only where it was made)") from exc
 
 
-def to_messages(items: list[dict[str, Any]], first_new: int = 0) -> list[dict[str, Any]]:
+def to_messages(items: list[dict[str, Any]], first_new: int = 0,
+                images: list[str] | None = None) -> list[dict[str, Any]]:
     """Chat messages of normalized items; `first_new` is the index of the request's first input item (the
     items before it are a stored head, already checked), so a 400 names the request's own path. A tool
-    output must follow its call: a call_id that matches no earlier call is a 400."""
+    output must follow its call: a call_id that matches no earlier call is a 400. `images` gets each
+    input_image's path, in prompt order (a stored head's as `previous_response_id`)."""
     messages: list[dict[str, Any]] = []
     calls: set[str] = set()
+    seen: list[str] = images if images is not None else []
     for i, item in enumerate(items):
         kind = item["type"]
+        where = f"input.{i - first_new}" if i >= first_new else "previous_response_id"
         if kind == "message":
-            _add_message(messages, item["role"], text_of(item["content"]))
+            _add_message(messages, item["role"], _content(item["content"], f"{where}.content", seen))
         elif kind == "reasoning":
             thought = reasoning_text(item)
             if thought:
@@ -89,7 +93,8 @@ def to_messages(items: list[dict[str, Any]], first_new: int = 0) -> list[dict[st
                                                      f"earlier function_call or custom_tool_call")
             output = item["output"]
             messages.append({"role": "tool", "tool_call_id": item["call_id"],
-                             "content": output if isinstance(output, str) else text_of(output)})
+                             "content": output if isinstance(output, str) else _content(output, f"{where}.output",
+                                                                                          seen)})
         elif kind == "mcp_call":
             messages += call_messages(item)
         elif kind == "compaction":
@@ -113,7 +118,26 @@ def reasoning_text(item: dict[str, Any]) -> str:
     return "".join(p.get("text") or "" for p in parts if isinstance(p, dict)) if isinstance(parts, list) else ""
 
 
-def _add_message(messages: list[dict[str, Any]], role: str, text: str) -> None:
+def _content(parts: list[dict[str, Any]], path: str, images: list[str]) -> str | list[dict[str, Any]]:
+    """The parts' text; with an input_image among them, chat's parts (text and image_url) in their order."""
+    if not any(part.get("type") == "input_image" for part in parts):
+        return text_of(parts)
+    out: list[dict[str, Any]] = []
+    for k, part in enumerate(parts):
+        if part.get("type") == "input_image":
+            if not part.get("image_url"):
+                field = "file_id" if part.get("file_id") else "image_url"
+                raise _bad(f"{path}.{k}.{field}", f"{path}.{k}: an input_image needs an image_url (a data URL or an "
+                                                  f"allow-listed http(s) URL); Conch has no Files API to read a "
+                                                  f"file_id from")
+            images.append(path if path == "previous_response_id" else f"{path}.{k}")
+            out.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+        else:
+            out.append({"type": "text", "text": text_of([part])})
+    return out
+
+
+def _add_message(messages: list[dict[str, Any]], role: str, text: str | list[dict[str, Any]]) -> None:
     """An assistant message right after its reasoning joins it (one turn)."""
     last = messages[-1] if messages else None
     if role == "assistant" and last is not None and last["role"] == "assistant" and last["content"] is None \

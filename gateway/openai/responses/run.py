@@ -89,7 +89,9 @@ class TurnExtras:
 
 def conversation(p: Prepared, use_cache: bool, extras: TurnExtras | None = None) -> Conversation:
     body = p.body
-    messages = to_messages(p.context, len(p.context) - len(p.input_items)) + list(extras.messages if extras else ())
+    images: list[str] = []
+    messages = to_messages(p.context, len(p.context) - len(p.input_items), images) + \
+        list(extras.messages if extras else ())
     if body.instructions:
         messages.insert(0, {"role": "developer", "content": body.instructions})
     if not messages:
@@ -107,7 +109,7 @@ def conversation(p: Prepared, use_cache: bool, extras: TurnExtras | None = None)
         parallel_tool_calls=_parallel(body),
         constraints=tuple(constraints) + p.tools.constraints, response_format=chat_format,
         stream=bool(body.stream), use_cache=use_cache, paths=PATHS, session=body.prompt_cache_key,
-        thinking=Thinking.from_effort(body.effort, body.max_output_tokens))
+        thinking=Thinking.from_effort(body.effort, body.max_output_tokens), image_paths=tuple(images))
 
 
 def _forces_calls(tools: ResponseTools, choice: str | dict[str, Any] | None) -> bool:
@@ -126,7 +128,8 @@ def _parallel(body: ResponsesRequest) -> bool | None:
 
 
 async def generation(p: Prepared, request: Request, use_cache: bool) -> tuple[GenerationRequest, ToolPlan]:
-    return await build_generation(conversation(p, use_cache), conch_state(request).engine, p.response_id)
+    state = conch_state(request)
+    return await build_generation(conversation(p, use_cache), state.engine, p.response_id, state.settings.images)
 
 
 def builder(p: Prepared, plan: ToolPlan, items: list[dict[str, Any]] | None = None,

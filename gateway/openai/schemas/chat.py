@@ -15,6 +15,19 @@ class TextPart(WireModel):
     text: str
 
 
+class ImageURL(WireModel):
+    url: str                    # a data URL, or an http(s) URL the gateway may fetch (docs/vision.md)
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImagePart(WireModel):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+ContentPart = Annotated[Union[TextPart, ImagePart], Field(discriminator="type")]
+
+
 class FunctionCall(WireModel):
     name: str
     arguments: str
@@ -49,7 +62,7 @@ class NamedToolChoice(WireModel):
 
 class Message(WireModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart] | None = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
@@ -57,13 +70,14 @@ class Message(WireModel):
 
     @field_validator("content", mode="before")
     @classmethod
-    def _text_parts_only(cls, content: Any) -> Any:
-        """An image, audio or file part is named (pydantic alone would say "Input should be a valid string")."""
+    def _known_parts(cls, content: Any) -> Any:
+        """An audio or file part is named (pydantic alone would say "Input should be a valid string"); an image
+        part is read here and refused by a model without vision (gateway/conversation/request.py)."""
         for part in content if isinstance(content, list) else ():
             kind = part.get("type") if isinstance(part, dict) else None
-            if isinstance(kind, str) and kind != "text":
-                raise ValueError(f"content parts of type '{kind}' are not supported: the models served here take "
-                                 f"text only (send 'text' parts or a string)")
+            if isinstance(kind, str) and kind not in ("text", "image_url"):
+                raise ValueError(f"content parts of type '{kind}' are not supported: send 'text' parts, "
+                                 f"'image_url' parts (a vision model) or a string")
         return content
 
 

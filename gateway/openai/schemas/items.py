@@ -37,9 +37,20 @@ class Refusal(WireModel):
     refusal: str
 
 
-ContentPart = Annotated[Union[InputText, OutputText, Refusal], Field(discriminator="type")]
+class InputImage(WireModel):
+    """An image by URL (a data URL, or one the gateway may fetch: gateway/conversation/images.py); `file_id`
+    parses so the refusal can name it (Conch has no Files API)."""
+
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: Literal["auto", "low", "high", "original"] | None = None
+
+
+ContentPart = Annotated[Union[InputText, OutputText, Refusal, InputImage], Field(discriminator="type")]
 Parts = Annotated[list[ContentPart], Field(max_length=1024)]
-Outputs = Annotated[list[InputText], Field(max_length=1024)]
+Outputs = Annotated[list[Annotated[Union[InputText, InputImage], Field(discriminator="type")]],
+                    Field(max_length=1024)]
 
 
 class MessageItem(WireModel):

@@ -32,6 +32,7 @@ class Sequence:
     cached: int = 0                          # prompt tokens it found stored (a kept slot, the prefix cache)
     started: bool = False                    # its first prompt chunk has been scheduled (chunked prefill)
     lookup: Any = None                       # its prompt lookup's index (speculation/ngram.py), once it proposes
+    vision: Any = None                       # its images (model/vision.py's VisionPrompt), or None
     # Produced but not yet delivered; drained into one GenerationDelta per step.
     _ids: list[int] = field(default_factory=list)
     _logprobs: list[PositionLogprobs] = field(default_factory=list)
@@ -67,6 +68,11 @@ class Sequence:
         if start + n <= len(self.prompt_ids):
             return self.prompt_ids[start:start + n]
         return (self.prompt_ids + self.output_ids)[start:start + n]
+
+    @property
+    def key_ids(self) -> list[int]:
+        """The prompt's ids as the KV caches key it: an image's placeholders keyed by its content."""
+        return list(self.vision.key_ids) if self.vision is not None else self.prompt_ids
 
     @property
     def last_token(self) -> int:

@@ -112,6 +112,8 @@ class LlamaForward:
         x = self.embed[step.ids]                                         # (T, hidden), the residual stream
         if self.family.embed_scale != 1.0:
             x = x * self.family.embed_scale
+        if step.embeds is not None:                                      # image tokens: their embeddings as given
+            x[step.embeds_at] = step.embeds.to(x.dtype)
         at = step.positions
         attend = Attention(step, kv, self.heads, self.kv_heads, self.kernels)
         rows = kv.rows(step.slots, step.positions)                      # where this step's K/V go

@@ -6,6 +6,7 @@ span's tokens 0..start-1 already have their KV in its slot.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -26,4 +27,5 @@ class Step:
     spans: tuple[Span, ...]
     logits_at: torch.Tensor  # (R,) flattened indices whose logits are wanted: each sampling span's last token,
                              # or its last 1 + k where it ends in k proposed tokens
-
+    embeds_at: Optional[torch.Tensor] = None   # (E,) flattened indices whose input embedding is given (an image's
+    embeds: Optional[torch.Tensor] = None      # (E, hidden) placeholder tokens: model/vision.py), else None

@@ -51,6 +51,7 @@ class FlatRunner:
         self.kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, self.forward_pass.head_dim,
                               self.forward_pass.dtype, kv_budget_bytes, max_slots, policy, kernels.blocked)
         self.prefixes = prefix_cache
+        self.vision: Any = None                 # a vision-language model's VisionTower (model/vision.py), or None
 
     @property
     def kv_usage(self) -> float:
@@ -60,7 +61,7 @@ class FlatRunner:
     def admit(self, seq: Sequence) -> bool:
         """A slot for `seq`; with prefix caching on, one that still holds its prompt's head if a finished
         sequence left one (the conversation's last turn): `seq` starts past those tokens."""
-        slot = self.kv.admit(seq, seq.kv_need, seq.prompt_ids if self.prefixes.enabled else None)
+        slot = self.kv.admit(seq, seq.kv_need, seq.key_ids if self.prefixes.enabled else None)
         if slot is None:
             return False
         seq.slot, seq.cached = slot, seq.computed
@@ -72,7 +73,7 @@ class FlatRunner:
         prompts admitted together behind one sharing their head (an agent's system prompt and tools) find it
         once that one has computed it."""
         assert seq.slot is not None
-        hit = self.prefixes.lookup(seq.prompt_ids, held=seq.computed)
+        hit = self.prefixes.lookup(seq.key_ids, held=seq.computed)
         if hit is not None:
             cached, layers = hit
             self.kv.load_prefix(seq.slot, layers)       # seq.computed becomes `cached`
@@ -80,14 +81,17 @@ class FlatRunner:
 
     def release(self, seq: Sequence) -> None:
         if seq.slot is not None:
-            self.kv.release(seq.slot, seq.tokens(0, seq.num_tokens) if self.prefixes.enabled else None)
+            self.kv.release(seq.slot, seq.key_ids + seq.output_ids if self.prefixes.enabled else None)
             seq.slot = None
 
     def forward(self, batch: Batch) -> torch.Tensor:
         """Logits (R, V) float32: per sequence of `batch.sampling`, in order, a row at its last token and one at
         each token it proposed (`batch.drafts`); the scheduler's update then counts the spans' tokens as
         computed, and the proposals it accepted."""
-        logits = self.forward_pass(self._layout(batch), self.kv)
+        step = self._layout(batch)
+        if self.vision is not None:
+            step = self.vision.splice(step, batch.seqs, batch.spans)
+        logits = self.forward_pass(step, self.kv)
         for seq, (start, n) in zip(batch.seqs, batch.spans, strict=True):
             if start + n <= len(seq.prompt_ids) and n > 1:
                 self._remember(seq, start + n)
@@ -111,7 +115,7 @@ class FlatRunner:
 
     def _remember(self, seq: Sequence, computed: int) -> None:
         """Offer the prompt head computed so far to the prefix cache (block-aligned; it copies)."""
-        head = seq.prompt_ids[:computed]
+        head = seq.key_ids[:computed]
         if self.prefixes.wants(head):
             assert seq.slot is not None
             self.prefixes.store(head, self.kv.head(seq.slot, len(head)))
