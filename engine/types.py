@@ -180,6 +180,9 @@ class GenerationDelta:
     status: RequestStatus = RequestStatus.RUNNING
     usage: Usage | None = None          # set on the final delta
     error: str | None = None
+    # With `error`: True when the request's own constraint failed (its grammar reached a state no token
+    # continues): the request's fault, a 400 where no answer has started; else the engine's (a 500).
+    error_is_request: bool = False
     stop_reason: str | int | None = None  # the stop string or token id that ended it
     # With params.prompt_logprobs: on a choice's first delta, one entry per prompt token from the second on
     # (the first token has no context), so len == prompt tokens - 1.

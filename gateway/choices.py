@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator
 
 from conch.engine import GenerationDelta, RequestStatus
+from conch.engine.errors import InvalidRequest
 from conch.engine.types import PositionLogprobs
 from conch.gateway.errors import APIError
 
@@ -23,6 +24,7 @@ class Choice:
     cached_tokens: int = 0                       # prompt tokens reused (prefix cache, kept slot)
     reasoning_tokens: int = 0                    # completion tokens spent thinking
     error: str | None = None
+    error_is_request: bool = False               # GenerationDelta.error_is_request
     stop_reason: str | int | None = None         # the stop string or token id that ended the choice
 
     def add(self, delta: GenerationDelta) -> None:
@@ -33,6 +35,7 @@ class Choice:
         if delta.finished:
             self.status = delta.status
             self.error = delta.error
+            self.error_is_request = delta.error_is_request
             self.stop_reason = delta.stop_reason
             if delta.usage is not None:
                 self.prompt_tokens = delta.usage.prompt_tokens
@@ -50,11 +53,14 @@ class Choice:
 
 
 async def collect(deltas: AsyncIterator[GenerationDelta], total: int) -> list[Choice]:
-    """Every delta of a non-streamed request, gathered into `total` choices; a failed choice is a 500."""
+    """Every delta of a non-streamed request, gathered into `total` choices; a failed choice is a 400 when
+    its own grammar failed (InvalidRequest, through the error table), else a 500."""
     choices = [Choice(i) for i in range(total)]
     async for delta in deltas:
         choices[delta.index].add(delta)
     for choice in choices:
+        if choice.error and choice.error_is_request:
+            raise InvalidRequest(choice.error)
         if choice.error:
             raise APIError(500, choice.error)
     return choices

@@ -99,7 +99,8 @@ class _Tokenizer:
 
 
 class _Matcher:
-    """Allows every token; raises where told to (a broken grammar)."""
+    """Allows every token; raises where told to (a broken grammar), or, as a grammar at a dead end, allows no
+    token ("mask") or refuses the one sampled ("refuse")."""
 
     def __init__(self, fail_in: str | None = None) -> None:
         self.fail_in = fail_in
@@ -107,11 +108,13 @@ class _Matcher:
     def fill_bitmask(self, bitmask, row: int) -> None:
         if self.fail_in == "fill_bitmask":
             raise RuntimeError("matcher exploded")
+        if self.fail_in == "mask":
+            bitmask[row] = 0
 
     def accept(self, token: int) -> bool:
         if self.fail_in == "accept":
             raise RuntimeError("matcher exploded")
-        return True
+        return self.fail_in != "refuse"
 
     def is_finished(self) -> bool:
         return False
@@ -140,6 +143,7 @@ def test_a_row_whose_grammar_raises_ends_alone(fail_in):
     deltas = _step([_seq("greedy", temperature=0.0), _seq("seeded", seed=7), hostile], logits)
     assert deltas["hostile"].status == RequestStatus.FINISHED_ERROR and deltas["hostile"].finish_reason == "error"
     assert "matcher exploded" in deltas["hostile"].error and not deltas["hostile"].token_ids
+    assert not deltas["hostile"].error_is_request           # the grammar library broke: the engine's fault
     for name in ("greedy", "seeded"):          # the others go on, with the tokens they draw without it
         assert deltas[name].status == RequestStatus.RUNNING and deltas[name].error is None
         assert deltas[name].token_ids == alone[name].token_ids
@@ -151,3 +155,15 @@ def test_a_row_whose_probabilities_are_nan_ends_alone():
     deltas = _step([_seq("normal", seed=3), _seq("hostile", seed=3)], logits)
     assert deltas["hostile"].finish_reason == "error" and "sampling failed" in deltas["hostile"].error
     assert deltas["normal"].status == RequestStatus.RUNNING and len(deltas["normal"].token_ids) == 1
+
+
+@pytest.mark.parametrize("dead_end, params", [("mask", {"seed": 7}), ("mask", {"temperature": 0.0}),
+                                              ("refuse", {"seed": 7})])
+def test_a_grammar_at_a_dead_end_is_the_requests_fault(dead_end, params):
+    """A grammar that no token continues ends its row as the request's error (the faces' 400 where no answer
+    has started), not the engine's; the row beside it goes on."""
+    logits = torch.randn(2, V, generator=torch.Generator().manual_seed(0))
+    deltas = _step([_seq("normal", seed=3), _seq("stuck", _Matcher(dead_end), **params)], logits)
+    assert deltas["stuck"].finish_reason == "error" and deltas["stuck"].error_is_request
+    assert "grammar" in deltas["stuck"].error and not deltas["stuck"].token_ids
+    assert deltas["normal"].status == RequestStatus.RUNNING and not deltas["normal"].error_is_request

@@ -21,6 +21,9 @@ from conch.engine.types import PositionLogprobs, TokenLogprob
 Sampled = tuple[int, PositionLogprobs | None]     # one row's token and (if asked) its logprobs
 
 
+DEAD_END = "the request's grammar allows no token here (a dead end for this model's vocabulary)"
+
+
 class Sampler:
     def __init__(self, tokenizer, vocab_size: int) -> None:
         self._tokenizer = tokenizer
@@ -61,10 +64,14 @@ class Sampler:
         out: list[Sampled | None] = []
         drawn = 0                                # index into probs: the non-greedy rows, in order
         for row, seq in enumerate(seqs):
+            drawn += not seq.params.greedy and probs is not None           # probs holds every non-greedy row
+            if seq.matcher is not None and bool(torch.isneginf(adjusted[row]).all()):
+                seq.fail(DEAD_END, is_request=True)                    # the grammar leaves no token
+                out.append(None)
+                continue
             try:
                 token = greedy[row]
-                if not seq.params.greedy and probs is not None:     # probs holds every non-greedy row
-                    drawn += 1
+                if not seq.params.greedy and probs is not None:
                     token = int(torch.multinomial(probs[drawn - 1], 1, generator=seq.generator))
                 wanted = logprobs[row] if want[row] and logprobs is not None else None     # (V,) raw log-probs
                 out.append((token, self._logprobs(seq, wanted, token) if wanted is not None else None))

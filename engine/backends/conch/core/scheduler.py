@@ -203,7 +203,8 @@ class Scheduler:
             return False
         try:
             if seq.matcher is not None and not seq.matcher.accept(row[0]):
-                seq.fail("grammar rejected a sampled token")
+                seq.fail("the request's grammar reached a state that no token of this model's vocabulary "
+                         "continues (it rejected the only tokens left)", is_request=True)
                 return False
             seq.append(*row)
         except Exception as exc:

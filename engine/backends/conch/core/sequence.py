@@ -27,6 +27,7 @@ class Sequence:
     status: RequestStatus = RequestStatus.WAITING
     stop_reason: str | int | None = None
     error: str | None = None                 # why it ended with FINISHED_ERROR; its final delta carries it
+    error_is_request: bool = False           # GenerationDelta.error_is_request: its own grammar failed
     slot: int | None = None                  # its KV store slot while running (the flattened runner's)
     computed: int = 0                        # tokens whose KV is stored; the next step computes from here
     cached: int = 0                          # prompt tokens it found stored (a kept slot, the prefix cache)
@@ -98,11 +99,13 @@ class Sequence:
             self.status = status
             self.stop_reason = reason
 
-    def fail(self, message: str) -> None:
-        """End this sequence alone with an error (finish_reason "error"); the rest of the batch goes on."""
+    def fail(self, message: str, is_request: bool = False) -> None:
+        """End this sequence alone with an error (finish_reason "error"); the rest of the batch goes on.
+        `is_request`: the request's own grammar failed, not the engine."""
         if not self.status.is_finished:
             self.finish(RequestStatus.FINISHED_ERROR)
             self.error = message
+            self.error_is_request = is_request
 
     def drain(self) -> GenerationDelta | None:
         """The delta of everything produced since the last drain; None once the final one is out."""
@@ -120,6 +123,7 @@ class Sequence:
             cached_tokens=self.cached,
             stop_reason=self.stop_reason,
             error=self.error if finished else None,
+            error_is_request=self.error_is_request and finished,
         )
         self._ids.clear()
         self._logprobs.clear()
