@@ -6,6 +6,7 @@ caller keeps its torch path."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import os
 import re
@@ -31,15 +32,34 @@ def load(name: str) -> Any:
 
         os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
         log.info("loading the native kernel %s (compiled once, then cached)", name)
-        # torch's cache is keyed by the sources and flags, not by torch: name the build after torch's version
-        # so that another venv's torch (.venv-vllm) never loads a module built against this one
-        version = re.sub(r"\W", "_", torch.__version__)
-        _clear_stale_lock(f"conch_{name}_{version}")
-        return cpp_extension.load(name=f"conch_{name}_{version}", sources=[str(HERE / f"{name}.cpp")],
-                                  extra_cflags=FLAGS, extra_ldflags=["-fopenmp"], verbose=False)
+        build, source = _content_addressed(name, torch)
+        _clear_stale_lock(build)
+        return cpp_extension.load(name=build, sources=[str(source)], extra_cflags=FLAGS,
+                                  extra_ldflags=["-fopenmp"], verbose=False)
     except Exception as exc:                              # no compiler, no ninja: the torch path serves
         log.warning("native kernel %s unavailable, using torch's: %s", name, exc)
         return None
+
+
+def _content_addressed(name: str, torch: Any) -> tuple[str, Path]:
+    """The build's name and the source it compiles, keyed by the source's bytes, the flags and the torch that
+    builds it (its version and where it is installed: its headers' path is part of the command). torch's builder
+    reuses a build folder by name and rebuilds whenever its command changes: two checkouts or venvs sharing the
+    cache under one name rebuilt each other's modules on every load, holding the lock meanwhile. A copy of the
+    source inside its own build folder gives every load of the same bytes by the same torch the same command."""
+    from torch.utils import cpp_extension
+
+    text = (HERE / f"{name}.cpp").read_bytes()
+    key = b"\0".join([text, " ".join(FLAGS).encode(), torch.__version__.encode(), torch.__file__.encode()])
+    digest = hashlib.sha256(key).hexdigest()[:12]
+    torch_tag = re.sub(r"\W", "_", torch.__version__)
+    build = f"conch_{name}_{torch_tag}_{digest}"
+    source = Path(cpp_extension._get_build_directory(build, verbose=False)) / f"{name}.cpp"
+    if not source.exists() or source.read_bytes() != text:
+        partial = source.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_bytes(text)
+        partial.replace(source)                   # atomic: a concurrent load never compiles half a file
+    return build, source
 
 
 def _clear_stale_lock(build: str) -> None:
