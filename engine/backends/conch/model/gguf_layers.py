@@ -34,14 +34,14 @@ def _hf_rows(n: int, heads: int) -> torch.Tensor:
 def build_quantized(path: Path, architecture: str, dtype: torch.dtype, kernel: Any) -> Any:
     """The HF causal LM of the GGUF at `path` in `dtype`, its Linears' matrices in the file's blocks where
     `kernel` (native/quant_matmul) takes their type. Raises ValueError naming a tensor the file lacks."""
-    from accelerate import init_empty_weights
     from gguf import GGUFReader
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, TensorProcessor, get_gguf_hf_weights_map
 
     config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
-    with init_empty_weights(include_buffers=False):      # parameters on meta; buffers (RoPE's) computed
+    with torch.device("meta"):                           # no tensor allocated
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+    _real_buffers(model)
     processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=config.to_dict())
     names = get_gguf_hf_weights_map(model, processor)
     quantized: list[tuple[str, QuantizedMatrix]] = []
@@ -56,13 +56,27 @@ def build_quantized(path: Path, architecture: str, dtype: torch.dtype, kernel: A
             continue
         weights = processor.process(weights=_dequantized(tensor), name=tensor.name).weights
         value = torch.from_numpy(np.array(weights, dtype=np.float32)).to(dtype)     # a copy: the map is read-only
-        module._parameters[attr] = torch.nn.Parameter(value.view(module._parameters[attr].shape), requires_grad=False)
+        shape = getattr(module, attr).shape                                       # the skeleton's (meta)
+        module._parameters[attr] = torch.nn.Parameter(value.view(shape), requires_grad=False)
     for module_name, matrix in quantized:
         _swap(model, module_name, matrix)
     _tie_or_refuse(model, path)
     log.info("%s: %d matrices kept in their GGUF blocks (%s)", path.name, len(quantized),
              ", ".join(sorted({n for n, q in QUANT_TYPES.items() if any(m.qtype == q for _, m in quantized)})))
     return model.eval()
+
+
+def _real_buffers(model: Any) -> None:
+    """The non-persistent buffers (RoPE's inv_freq, Gemma's embed_scale) made real and initialised by the
+    model's own _init_weights, as transformers' from_pretrained does for a model built on meta."""
+    owners = {}
+    for key, buffer in list(model.named_non_persistent_buffers()):
+        owner_name, _, name = key.rpartition(".")
+        owner = model.get_submodule(owner_name)
+        owner.register_buffer(name, torch.empty_like(buffer, device="cpu"), persistent=False)
+        owners[owner_name] = owner
+    for owner in owners.values():
+        model._init_weights(owner)
 
 
 def _matrix(matrix: Any, name: str, architecture: str, config: Any) -> QuantizedMatrix:

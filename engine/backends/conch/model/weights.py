@@ -240,7 +240,7 @@ def norm_weight(weight: torch.Tensor, family: Family, scale: float = 1.0) -> tor
     return (1.0 + weight.detach().float()) * scale
 
 
-def _norms(block: Any, family: Family, shape: Shape) -> dict[str, torch.Tensor | None]:
+def _norms(block: Any, family: Family, shape: Shape) -> dict[str, Any]:
     """A block's norm weights by Layer field: input and pre-MLP; q/k (in RoPE pair order, the query scale
     folded into q's); the attention's and the MLP's output norms (sandwich_norms: Gemma's post_attention_layernorm
     is the attention's output norm, and pre_feedforward_layernorm the MLP's input one)."""

@@ -5,7 +5,7 @@ matrices kept in their blocks) and its prompt logprobs through the flattened for
 of the original weights in float32, within what the quantization moves them (the tolerances below, measured
 here with a margin of about 2x).
 
-Needs `make llama-cpp` (scripts/setup-llama-cpp.sh: the llama.cpp build, ~40 min on 2 busy cores); skipped
+Needs `make llama-cpp` (scripts/setup-llama-cpp.sh: the llama.cpp build: 57 min here, 2 busy cores); skipped
 without it. Slow: each family's conversion and two quantizations take ~10-20 s."""
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[5]
 LLAMA_CPP = Path(os.environ.get("LLAMA_CPP_DIR", ROOT / ".llama-cpp"))
 QUANTIZE = LLAMA_CPP / "bin" / "llama-quantize"
-# the converter's python: the setup's venv, else this one (the same torch / transformers / numpy pins)
+# the converter's python: the setup's venv, else this one (the same torch / transformers / numpy pins; the
+# converter also imports sentencepiece for any Llama)
 CONVERTER_PY = next((str(p) for p in [ROOT / ".venv-llama-cpp" / "bin" / "python"] if p.exists()), sys.executable)
 
 # K-quants need rows of a multiple of 256 values: hidden and intermediate sizes are
@@ -58,7 +59,9 @@ def _converter() -> Path | None:
 def made(tmp_path_factory):
     """family -> (the HF model in float32, {type: its GGUF file})."""
     if not QUANTIZE.exists() or _converter() is None:
-        pytest.skip("no llama.cpp build here (make llama-cpp)")
+        pytest.skip("no llama.cpp build here (make llama-cpp; make test-llama-cpp runs this file)")
+    if subprocess.run([CONVERTER_PY, "-c", "import sentencepiece"], capture_output=True).returncode:
+        pytest.skip(f"the converter's python {CONVERTER_PY} has no sentencepiece (make llama-cpp installs it)")
     if native.load("quant_matmul") is None:
         pytest.skip("no C++ compiler: the quantized kernels cannot be built here")
     from transformers import AutoModelForCausalLM, AutoTokenizer
