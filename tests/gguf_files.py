@@ -61,9 +61,10 @@ def _copy_tokenizer(writer, source: Path) -> None:
 
 
 def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] | None = None,
-                     seed: int = 0) -> Path:
+                     seed: int = 0, vocabulary: bool = True) -> Path:
     """`model` (an HF Llama with SmolLM2's vocabulary) as a GGUF at `path`: its 2-D matrices in `qtype`
-    (the embedding too), norms in F32. `sampling`: general.sampling.* keys (temp, top_p, top_k)."""
+    (the embedding too), norms in F32. `sampling`: general.sampling.* keys (temp, top_p, top_k).
+    `vocabulary` False: no tokenizer keys (a model of another vocabulary size, loaded without a tokenizer)."""
     from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
     from gguf.quants import quantize
 
@@ -84,7 +85,8 @@ def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] |
     for key, value in (sampling or {}).items():
         writer.add_key_value(f"general.sampling.{key}", value,
                              GGUFValueType.INT32 if key == "top_k" else GGUFValueType.FLOAT32)
-    _copy_tokenizer(writer, gguf_path())
+    if vocabulary:
+        _copy_tokenizer(writer, gguf_path())
     kind = GGMLQuantizationType[qtype]
     for name, w in _tensors(model).items():
         if w.ndim == 1 or qtype == "F32":
@@ -102,11 +104,12 @@ def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] |
     return path
 
 
-def small_llama(hidden: int = 64, inter: int = 128, layers: int = 2, seed: int = 0, init: float = 0.02):
-    """A random-weights Llama with SmolLM2's vocabulary (float32); `init`: its weights' std."""
+def small_llama(hidden: int = 64, inter: int = 128, layers: int = 2, seed: int = 0, init: float = 0.02,
+                vocab: int = 49152):
+    """A random-weights Llama with SmolLM2's vocabulary size (float32); `init`: its weights' std."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=49152, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                          bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
                          initializer_range=init)

@@ -78,18 +78,25 @@ def check_loadable(info: GgufInfo) -> None:
         raise BackendUnavailable(f"{info.path.name}: tensor type(s) {', '.join(unknown)} cannot be read")
 
 
-def load_gguf(info: GgufInfo, dtype: Any, tokenizer_folder: str | None) -> tuple[Any, Any]:
-    """(model, tokenizer): the model's tensors dequantized into `dtype`; the tokenizer from `tokenizer_folder`
-    if given, else converted from the GGUF's vocabulary, with the GGUF's chat template."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_gguf_tokenizer(info: GgufInfo, tokenizer_folder: str | None) -> Any:
+    """The tokenizer from `tokenizer_folder` if given, else converted from the GGUF's vocabulary, with the
+    GGUF's chat template."""
+    from transformers import AutoTokenizer
 
     check_loadable(info)
-    folder, name = str(info.path.parent), info.path.name
     if tokenizer_folder is not None:
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        if info.chat_template and not getattr(tokenizer, "chat_template", None):
-            tokenizer.chat_template = info.chat_template
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype, attn_implementation="sdpa")
-    return model, tokenizer
+        return AutoTokenizer.from_pretrained(tokenizer_folder)
+    tokenizer = AutoTokenizer.from_pretrained(str(info.path.parent), gguf_file=info.path.name)
+    if info.chat_template and not getattr(tokenizer, "chat_template", None):
+        tokenizer.chat_template = info.chat_template
+    return tokenizer
+
+
+def load_gguf_dequantized(info: GgufInfo, dtype: Any) -> Any:
+    """The model with every tensor dequantized into `dtype` by transformers' GGUF loader (which holds them all
+    before the model takes them: a peak of about twice the dequantized model)."""
+    from transformers import AutoModelForCausalLM
+
+    check_loadable(info)
+    return AutoModelForCausalLM.from_pretrained(str(info.path.parent), gguf_file=info.path.name, dtype=dtype,
+                                                attn_implementation="sdpa")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from conch.engine.weights.cache_dir import DONE, cache_dir, publish
 from conch.engine.weights.smollm2 import ensure_smollm2
+from conch.engine.weights.tiny import tiny_llama
 
 TINY_THINK_ID = "tiny-random-think-v3"
 ADDED_TOKENS = ["<think>", "</think>"]
@@ -59,19 +60,10 @@ def ensure_tiny_think_model(seed: int = 0) -> Path:
     target = cache_dir() / f"{TINY_THINK_ID}-{seed}"
     if (target / DONE).exists():
         return target
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_smollm2())
     tokenizer.add_tokens(ADDED_TOKENS, special_tokens=False)
     tokenizer.chat_template = QWEN3_STYLE_TEMPLATE
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).to(torch.float32)  # type: ignore[arg-type]
-    publish(model, tokenizer, target)
+    publish(tiny_llama(tokenizer, seed, max_positions=8192), tokenizer, target)
     return target

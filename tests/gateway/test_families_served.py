@@ -22,6 +22,8 @@ FAMILIES = {
     "granite": lambda: transformers.GraniteConfig(**TINY, embedding_multiplier=12.0, attention_multiplier=0.0625,
                                                   residual_multiplier=0.22, logits_scaling=8.0),
     "smollm3": lambda: transformers.SmolLM3Config(**TINY, no_rope_layers=[1, 0]),
+    "gemma3": lambda: transformers.Gemma3TextConfig(**TINY, head_dim=16, query_pre_attn_scalar=16, sliding_window=8,
+                                                    layer_types=["sliding_attention", "full_attention"]),
     "phi3": lambda: transformers.Phi3Config(**TINY, rope_parameters={"rope_type": "default", "rope_theta": 1e4,
                                                                     "partial_rotary_factor": 0.5}),
 }

@@ -11,14 +11,14 @@ from typing import Any
 import torch
 
 from conch.engine.backends.conch import native
-from conch.engine.backends.conch.model.gguf_layers import ARCHS, swap_in_quantized
+from conch.engine.backends.conch.model.gguf_layers import ARCHS, build_quantized
 from conch.engine.backends.conch.model.quantized import FLOAT_TYPES, unsupported
 from conch.engine.backends.conch.model.vision import is_vision
 from conch.engine.errors import InvalidRequest
 from conch.engine.params.model_defaults import GenerationDefaults
 from conch.engine.repository.config import ModelConfig
 from conch.engine.weights.folder import weights_folder
-from conch.engine.weights.gguf_file import GgufInfo, load_gguf, read_gguf
+from conch.engine.weights.gguf_file import GgufInfo, load_gguf_dequantized, load_gguf_tokenizer, read_gguf
 from conch.engine.weights.model_files import generation_defaults, is_gguf
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,8 @@ def load(config: ModelConfig) -> Loaded:
     ref, dtype = weights_folder(config), _DTYPES[config.dtype]
     if is_gguf(ref):
         info = read_gguf(Path(ref))
-        model, tokenizer = load_gguf(info, dtype, config.resolve(config.tokenizer))
-        _keep_quantized(model, info)
+        tokenizer = load_gguf_tokenizer(info, config.resolve(config.tokenizer))
+        model = _gguf_model(info, dtype)
     else:
         tokenizer = AutoTokenizer.from_pretrained(config.resolve(config.tokenizer) or ref)
         if is_vision(AutoConfig.from_pretrained(ref).model_type):
@@ -65,20 +65,21 @@ def _vision(config: ModelConfig, ref: str, dtype: torch.dtype, tokenizer: Any) -
     return Loaded(model.eval(), tokenizer, generation_defaults(ref), AutoImageProcessor.from_pretrained(ref))
 
 
-def _keep_quantized(model: Any, info: GgufInfo) -> None:
-    """The file's quantized matrices in place of their dequantized copies (gguf_layers.py), where a kernel
-    takes them; else the model stays dequantized, and the log says why."""
+def _gguf_model(info: GgufInfo, dtype: torch.dtype) -> Any:
+    """The file's model: built from the file with its quantized matrices kept in their blocks where a kernel
+    takes them (gguf_layers.py: no dequantized copy, the load's peak about the file's size); else dequantized
+    by transformers, and the log says why."""
     quantized = info.tensor_types - FLOAT_TYPES
-    if not quantized:
-        return
-    kernel = native.load("quant_matmul")
-    if kernel is None or info.architecture not in ARCHS:
-        log.warning("%s: served dequantized (%s), %s", info.path.name, ", ".join(sorted(quantized)),
-                    "no quantized kernel here (no C++ compiler, or CONCH_NATIVE_KERNELS=0)" if kernel is None else
-                    f"its architecture {info.architecture} keeps quantized matrices only for {sorted(ARCHS)}")
-        return
+    kernel = native.load("quant_matmul") if quantized else None
+    if info.architecture not in ARCHS or (quantized and kernel is None):
+        if quantized:
+            log.warning("%s: served dequantized (%s), %s", info.path.name, ", ".join(sorted(quantized)),
+                        "no quantized kernel here (no C++ compiler, or CONCH_NATIVE_KERNELS=0)" if kernel is None
+                        else f"its architecture {info.architecture} keeps quantized matrices only for "
+                             f"{sorted(ARCHS)}")
+        return load_gguf_dequantized(info, dtype)
     left = unsupported(quantized)
     if left:
         log.warning("%s: matrices of type %s have no kernel and are served dequantized", info.path.name,
                     ", ".join(left))
-    swap_in_quantized(model, info.path, info.architecture, kernel)
+    return build_quantized(info.path, info.architecture, dtype, kernel)

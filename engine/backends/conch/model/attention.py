@@ -22,11 +22,17 @@ class Attention:
     path, slower on CPU).
     A prefill chunk goes through native/prefill_attention.cpp (bf16), or
     else SDPA: is_causal when the chunk starts at position 0 (it skips the masked blocks), an explicit mask
-    offset by the tokens already stored otherwise."""
+    offset by the tokens already stored otherwise.
+    A sliding-window layer (`window`: Gemma 3's local layers) goes through SDPA span by span over the columns in
+    the window of its own slot only (a query at position p sees keys p - window < j <= p, HF's
+    sliding_window_overlay), so it never reads an unwritten column whatever the store's policy; the store is a
+    plain one (Kernels.load's `windowed`)."""
 
     def __init__(self, step: Step, kv: SlotKVStore, heads: int, kv_heads: int, kernels: Kernels) -> None:
         self.gqa = heads != kv_heads
         self.groups = (kv_heads, heads // kv_heads)
+        self.spans = step.spans
+        self.windowed: dict[int, list[torch.Tensor | None]] = {}        # window -> each span's mask
         decode = [s for s in step.spans if s.n == 1]
         self.chunks = [s for s in step.spans if s.n > 1]
         self.decode_rows = torch.tensor([s.offset for s in decode], dtype=torch.long)
@@ -53,8 +59,11 @@ class Attention:
                        torch.arange(s.start + s.n).unsqueeze(0) <= torch.arange(s.start, s.start + s.n).unsqueeze(1)
                        for s in self.chunks]                          # (n, start + n), None: is_causal or native
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """q (T, H, D); k, v the layer's store (slots, G, capacity, D). Returns (T, H, D)."""
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None) -> torch.Tensor:
+        """q (T, H, D); k, v the layer's store (slots, G, capacity, D). Returns (T, H, D). `window`: the
+        layer's sliding window in tokens, None: it attends to every token before."""
+        if window is not None:
+            return self._windowed(q, k, v, window)
         if not self.chunks:
             return self._decode(q, k, v)                                # decode rows only: rows 0..T-1
         out = q.new_empty(q.shape)
@@ -71,6 +80,30 @@ class Attention:
                                                attn_mask=mask, is_causal=mask is None, enable_gqa=self.gqa)
             out[rows] = o[0].transpose(0, 1)
         return out
+
+    def _windowed(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
+        """Every span, decode row or chunk, by SDPA over its slot's columns max(0, start - window + 1) .. end."""
+        assert not self.blocked, "a windowed layer reads a plain store"
+        masks = self.windowed.get(window)
+        if masks is None:
+            masks = self.windowed[window] = [self._window_mask(s.start, s.n, window) for s in self.spans]
+        out = q.new_empty(q.shape)
+        for s, mask in zip(self.spans, masks, strict=True):
+            lo, end, rows = max(0, s.start - window + 1), s.start + s.n, slice(s.offset, s.offset + s.n)
+            o = F.scaled_dot_product_attention(q[rows].transpose(0, 1).unsqueeze(0), k[s.slot:s.slot + 1, :, lo:end],
+                                               v[s.slot:s.slot + 1, :, lo:end], attn_mask=mask, enable_gqa=self.gqa)
+            out[rows] = o[0].transpose(0, 1)                                   # (1, H, n, D) -> (n, H, D)
+        return out
+
+    @staticmethod
+    def _window_mask(start: int, n: int, window: int) -> torch.Tensor | None:
+        """(n, end - lo): query start + i sees key lo + j when it is not after it and within the window; None for
+        one query (it sees every column read)."""
+        if n == 1:
+            return None
+        lo, end = max(0, start - window + 1), start + n
+        query, key = torch.arange(start, end).unsqueeze(1), torch.arange(lo, end).unsqueeze(0)
+        return (key <= query) & (key > query - window)
 
     def _decode(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q (N, H, D): the one-token rows' queries, in span order -> their attention (N, H, D)."""

@@ -4,9 +4,13 @@ architecture outside it, or a config of a listed one that the forward does not r
 play, another activation), gets the reason, and the backend serves it through the HF runner with a warning
 naming the slower path.
 
+Gemma 3's sliding-window layers attend through attention.py's windowed path (torch's SDPA over each span's
+window, a plain store); its global layers through the kernels as Llama's do.
+
 Folded at load rather than computed per step: Granite's attention and residual multipliers scale the q and the
 o / down projections' rows (the attention kernels scale by D^-1/2), so a step is Llama's arithmetic plus the
-embedding scale, the q/k norms, the per-layer RoPE table and the logit scale."""
+embedding scale, the q/k norms, the per-layer RoPE table and the logit scale; Gemma 3's query scale is folded
+into its q norm's weight."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,6 +30,13 @@ class Family:
     residual_scale: float = 1.0      # each block's output multiplier before the residual add (Granite)
     logit_scale: float = 1.0         # logits' multiplier (Granite: 1 / logits_scaling)
     rope_length: int | None = None   # positions the RoPE table serves (Phi-3 longrope: its original length)
+    windows: tuple[int | None, ...] | None = None   # per layer, its sliding window in tokens, None: global (Gemma 3)
+    rope_kinds: tuple[str, ...] | None = None       # per layer, the rotary embedding's layer_type (Gemma 3's two)
+    activation: str = "silu"         # the MLP's gate activation: silu, or gelu_tanh (Gemma 3's GeGLU)
+    norm_offset: bool = False        # RMSNorm weights are 1 + w, applied in float32 (Gemma 3)
+    sandwich_norms: bool = False     # norms after attention and after the MLP too (Gemma 3's four per layer)
+    q_norm_scale: float = 1.0        # folded into the q norm, so that D^-1/2 q.k is the score (Gemma 3)
+    final_softcap: float | None = None   # logits -> cap tanh(logits / cap) (Gemma 2/3's final soft-capping)
 
 
 Reader = Callable[[Any], "Family | str"]     # an HF config -> its Family, or why the forward does not take it
@@ -38,6 +49,23 @@ def _no_window(c: Any) -> str | None:
     if getattr(c, "hidden_act", "silu") != "silu":
         return f"activation {c.hidden_act}"
     return None
+
+
+def _gemma3(c: Any) -> Family | str:
+    """Gemma 3's text model: interleaved sliding-window (local) and global layers, each kind with its own RoPE,
+    GeGLU, (1 + w) norms before and after attention and the MLP, q/k norms, the embedding scaled by
+    hidden^1/2, scores scaled by query_pre_attn_scalar^-1/2."""
+    if getattr(c, "attn_logit_softcapping", None) is not None:
+        return "attention logit soft-capping"
+    if getattr(c, "use_bidirectional_attention", False):
+        return "bidirectional attention"
+    if c.hidden_activation != "gelu_pytorch_tanh":
+        return f"activation {c.hidden_activation}"
+    windows = tuple(c.sliding_window if t == "sliding_attention" else None for t in c.layer_types)
+    return Family("gemma3", qk_norm=True, embed_scale=c.hidden_size ** 0.5, windows=windows,
+                  rope_kinds=tuple(c.layer_types), activation="gelu_tanh", norm_offset=True, sandwich_norms=True,
+                  q_norm_scale=(c.head_dim / c.query_pre_attn_scalar) ** 0.5,
+                  final_softcap=getattr(c, "final_logit_softcapping", None))
 
 
 def _llama(c: Any) -> Family | str:
@@ -69,7 +97,7 @@ def _phi3(c: Any) -> Family | str:
 
 
 FAMILIES: dict[str, Reader] = {"llama": _llama, "mistral": _llama, "qwen2": _llama, "qwen3": _qwen3,
-                               "granite": _granite, "smollm3": _smollm3, "phi3": _phi3}
+                               "granite": _granite, "smollm3": _smollm3, "phi3": _phi3, "gemma3_text": _gemma3}
 
 
 def family(config: Any) -> Family | str:

@@ -1,27 +1,28 @@
-"""A model loaded from a GGUF (engine/weights/gguf_file.py) with its layers' matrices swapped for the file's
-own quantized blocks (quantized.py's QuantLinear over the memory-mapped file), so that what stays in memory
-is the file's bytes, not a dequantized copy.
+"""A model loaded from a GGUF (engine/weights/gguf_file.py) without a dequantized copy of the file: its HF
+skeleton is built with its parameters on the meta device, then filled tensor by tensor from the memory-mapped
+file; each Linear whose GGUF matrix has a kernel type becomes a QuantLinear over the file's own blocks
+(quantized.py), every other tensor (norms, the token embedding, a matrix of a type without a kernel) is
+dequantized alone into the model's dtype. So the load's peak is about the file's size plus those tensors,
+never the whole model dequantized (transformers' GGUF loader dequantizes every tensor first).
 
-Architectures whose GGUF tensor names this maps (ARCHS: llama.cpp's llama, qwen2, qwen3 and mistral names
-for HF's Llama-style modules); llama.cpp's converter permutes a llama file's q/k rows (its RoPE pairs), which
-are put back in HF's order here (a copy of those rows' blocks, still quantized). The token embedding stays the
-dequantized tensor transformers made (a lookup, not a product)."""
+Names: transformers' GGUF -> HF tensor map and its per-architecture tensor processors (llama's q/k rows
+permuted back, Gemma's norms less the 1 llama.cpp adds); a quantized llama q/k matrix gets the same row order
+(a copy of those rows' blocks, still quantized). ARCHS: the architectures whose Linears are kept quantized."""
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from conch.engine.backends.conch.model.quantized import QUANT_TYPES, QuantizedMatrix, QuantLinear, read_matrices
+from conch.engine.backends.conch.model.quantized import QUANT_TYPES, QuantizedMatrix, QuantLinear, read_matrix
 
 log = logging.getLogger(__name__)
 
-ARCHS = frozenset({"llama", "mistral", "qwen2", "qwen3"})
-_MODULES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-            "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-            "ffn_down": "mlp.down_proj"}
+ARCHS = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3"})
+_PERMUTED = {"attn_q": "num_attention_heads", "attn_k": "num_key_value_heads"}   # llama's q/k rows, by heads
 
 
 def _hf_rows(n: int, heads: int) -> torch.Tensor:
@@ -30,37 +31,83 @@ def _hf_rows(n: int, heads: int) -> torch.Tensor:
     return torch.argsort(forward)
 
 
-def _names(model: Any) -> dict[str, str]:
-    """GGUF matrix name -> the HF module's name."""
-    names = {"output.weight": "lm_head"}
-    for i in range(model.config.num_hidden_layers):
-        names |= {f"blk.{i}.{g}.weight": f"model.layers.{i}.{hf}" for g, hf in _MODULES.items()}
-    return names
+def build_quantized(path: Path, architecture: str, dtype: torch.dtype, kernel: Any) -> Any:
+    """The HF causal LM of the GGUF at `path` in `dtype`, its Linears' matrices in the file's blocks where
+    `kernel` (native/quant_matmul) takes their type. Raises ValueError naming a tensor the file lacks."""
+    from gguf import GGUFReader
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, TensorProcessor, get_gguf_hf_weights_map
 
-
-def swap_in_quantized(model: Any, path: Path, architecture: str, kernel: Any) -> int:
-    """Replaces each Linear whose GGUF matrix has a kernel type by a QuantLinear over the file's blocks; frees
-    the dequantized weight. Returns how many were swapped."""
-    if architecture not in ARCHS:
-        return 0
-    matrices, c = read_matrices(path, kernel), model.config
-    heads = {"attn_q": c.num_attention_heads, "attn_k": c.num_key_value_heads}
-    swapped = 0
-    for gguf_name, module_name in _names(model).items():
-        matrix = matrices.get(gguf_name)
-        if not isinstance(matrix, QuantizedMatrix):
+    config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+    with torch.device("meta"):                           # no tensor allocated
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+    _real_buffers(model)
+    processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=config.to_dict())
+    names = get_gguf_hf_weights_map(model, processor)
+    quantized: list[tuple[str, QuantizedMatrix]] = []
+    for tensor in GGUFReader(path).tensors:
+        hf_name = names.get(tensor.name)
+        if hf_name is None:
             continue
-        kind = gguf_name.split(".")[-2]
-        if architecture == "llama" and kind in heads:
-            matrix = matrix.rows(_hf_rows(matrix.blocks.shape[0], heads[kind]))
-        parent_name, _, attr = module_name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        old = getattr(parent, attr)
-        setattr(parent, attr, QuantLinear(matrix, None if old.bias is None else old.bias.detach()))
-        swapped += 1
-    if getattr(c, "tie_word_embeddings", False) and isinstance(model.lm_head, QuantLinear):
+        module_name, _, attr = hf_name.rpartition(".")
+        module = model.get_submodule(module_name)
+        if attr == "weight" and isinstance(module, torch.nn.Linear) and tensor.tensor_type.name in QUANT_TYPES:
+            quantized.append((module_name, _matrix(read_matrix(tensor, kernel), tensor.name, architecture, config)))
+            continue
+        weights = processor.process(weights=_dequantized(tensor), name=tensor.name).weights
+        value = torch.from_numpy(np.array(weights, dtype=np.float32)).to(dtype)     # a copy: the map is read-only
+        shape = getattr(module, attr).shape                                       # the skeleton's (meta)
+        module._parameters[attr] = torch.nn.Parameter(value.view(shape), requires_grad=False)
+    for module_name, matrix in quantized:
+        _swap(model, module_name, matrix)
+    _tie_or_refuse(model, path)
+    log.info("%s: %d matrices kept in their GGUF blocks (%s)", path.name, len(quantized),
+             ", ".join(sorted({n for n, q in QUANT_TYPES.items() if any(m.qtype == q for _, m in quantized)})))
+    return model.eval()
+
+
+def _real_buffers(model: Any) -> None:
+    """The non-persistent buffers (RoPE's inv_freq, Gemma's embed_scale) made real and initialised by the
+    model's own _init_weights, as transformers' from_pretrained does for a model built on meta."""
+    owners = {}
+    for key, buffer in list(model.named_non_persistent_buffers()):
+        owner_name, _, name = key.rpartition(".")
+        owner = model.get_submodule(owner_name)
+        owner.register_buffer(name, torch.empty_like(buffer, device="cpu"), persistent=False)
+        owners[owner_name] = owner
+    for owner in owners.values():
+        model._init_weights(owner)
+
+
+def _matrix(matrix: Any, name: str, architecture: str, config: Any) -> QuantizedMatrix:
+    kind = name.split(".")[-2]
+    if architecture == "llama" and kind in _PERMUTED:
+        return matrix.rows(_hf_rows(matrix.blocks.shape[0], getattr(config, _PERMUTED[kind])))
+    return matrix
+
+
+def _dequantized(tensor: Any) -> np.ndarray:
+    """One tensor's values as float32 (out, in) or (n,): gguf's dequantizer over its memory-mapped bytes."""
+    from gguf.quants import dequantize
+
+    return dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
+
+
+def _swap(model: Any, module_name: str, matrix: QuantizedMatrix) -> None:
+    parent_name, _, attr = module_name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    old = getattr(parent, attr)
+    bias = None if old.bias is None or old.bias.is_meta else old.bias.detach()
+    setattr(parent, attr, QuantLinear(matrix, bias))
+
+
+def _tie_or_refuse(model: Any, path: Path) -> None:
+    """A head the file does not hold is the token embedding (tied); any other tensor left on meta is refused."""
+    head = model.get_output_embeddings()
+    if isinstance(head, torch.nn.Linear) and head.weight.is_meta:
+        head.weight = model.get_input_embeddings().weight
+    elif isinstance(head, QuantLinear):
         model.config.tie_word_embeddings = False       # the embedding stays a tensor, the head the file's blocks
-    log.info("%s: %d matrices kept in their GGUF blocks (%s)", path.name, swapped,
-             ", ".join(sorted({n for n, q in QUANT_TYPES.items()
-                               if any(isinstance(m, QuantizedMatrix) and m.qtype == q for m in matrices.values())})))
-    return swapped
+    missing = [n for n, p in model.named_parameters() if p.is_meta]
+    if missing:
+        raise ValueError(f"{path.name}: the file holds no tensor for {', '.join(missing[:5])}")

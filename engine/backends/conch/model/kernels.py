@@ -32,10 +32,12 @@ class Kernels:
         return self.prefill is not None and self.rows is not None and self.fused is not None
 
     @classmethod
-    def load(cls, dtype: torch.dtype, head_dim: int) -> Kernels:
+    def load(cls, dtype: torch.dtype, head_dim: int, windowed: bool = False) -> Kernels:
+        """`windowed`: the model has sliding-window layers, which attention.py serves from a plain store (the
+        prefill kernel, which reads the blocked one, has no window bound), so no prefill kernel."""
         if dtype != torch.bfloat16:
             return cls(matmul=choose(dtype))
-        prefill = native.load("prefill_attention") if head_dim in (64, 128) else None
+        prefill = native.load("prefill_attention") if head_dim in (64, 128) and not windowed else None
         if prefill is not None and not prefill.available():
             prefill = None
         decode = native.load("decode_attention") if prefill is None else None    # a plain store's decode rows

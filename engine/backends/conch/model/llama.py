@@ -21,7 +21,7 @@ from conch.engine.backends.conch.kv.slot_store import SlotKVStore
 from conch.engine.backends.conch.model.step import Step
 from conch.engine.backends.conch.kv.huge_pages import HugePageArena
 from conch.engine.backends.conch.model.families import Family, family
-from conch.engine.backends.conch.model.weights import NarrowPacking, Shape, fused_layer, head_product
+from conch.engine.backends.conch.model.weights import NarrowPacking, Shape, fused_layer, head_product, norm_weight
 
 
 def supports(model: Any) -> bool:
@@ -61,25 +61,33 @@ class LlamaForward:
         self.eps = c.rms_norm_eps
         self.dtype = model.model.embed_tokens.weight.dtype
         self.embed = model.model.embed_tokens.weight
-        self.norm = model.model.norm.weight
-        self.kernels = Kernels.load(self.dtype, self.head_dim)
+        self.norm = norm_weight(model.model.norm.weight, fam)
+        self.windows = fam.windows or (None,) * c.num_hidden_layers     # per layer, its sliding window or None
+        self.kernels = Kernels.load(self.dtype, self.head_dim, windowed=any(w is not None for w in self.windows))
         pack, lone = self.kernels.matmul.pack, not batch_invariant
         narrow = None if self.kernels.narrow is None else NarrowPacking(self.kernels.narrow, HugePageArena())
         self.lm_head = head_product(model.lm_head, pack, lone, narrow)
         shape = Shape(self.heads, self.kv_heads, self.head_dim, rotary)
         self.layers = [fused_layer(b, pack, shape, fam, lone, narrow) for b in model.model.layers]
         self.max_positions = fam.rope_length or c.max_position_embeddings
-        self.rotation = self._rope_table(model, self.max_positions, rotary)
+        first = fam.rope_kinds[0] if fam.rope_kinds else None           # a per-kind rotary embedding's first
+        self.rotation = self._rope_table(model, self.max_positions, rotary, first)
         self.rotation_pairs = torch.view_as_real(self.rotation).contiguous()     # (P, D/2, 2) cos, sin
         plain = torch.view_as_real(torch.ones_like(self.rotation)).contiguous()   # NoPE layers: rotate by 1
         self.layer_pairs = [self.rotation_pairs if fam.rope_layers is None or fam.rope_layers[i] else plain
                             for i in range(len(self.layers))]
+        if fam.rope_kinds is not None:                   # a table per kind of layer (Gemma 3: local, global)
+            kinds = {k: torch.view_as_real(self._rope_table(model, self.max_positions, rotary, k)).contiguous()
+                     for k in set(fam.rope_kinds)}
+            self.layer_pairs = [kinds[k] for k in fam.rope_kinds]
 
-    def _rope_table(self, model, length: int, rotary: int) -> torch.Tensor:
+    def _rope_table(self, model, length: int, rotary: int, kind: str | None = None) -> torch.Tensor:
         """(P, D/2) complex64 cos + i sin for every position, from the model's own rotary embedding (its scaling
-        included); HF's (P, R) tables repeat their first half, which this checks. Pairs past R/2 rotate by 1."""
+        included); HF's (P, R) tables repeat their first half, which this checks. Pairs past R/2 rotate by 1.
+        kind: the layer type a per-type rotary embedding takes (Gemma 3's)."""
         positions = torch.arange(length).unsqueeze(0)
-        cos, sin = (t[0].float() for t in model.model.rotary_emb(self.embed[:1].unsqueeze(0).float(), positions))
+        x, kinds = self.embed[:1].unsqueeze(0).float(), () if kind is None else (kind,)
+        cos, sin = (t[0].float() for t in model.model.rotary_emb(x, positions, *kinds))
         half = rotary // 2
         if cos.shape[1] != rotary or not (torch.equal(cos[:, :half], cos[:, half:])
                                           and torch.equal(sin[:, :half], sin[:, half:])):
@@ -88,19 +96,24 @@ class LlamaForward:
         return torch.complex(F.pad(cos[:, :half], (0, pad), value=1.0), F.pad(sin[:, :half], (0, pad)))
 
     def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        if self.family.norm_offset:          # Gemma: normed and scaled in float32, rounded once (its RMSNorm)
+            return F.rms_norm(x.float(), (x.shape[-1],), weight, self.eps).to(x.dtype)
         if self.kernels.fused is not None:                              # the same rounding as every other norm
             return self.kernels.fused.add_rms_norm(x, torch.zeros_like(x), weight, self.eps)
         return F.rms_norm(x, (x.shape[-1],), weight, self.eps)
 
     def _add_rms(self, x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """x += delta (the residual stream, in place); returns rms_norm(x) * weight."""
-        if self.kernels.fused is not None:
+        if self.kernels.fused is not None and not self.family.norm_offset:
             return self.kernels.fused.add_rms_norm(x, delta, weight, self.eps)
         x.add_(delta)
         return self._rms(x, weight)
 
     def _silu_mul(self, h: torch.Tensor) -> torch.Tensor:
-        """(T, 2 inter) [gate | up] -> silu(gate) * up."""
+        """(T, 2 inter) [gate | up] -> silu(gate) * up (gelu_tanh(gate) * up: Family.activation)."""
+        if self.family.activation == "gelu_tanh":
+            gate, up = h.chunk(2, dim=-1)
+            return F.gelu(gate, approximate="tanh") * up
         if self.kernels.fused is not None:
             return self.kernels.fused.silu_mul(h)
         gate, up = h.chunk(2, dim=-1)
@@ -120,12 +133,19 @@ class LlamaForward:
         h = self._rms(x, self.layers[0].norm1)
         for i, layer in enumerate(self.layers):
             q = self._rope_store(i, self._qk_norm(layer, layer.qkv(h)), at, kv, rows)    # (T, H, D)
-            h = self._add_rms(x, layer.o(attend(q, kv.k[i], kv.v[i]).flatten(1)), layer.norm2)
+            o = layer.o(attend(q, kv.k[i], kv.v[i], self.windows[i]).flatten(1))
+            h = self._add_rms(x, self._post_norm(o, layer.post_attn), layer.norm2)
             mlp = layer.down(self._silu_mul(layer.gate_up(h)))
             following = self.layers[i + 1].norm1 if i + 1 < len(self.layers) else self.norm
-            h = self._add_rms(x, mlp, following)                         # the next layer's input, or the final norm
+            h = self._add_rms(x, self._post_norm(mlp, layer.post_mlp), following)   # the next input, or the final norm
         logits = self.lm_head(h[step.logits_at]).float()
+        if self.family.final_softcap is not None:
+            logits = torch.tanh(logits / self.family.final_softcap) * self.family.final_softcap
         return logits if self.family.logit_scale == 1.0 else logits * self.family.logit_scale
+
+    def _post_norm(self, out: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+        """An attention's or MLP's output normed before the residual add (Family.sandwich_norms), else as it is."""
+        return out if weight is None else self._rms(out, weight)
 
     def _qk_norm(self, layer, qkv: torch.Tensor) -> torch.Tensor:
         """qkv (T, (H + 2G) D) with each q and k head RMS-normed in place (Family.qk_norm), else as it is."""
@@ -133,8 +153,8 @@ class LlamaForward:
             return qkv
         T, H, G, D = qkv.shape[0], self.heads, self.kv_heads, self.head_dim
         q, k = qkv[:, :H * D].view(T, H, D), qkv[:, H * D:(H + G) * D].view(T, G, D)
-        q.copy_(F.rms_norm(q, (D,), layer.q_norm, self.eps))
-        k.copy_(F.rms_norm(k, (D,), layer.k_norm, self.eps))
+        q.copy_(F.rms_norm(q.to(layer.q_norm.dtype), (D,), layer.q_norm, self.eps))   # float32 weights: Gemma's
+        k.copy_(F.rms_norm(k.to(layer.k_norm.dtype), (D,), layer.k_norm, self.eps))
         return qkv
 
     def _rope_store(self, i: int, qkv: torch.Tensor, at: torch.Tensor, kv: SlotKVStore,

@@ -106,14 +106,16 @@ def product(weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_ro
 
 @dataclass(frozen=True)
 class Layer:
-    norm1: torch.Tensor
+    norm1: torch.Tensor         # the attention's input norm (norm_weight's)
     qkv: Product                # (hidden) -> (q + 2 kv)
     o: Product
-    norm2: torch.Tensor
+    norm2: torch.Tensor         # the MLP's input norm
     gate_up: Product            # (hidden) -> (2 inter)
     down: Product
     q_norm: torch.Tensor | None = None    # (D,) in RoPE pair order (Family.qk_norm)
     k_norm: torch.Tensor | None = None
+    post_attn: torch.Tensor | None = None     # norms of the attention's and the MLP's outputs (sandwich_norms)
+    post_mlp: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -188,17 +190,13 @@ def fused_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: 
     bias = _cat(biases, weights)
     bias = None if bias is None else (bias[rows].float() * scale).to(bias.dtype)
     gate_up, down = _mlp_rows(block, family.fused_qkv)
-    head = _pair_order(shape.head_dim, 1, shape.rotary_dims)
-    return Layer(norm1=block.input_layernorm.weight,
-                 qkv=product(qkv, bias, pack, lone_row, narrow),
+    return Layer(qkv=product(qkv, bias, pack, lone_row, narrow),
                  o=product(_scaled(a.o_proj.weight, family.residual_scale),
                            None if a.o_proj.bias is None else _scaled(a.o_proj.bias, family.residual_scale),
                            pack, lone_row, narrow),
-                 norm2=block.post_attention_layernorm.weight,
                  gate_up=product(gate_up, None, pack, lone_row, narrow),
                  down=product(_scaled(down, family.residual_scale), None, pack, lone_row, narrow),
-                 q_norm=a.q_norm.weight[head] if family.qk_norm else None,
-                 k_norm=a.k_norm.weight[head] if family.qk_norm else None)
+                 **_norms(block, family, shape))
 
 
 def _scaled(t: torch.Tensor, by: float) -> torch.Tensor:
@@ -226,13 +224,32 @@ def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_
     parts = tuple(mod.matrix.rows(rows) if isinstance(mod, QuantLinear) else
                   product(mod.weight[rows], None, pack, lone_row, narrow) for mod, rows in mods)
     biases = [None if mod.bias is None else mod.bias[rows] for mod, rows in mods]
-    head = _pair_order(shape.head_dim, 1, shape.rotary_dims)
-    return Layer(norm1=block.input_layernorm.weight,
-                 qkv=Stacked(parts, _cat(biases, [torch.empty(len(r)) for r in order])),
+    return Layer(qkv=Stacked(parts, _cat(biases, [torch.empty(len(r)) for r in order])),
                  o=head_product(a.o_proj, pack, lone_row, narrow),
-                 norm2=block.post_attention_layernorm.weight,
                  gate_up=Stacked((head_product(m.gate_proj, pack, lone_row, narrow),
                                   head_product(m.up_proj, pack, lone_row, narrow))),
                  down=head_product(m.down_proj, pack, lone_row, narrow),
-                 q_norm=a.q_norm.weight[head] if family.qk_norm else None,
-                 k_norm=a.k_norm.weight[head] if family.qk_norm else None)
+                 **_norms(block, family, shape))
+
+
+def norm_weight(weight: torch.Tensor, family: Family, scale: float = 1.0) -> torch.Tensor:
+    """An RMSNorm's weight as the forward multiplies by it: the module's own tensor, or (Family.norm_offset)
+    (1 + w) * scale in float32, the factor Gemma's norms apply."""
+    if not family.norm_offset:
+        return weight if scale == 1.0 else _scaled(weight, scale)
+    return (1.0 + weight.detach().float()) * scale
+
+
+def _norms(block: Any, family: Family, shape: Shape) -> dict[str, Any]:
+    """A block's norm weights by Layer field: input and pre-MLP; q/k (in RoPE pair order, the query scale
+    folded into q's); the attention's and the MLP's output norms (sandwich_norms: Gemma's post_attention_layernorm
+    is the attention's output norm, and pre_feedforward_layernorm the MLP's input one)."""
+    a, sandwich = block.self_attn, family.sandwich_norms
+    head = _pair_order(shape.head_dim, 1, shape.rotary_dims)
+    pre_mlp = block.pre_feedforward_layernorm if sandwich else block.post_attention_layernorm
+    return {"norm1": norm_weight(block.input_layernorm.weight, family),
+            "norm2": norm_weight(pre_mlp.weight, family),
+            "q_norm": norm_weight(a.q_norm.weight, family, family.q_norm_scale)[head] if family.qk_norm else None,
+            "k_norm": norm_weight(a.k_norm.weight, family)[head] if family.qk_norm else None,
+            "post_attn": norm_weight(block.post_attention_layernorm.weight, family) if sandwich else None,
+            "post_mlp": norm_weight(block.post_feedforward_layernorm.weight, family) if sandwich else None}

@@ -46,19 +46,23 @@ def _content_addressed(name: str, torch: Any) -> tuple[str, Path]:
     builds it (its version and where it is installed: its headers' path is part of the command). torch's builder
     reuses a build folder by name and rebuilds whenever its command changes: two checkouts or venvs sharing the
     cache under one name rebuilt each other's modules on every load, holding the lock meanwhile. A copy of the
-    source inside its own build folder gives every load of the same bytes by the same torch the same command."""
+    source inside its own build folder gives every load of the same bytes by the same torch the same command.
+    The headers beside the sources (packed_product.h) are part of the key and copied beside it."""
     from torch.utils import cpp_extension
 
     text = (HERE / f"{name}.cpp").read_bytes()
-    key = b"\0".join([text, " ".join(FLAGS).encode(), torch.__version__.encode(), torch.__file__.encode()])
+    headers = {h.name: h.read_bytes() for h in sorted(HERE.glob("*.h"))}
+    key = b"\0".join([text, *headers.values(), " ".join(FLAGS).encode(), torch.__version__.encode(),
+                      torch.__file__.encode()])
     digest = hashlib.sha256(key).hexdigest()[:12]
     torch_tag = re.sub(r"\W", "_", torch.__version__)
     build = f"conch_{name}_{torch_tag}_{digest}"
     source = Path(cpp_extension._get_build_directory(build, verbose=False)) / f"{name}.cpp"
-    if not source.exists() or source.read_bytes() != text:
-        partial = source.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_bytes(text)
-        partial.replace(source)                   # atomic: a concurrent load never compiles half a file
+    for path, data in [*((source.parent / n, b) for n, b in headers.items()), (source, text)]:
+        if not path.exists() or path.read_bytes() != data:
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_bytes(data)
+            partial.replace(path)                 # atomic: a concurrent load never compiles half a file
     return build, source
 
 

@@ -16,17 +16,17 @@
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
+#include "packed_product.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 
 namespace {
 
 constexpr int64_t kLanes = 16;               // output columns per 512-bit accumulator
 constexpr int64_t kBlocks = 4;               // accumulators per row of x: a group of 64 output columns
 constexpr int64_t kGroup = kLanes * kBlocks;
-constexpr int64_t kLockedRows = 16;         // products up to this many rows keep the GIL (see the bindings)
 constexpr int64_t kRowTile = 192;            // rows of x per pass over W: 192 x K bf16 stay in L2
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
@@ -103,29 +103,11 @@ torch::Tensor pack(const torch::Tensor& w) {
 
 torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& packed, const c10::optional<torch::Tensor>& bias) {
   TORCH_CHECK(kBuilt, "built without AVX512-BF16");
-  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.scalar_type() == at::kBFloat16, "x: contiguous (rows, in) bf16");
-  TORCH_CHECK(packed.dim() == 2 && packed.is_contiguous() && packed.scalar_type() == at::kBFloat16 &&
-              packed.size(1) == x.size(1) && fits(packed.size(0), packed.size(1)), "packed: pack()'s (out, in)");
-  const int64_t M = x.size(0), K = x.size(1), N = packed.size(0);
-  const float* bp = nullptr;
-  if (bias.has_value()) {
-    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == N && bias->is_contiguous() &&
-                bias->scalar_type() == at::kFloat, "bias: (out,) float32");
-    bp = bias->data_ptr<float>();
-  }
-  auto y = torch::empty({M, N}, x.options());
-  std::optional<py::gil_scoped_release> unlocked;
-  if (M > kLockedRows) unlocked.emplace();     // a prefill's product: ms long, the server's threads run meanwhile
-  run(x.data_ptr<at::BFloat16>(), packed.data_ptr<at::BFloat16>(), bp, y.data_ptr<at::BFloat16>(), M, K, N);
-  return y;
+  return packed_product::matmul(x, packed, bias, fits, run);
 }
 
-// A product of up to kLockedRows rows keeps the GIL: it takes 10-300 us, and a release would let in a thread the
-// engine thread then waits out. Larger ones (prefill chunks, big batches) release it, as torch's ops do.
+// packed_product.h: the GIL policy (a product of up to 16 rows keeps it) and the bindings.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("available", &available, "whether this build has the AVX512-BF16 path");
-  m.def("fits", &fits, "whether an (out, in) matrix can be packed");
-  m.def("pack", &pack, "W (out, in) -> the blocked copy matmul reads");
-  m.def("matmul", &matmul, "x (rows, in) @ W^T + bias -> (rows, out) bf16", py::arg("x"), py::arg("packed"),
-        py::arg("bias") = py::none());
+  packed_product::bind(m, &available, &fits, &pack, &matmul, "whether this build has the AVX512-BF16 path",
+                       "W (out, in) -> the blocked copy matmul reads");
 }

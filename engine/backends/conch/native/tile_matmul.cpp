@@ -15,10 +15,11 @@
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
+#include "packed_product.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 namespace {
@@ -29,7 +30,6 @@ constexpr int64_t kTileK = 32;               // input columns per A row and B ti
 constexpr int64_t kBlockN = 2 * kTileCols;   // columns per step: two B tiles
 constexpr int64_t kBlockM = 2 * kTileRows;   // rows per step: two A tiles
 constexpr int64_t kRowChunk = 256;           // rows of x per pass over a thread's weights: 256 x K bf16 stay in L2
-constexpr int64_t kLockedRows = 16;          // products up to this many rows keep the GIL (see the bindings)
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
 #include <immintrin.h>
@@ -165,29 +165,11 @@ torch::Tensor pack(const torch::Tensor& w) {
 
 torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& packed, const c10::optional<torch::Tensor>& bias) {
   TORCH_CHECK(available(), "no AMX here (not built with it, or the kernel refused the tile state)");
-  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.scalar_type() == at::kBFloat16, "x: contiguous (rows, in) bf16");
-  TORCH_CHECK(packed.dim() == 2 && packed.is_contiguous() && packed.scalar_type() == at::kBFloat16 &&
-              packed.size(1) == x.size(1) && fits(packed.size(0), packed.size(1)), "packed: pack()'s (out, in)");
-  const int64_t M = x.size(0), K = x.size(1), N = packed.size(0);
-  const float* bp = nullptr;
-  if (bias.has_value()) {
-    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == N && bias->is_contiguous() &&
-                bias->scalar_type() == at::kFloat, "bias: (out,) float32");
-    bp = bias->data_ptr<float>();
-  }
-  auto y = torch::empty({M, N}, x.options());
-  if (M == 0) return y;
-  std::optional<py::gil_scoped_release> unlocked;
-  if (M > kLockedRows) unlocked.emplace();     // a prefill's product: the server's threads run meanwhile
-  run(x.data_ptr<at::BFloat16>(), packed.data_ptr<at::BFloat16>(), bp, y.data_ptr<at::BFloat16>(), M, K, N);
-  return y;
+  return packed_product::matmul(x, packed, bias, fits, run);
 }
 
-// As narrow_matmul.cpp: a product of up to kLockedRows rows keeps the GIL, larger ones release it.
+// packed_product.h: the GIL policy (a product of up to 16 rows keeps it) and the bindings.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("available", &available, "whether this build and this process can use AMX tiles");
-  m.def("fits", &fits, "whether an (out, in) matrix can be packed");
-  m.def("pack", &pack, "W (out, in) -> the VNNI tile copy matmul reads");
-  m.def("matmul", &matmul, "x (rows, in) @ W^T + bias -> (rows, out) bf16", py::arg("x"), py::arg("packed"),
-        py::arg("bias") = py::none());
+  packed_product::bind(m, &available, &fits, &pack, &matmul, "whether this build and this process can use AMX tiles",
+                       "W (out, in) -> the VNNI tile copy matmul reads");
 }

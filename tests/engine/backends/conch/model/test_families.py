@@ -27,6 +27,9 @@ def _phi3_rope(kind: str) -> dict:
             "original_max_position_embeddings": 256}
 
 
+# local (sliding-window) and global layers interleaved; the window (32) is shorter than the prompt's chunks
+GEMMA3_LAYERS = ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]
+
 CONFIGS = {
     "llama3": lambda: transformers.LlamaConfig(**SMALL, rope_parameters={
         "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
@@ -37,6 +40,8 @@ CONFIGS = {
                                                   residual_multiplier=0.22, logits_scaling=8.0),
     "smollm3": lambda: transformers.SmolLM3Config(**SMALL, no_rope_layers=[1, 1, 0, 1]),
     "phi3": lambda: transformers.Phi3Config(**SMALL, rope_parameters=_phi3_rope("partial")),
+    "gemma3": lambda: transformers.Gemma3TextConfig(**SMALL, head_dim=64, query_pre_attn_scalar=48, sliding_window=32,
+                                                    layer_types=GEMMA3_LAYERS, final_logit_softcapping=30.0),
     "phi3-longrope": lambda: transformers.Phi3Config(**{**SMALL, "max_position_embeddings": 1024},
                                                      rope_parameters=_phi3_rope("longrope")),
 }
@@ -45,9 +50,10 @@ CONFIGS = {
 def _model(name: str, dtype: torch.dtype):
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(CONFIGS[name](), dtype=torch.float32).eval()
+    offset = 1.0 if name.startswith("gemma") else 0.0      # Gemma's norms multiply by 1 + w
     for p in model.parameters():                     # norms away from 1, so a misplaced norm weight shows
         if p.dim() == 1:
-            p.data.uniform_(0.5, 1.5)
+            p.data.uniform_(0.5 - offset, 1.5 - offset)
     return model.to(dtype)
 
 
@@ -81,8 +87,16 @@ def test_flat_forward_gives_the_hf_logits(name, dtype):
         assert got.argmax() == want.argmax() or dtype == torch.bfloat16
 
 
+def test_gemma3s_layers_are_read_from_its_config():
+    fam = family(CONFIGS["gemma3"]())
+    assert isinstance(fam, Family)
+    assert fam.windows == (32, 32, None, 32) and fam.rope_kinds == tuple(GEMMA3_LAYERS)
+    assert fam.q_norm_scale == pytest.approx((64 / 48) ** 0.5) and fam.embed_scale == 16.0
+
+
 def test_an_architecture_or_window_it_does_not_reproduce_is_named():
-    gemma = transformers.Gemma3TextConfig(**{**SMALL, "sliding_window": 64})
-    assert "gemma3_text" in family(gemma)
+    assert "gpt2" in family(transformers.GPT2Config())
+    capped = transformers.Gemma3TextConfig(**SMALL, attn_logit_softcapping=50.0)
+    assert "soft-capping" in family(capped)
     windowed = transformers.MistralConfig(**{**SMALL, "sliding_window": 64})
     assert "sliding window of 64" in family(windowed)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from conch.engine.backends.conch.kv.huge_pages import HugePageArena
 from conch.engine.backends.conch.model.weights import Dense, Narrow, NarrowPacking, product
-from tests.engine.backends.conch.native_modules import compiled
+from tests.engine.backends.conch.native_modules import assert_float32_product_rounded_once, bf16, compiled
 
 
 @pytest.fixture(scope="module")
@@ -17,25 +17,14 @@ def kernel():
     return compiled("narrow_matmul", vector=True)         # without AVX512-BF16 oneDNN serves every product
 
 
-def _bf16(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
-    return (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale).to(torch.bfloat16)
-
-
 @pytest.mark.parametrize(("rows", "out", "inner"), [(1, 960, 576), (2, 576, 1536), (5, 3072, 576), (9, 64, 96),
                                                     (7, 128, 6), (50, 192, 64), (200, 64, 130)])
 def test_matmul_is_the_float32_product_rounded_once(kernel, rows, out, inner):
-    x, w = _bf16(rows, inner, seed=0), _bf16(out, inner, seed=1, scale=0.05)
-    bias = _bf16(out, seed=2)
-    want = (x.float() @ w.float().T + bias.float()).to(torch.bfloat16)
-    got = kernel.matmul(x, kernel.pack(w), bias.float())
-    assert got.shape == (rows, out)
-    assert (got == want).float().mean() > 0.99      # float32 sums in another order may round a few elements
-    torch.testing.assert_close(got, want, atol=0.02, rtol=0.02)
-    torch.testing.assert_close(kernel.matmul(x, kernel.pack(w)), F.linear(x, w), atol=0.05, rtol=0.02)
+    assert_float32_product_rounded_once(kernel, rows, out, inner)
 
 
 def test_a_rows_bits_do_not_depend_on_its_neighbours(kernel):
-    x, packed = _bf16(113, 1536, seed=3), kernel.pack(_bf16(576, 1536, seed=4, scale=0.05))
+    x, packed = bf16(113, 1536, seed=3), kernel.pack(bf16(576, 1536, seed=4, scale=0.05))
     together = kernel.matmul(x, packed)
     for row in (0, 5, 6, 95, 96, 112):
         assert torch.equal(kernel.matmul(x[row:row + 1].contiguous(), packed)[0], together[row])
@@ -44,19 +33,19 @@ def test_a_rows_bits_do_not_depend_on_its_neighbours(kernel):
 def test_shapes_it_cannot_lay_out_are_refused(kernel):
     assert kernel.fits(576, 1536) and not kernel.fits(600, 1536) and not kernel.fits(576, 1531)
     with pytest.raises(RuntimeError, match="multiple"):
-        kernel.pack(_bf16(40, 64, seed=5))
+        kernel.pack(bf16(40, 64, seed=5))
     with pytest.raises(RuntimeError, match="packed"):
-        kernel.matmul(_bf16(1, 32, seed=6), kernel.pack(_bf16(64, 64, seed=7)))
+        kernel.matmul(bf16(1, 32, seed=6), kernel.pack(bf16(64, 64, seed=7)))
 
 
 def test_a_product_takes_it_where_it_fits(kernel):
-    w, packing = _bf16(64, 128, seed=8, scale=0.05), NarrowPacking(kernel, HugePageArena())
+    w, packing = bf16(64, 128, seed=8, scale=0.05), NarrowPacking(kernel, HugePageArena())
     fast = product(w, None, False, True, packing)
     assert isinstance(fast, Narrow)
     assert isinstance(product(w.float(), None, False, True, packing), Dense)             # bf16 only
     assert isinstance(product(w[:40], None, False, True, packing), Dense)                # out not a multiple of 64
     assert isinstance(product(w, None, False, True, None), Dense)                        # no kernel here
     for rows in (1, 8, 40, 300):
-        x = _bf16(rows, 128, seed=rows)
+        x = bf16(rows, 128, seed=rows)
         assert torch.equal(fast(x), kernel.matmul(x, kernel.pack(w)))
         torch.testing.assert_close(fast(x), F.linear(x, w), atol=0.05, rtol=0.02)
