@@ -1,6 +1,6 @@
 """A tiny random-weights Llama that speaks like a Qwen3 reasoning model: SmolLM2's tokenizer with `<think>` and
 `</think>` added as single tokens (kept in decoded text, as Qwen3's are; `<tool_call>` stays spelled in
-pieces: llguidance reads an added token as a special one, which a grammar's literal text never matches)
+pieces, as SmolLM2 spells it: tests/grammars/test_added_tokens.py covers a grammar over a single added one)
 and a chat template in Qwen3's shape (hermes tool calls, `reasoning_content` rendered back after the last
 user turn; the generation prompt opens the thinking, as Qwen3's thinking releases do, and `enable_thinking`
 false writes an empty block instead). Built locally for tests: its output is noise, so tests force shapes through
