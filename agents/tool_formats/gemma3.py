@@ -15,7 +15,7 @@ from __future__ import annotations
 from conch.agents.tool_formats.pythonic import PythonicFormat
 from conch.agents.tool_formats.reading.content import match_literal, skip_whitespace
 from conch.agents.tool_formats.reading.parser import ToolParser
-from conch.agents.tool_formats.reading.python_call import CallScanner, literal_call
+from conch.agents.tool_formats.reading.python_call import CallScanner
 
 FENCE_OPEN, FENCE_CLOSE = "```tool_code", "```"
 
@@ -36,20 +36,7 @@ class Gemma3Parser(ToolParser):
         return True
 
     def _read_call(self) -> bool:
-        self._pos = self._scanner.feed(self._buf, self._pos, self._final)
-        if self._scanner.failed:
-            return self._fail(self._pos)
-        if not self._scanner.done:
-            return self._fail(len(self._buf)) if self._final else False
-        call = literal_call(self._scanner.text)
-        if call is None:
-            return self._fail(self._pos)
-        sink = self._new_sink()
-        sink.set_name(call[0])
-        sink.add_arguments(call[1])
-        self._complete(region_open=True)
-        self._state = self._after_call_state
-        return True
+        return self._python_call(self._scanner, self._after_call_state)
 
     def _after_call_state(self) -> bool:
         """Another call, the closing fence, or (at the end of the text) nothing."""

@@ -30,7 +30,7 @@ from conch.agents.tool_formats.grammar import inline_json, literal
 from conch.agents.tool_formats.keywords import KeywordRules, keyword_parameters
 from conch.agents.tool_formats.reading.content import skip_whitespace
 from conch.agents.tool_formats.reading.parser import ToolParser
-from conch.agents.tool_formats.reading.python_call import CallScanner, literal_call
+from conch.agents.tool_formats.reading.python_call import CallScanner
 from conch.agents.tools import ToolFunction
 
 class PythonicParser(ToolParser):
@@ -60,20 +60,7 @@ class PythonicParser(ToolParser):
         return True
 
     def _read_element(self) -> bool:
-        self._pos = self._scanner.feed(self._buf, self._pos, self._final)
-        if self._scanner.failed:
-            return self._fail(self._pos)
-        if not self._scanner.done:
-            return self._fail(len(self._buf)) if self._final else False
-        call = literal_call(self._scanner.text)
-        if call is None:
-            return self._fail(self._pos)
-        sink = self._new_sink()
-        sink.set_name(call[0])
-        sink.add_arguments(call[1])
-        self._complete(region_open=True)
-        self._state = self._after_element
-        return True
+        return self._python_call(self._scanner, self._after_element)
 
     def _after_element(self) -> bool:
         return self._list_separator(self._element)

@@ -22,6 +22,7 @@ from conch.agents.tools.assemble import assemble
 from conch.agents.tool_formats.reading.call_object import CallObjectReader
 from conch.agents.tool_formats.reading.call_sink import CallSink
 from conch.agents.tool_formats.reading.content import WHITESPACE, find_marker, held_from, skip_whitespace
+from conch.agents.tool_formats.reading.python_call import CallScanner, literal_call
 from conch.agents.tools.types import ContentDelta, ParsedOutput, StreamEvent, ToolCallDelta, ToolFunction
 
 State = Callable[[], bool]
@@ -145,6 +146,24 @@ class ToolParser:
             return self._fail(pos)
         self._pos = pos + 1
         return self._end_region()
+
+    def _python_call(self, scanner: CallScanner, after: State) -> bool:
+        """Feeds the Python call `scanner` reads (pythonic lists, Gemma 3's blocks); once it is whole, the call
+        is emitted and the parse goes on at `after`."""
+        self._pos = scanner.feed(self._buf, self._pos, self._final)
+        if scanner.failed:
+            return self._fail(self._pos)
+        if not scanner.done:
+            return self._fail(len(self._buf)) if self._final else False
+        call = literal_call(scanner.text)
+        if call is None:
+            return self._fail(self._pos)
+        sink = self._new_sink()
+        sink.set_name(call[0])
+        sink.add_arguments(call[1])
+        self._complete(region_open=True)
+        self._state = after
+        return True
 
     def _end_region(self) -> bool:
         """The call region closed cleanly (its closing markup, if any, consumed and dropped): content again."""
