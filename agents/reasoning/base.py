@@ -33,12 +33,21 @@ ReasoningEvent = Union[ReasoningDelta, ContentDelta]
 
 
 class ReasoningParser:
-    """One per choice: feed() model text, get reasoning and answer (content) events in order."""
+    """One per choice: feed() model text, get reasoning and answer (content) events in order. The text
+    so far is `_buf`; `_final` is set once no more comes; `_run` reads what it can and returns its events."""
+
+    _buf: str = ""
+    _final: bool = False
 
     def feed(self, text: str) -> list[ReasoningEvent]:
-        raise NotImplementedError
+        self._buf += text
+        return self._run()
 
     def finish(self) -> list[ReasoningEvent]:
+        self._final = True
+        return self._run()
+
+    def _run(self) -> list[ReasoningEvent]:
         raise NotImplementedError
 
 

@@ -27,18 +27,8 @@ _CHANNEL_NAME = re.compile(re.escape(CHANNEL) + r"\s*(\w+)")
 
 class HarmonyParser(ReasoningParser):
     def __init__(self, phase: Phase) -> None:
-        self._buf = ""
-        self._final = False
         self._state = self._body_state(ReasoningDelta, (END,), keep_end=False) if phase is Phase.THINKING \
             else self._header
-
-    def feed(self, text: str) -> list[ReasoningEvent]:
-        self._buf += text
-        return self._run()
-
-    def finish(self) -> list[ReasoningEvent]:
-        self._final = True
-        return self._run()
 
     def _run(self) -> list[ReasoningEvent]:
         out: list[ReasoningEvent] = []

@@ -23,18 +23,8 @@ START, END = "<think>", "</think>"
 class ThinkParser(ReasoningParser):
     def __init__(self, phase: Phase) -> None:
         self._phase = phase
-        self._buf = ""
         self._strip = False        # drop the whitespace that follows an end tag,
         self._lead = phase is Phase.THINKING   # and the whitespace that opens the reasoning
-        self._final = False
-
-    def feed(self, text: str) -> list[ReasoningEvent]:
-        self._buf += text
-        return self._run()
-
-    def finish(self) -> list[ReasoningEvent]:
-        self._final = True
-        return self._run()
 
     def _run(self) -> list[ReasoningEvent]:
         out: list[ReasoningEvent] = []
