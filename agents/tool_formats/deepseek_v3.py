@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from conch.agents.tool_formats.base import ToolFormat
 from conch.agents.tool_formats.grammar import inline_json, literal
-from conch.agents.tool_formats.reading.markup import MarkupParser
+from conch.agents.tool_formats.reading.markup import CallSectionParser
 from conch.agents.tool_formats.reading.parser import State, ToolParser
 from conch.agents.tools import ToolFunction
 
@@ -27,25 +27,9 @@ CALL_BEGIN, SEP, CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
 JSON_OPEN, JSON_CLOSE = "```json\n", "\n```"
 
 
-class DeepSeekParser(MarkupParser):
+class DeepSeekParser(CallSectionParser):
     MARKERS = (CALLS_BEGIN,)
-
-    def _on_marker(self, marker: str) -> None:
-        self._state = lambda: self._expect(CALL_BEGIN, self._call)
-
-    def _call(self) -> bool:
-        raise NotImplementedError
-
-    def _call_end(self) -> bool:
-        return self._expect(CALL_END, self._called)
-
-    def _called(self) -> bool:
-        self._complete(region_open=True)
-        self._state = self._next
-        return True
-
-    def _next(self) -> bool:
-        return self._branch(((CALL_BEGIN, self._call), (CALLS_END, self._end_region)), at_end=self._end_region)
+    CALL_BEGIN, CALL_END, SECTION_END = CALL_BEGIN, CALL_END, CALLS_END
 
 
 class DeepSeekV3Parser(DeepSeekParser):

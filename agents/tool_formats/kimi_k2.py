@@ -17,7 +17,7 @@ from typing import Any
 
 from conch.agents.tool_formats.base import ToolFormat
 from conch.agents.tool_formats.grammar import inline_json, literal
-from conch.agents.tool_formats.reading.markup import MarkupParser
+from conch.agents.tool_formats.reading.markup import CallSectionParser
 from conch.agents.tools import ToolFunction
 
 SECTION_BEGIN, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
@@ -30,26 +30,13 @@ def name_of_id(call_id: str) -> str | None:
     return match.group(1) if match else None
 
 
-class KimiK2Parser(MarkupParser):
+class KimiK2Parser(CallSectionParser):
     name = "kimi_k2"
     MARKERS = (SECTION_BEGIN,)
-
-    def _on_marker(self, marker: str) -> None:
-        self._state = lambda: self._expect(CALL_BEGIN, self._call)
+    CALL_BEGIN, CALL_END, SECTION_END = CALL_BEGIN, CALL_END, SECTION_END
 
     def _call(self) -> bool:
         return self._name_until(ARGUMENT_BEGIN, lambda: self._json_arguments(self._call_end), name_of=name_of_id)
-
-    def _call_end(self) -> bool:
-        return self._expect(CALL_END, self._called)
-
-    def _called(self) -> bool:
-        self._complete(region_open=True)
-        self._state = self._next
-        return True
-
-    def _next(self) -> bool:
-        return self._branch(((CALL_BEGIN, self._call), (SECTION_END, self._end_region)), at_end=self._end_region)
 
 
 class KimiK2Format(ToolFormat):

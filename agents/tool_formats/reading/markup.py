@@ -1,5 +1,6 @@
 """The states that formats built of literal markup share (DeepSeek, Kimi-K2, harmony, Qwen3-Coder, GLM-4.5):
-a literal, one of several literals, a name up to a literal, JSON arguments, raw text up to a literal.
+a literal, one of several literals, a name up to a literal, JSON arguments, raw text up to a literal; and the
+section of calls DeepSeek and Kimi-K2 both write (CallSectionParser).
 
 Each helper is a state body: it consumes from `_pos`, sets the next state and returns True, or returns False to
 wait for more text (never after finish()), or fails the call region (its text given back as content). A state
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 from conch.agents.tool_formats.reading.content import match_literal, skip_whitespace
 from conch.agents.tool_formats.reading.json_reader import JsonReader
@@ -102,3 +104,31 @@ class MarkupParser(ToolParser):
             return None
         text, self._pos = self._buf[self._pos:at], at + len(end)
         return text
+
+
+class CallSectionParser(MarkupParser):
+    """A section of calls between special tokens (DeepSeek, Kimi-K2): after the section's opening marker each
+    call is CALL_BEGIN, the format's own `_call`, CALL_END; then another call, SECTION_END, or the end of the
+    text (a model may stop before the section's end)."""
+
+    CALL_BEGIN: ClassVar[str]
+    CALL_END: ClassVar[str]
+    SECTION_END: ClassVar[str]
+
+    def _on_marker(self, marker: str) -> None:
+        self._state = lambda: self._expect(self.CALL_BEGIN, self._call)
+
+    def _call(self) -> bool:
+        raise NotImplementedError
+
+    def _call_end(self) -> bool:
+        return self._expect(self.CALL_END, self._called)
+
+    def _called(self) -> bool:
+        self._complete(region_open=True)
+        self._state = self._next
+        return True
+
+    def _next(self) -> bool:
+        return self._branch(((self.CALL_BEGIN, self._call), (self.SECTION_END, self._end_region)),
+                            at_end=self._end_region)
