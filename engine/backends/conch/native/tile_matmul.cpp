@@ -15,6 +15,7 @@
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
+#include "amx_tiles.h"
 #include "packed_product.h"
 
 #include <algorithm>
@@ -31,34 +32,10 @@ constexpr int64_t kBlockN = 2 * kTileCols;   // columns per step: two B tiles
 constexpr int64_t kBlockM = 2 * kTileRows;   // rows per step: two A tiles
 constexpr int64_t kRowChunk = 256;           // rows of x per pass over a thread's weights: 256 x K bf16 stay in L2
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
-#include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#ifdef CONCH_AMX
 constexpr bool kBuilt = true;
-
-// Linux hands AMX's tile data state to a process that asks (kernel >= 5.16); the grant is process-wide.
-bool permitted() {
-  constexpr int kReqPerm = 0x1023, kXtileData = 18;     // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
-  static const bool granted = syscall(SYS_arch_prctl, kReqPerm, kXtileData) == 0;
-  return granted;
-}
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Tiles 0-3: C (16 rows x 16 float32), 4-5: A (16 rows x 32 bf16), 6-7: B (16 pairs x 16 columns x 2 bf16).
-void configure() {
-  TileConfig c;
-  for (int t = 0; t < 8; ++t) {
-    c.colsb[t] = 64;
-    c.rows[t] = kTileRows;
-  }
-  _tile_loadconfig(&c);
-}
+using amx_tiles::configure;
+using amx_tiles::permitted;
 
 // c (32 rows x 32 float32, row stride 32) = rows a0 (16 rows) and a1 (16 rows), row stride lda bytes, times the
 // two column blocks b0, b1 (pack()'s tiles over K). TWO_A false: a1 is not read and c's rows 16..31 are not set.

@@ -1,5 +1,7 @@
-"""The native prefill-attention kernel (native/prefill_attention.cpp): equal to causal SDPA over the chunk's
-slot, bit for bit the same however a prompt is cut into chunks, and blind to the store past the chunk."""
+"""The native prefill-attention kernels (native/prefill_attention.cpp, AVX512-BF16 registers; tile_attention.cpp,
+AMX tiles; both each where this CPU has it): equal to causal SDPA over the chunk's slot, bit for bit the same
+however a prompt is cut into chunks or whether its rows come as decode rows, and blind to the store past the
+chunk."""
 from __future__ import annotations
 
 import pytest
@@ -11,9 +13,24 @@ from tests.engine.backends.conch.native_modules import compiled
 SLOTS, CAPACITY = 3, 700
 
 
-@pytest.fixture(scope="module")
-def kernel():
-    return compiled("prefill_attention", vector=True).prefill_attention
+KERNELS = ("prefill_attention", "tile_attention")
+
+
+def module(name: str):
+    found = compiled(name)
+    if not found.available():
+        pytest.skip(f"this CPU or build cannot run {name}")
+    return found
+
+
+@pytest.fixture(scope="module", params=KERNELS)
+def kernel(request):
+    return module(request.param).prefill_attention
+
+
+@pytest.fixture(scope="module", params=KERNELS)
+def both(request):
+    return module(request.param)
 
 
 def _store(G: int, D: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -61,6 +78,30 @@ def test_a_prompt_cut_into_chunks_gives_its_rows_bit_for_bit(kernel):
             pieces.append(_run(kernel, q[start:end], k, v, 2, start))
             start = end
         assert torch.equal(torch.cat(pieces), whole), cuts
+
+
+@pytest.mark.parametrize("H, G, D", [(9, 3, 64), (8, 2, 128), (16, 2, 64)])
+def test_decode_rows_equal_their_rows_in_a_chunk(both, H, G, D):
+    """attention_rows computes each one-token row with the chunk's arithmetic: the same bits as that token's row
+    in a prefilled chunk, whatever rows and slots are batched beside it."""
+    k, v = _store(G, D, seed=7)
+    q = _queries(300, H, G, D)
+    whole = _run(both.prefill_attention, q, k, v, 1, 0)
+    picks = [0, 1, 63, 64, 65, 150, 299]
+    rows = torch.empty((len(picks) + 1, H, D), dtype=torch.bfloat16)
+    batch = torch.cat([q[picks], _queries(1, H, G, D)])                 # a last row of another slot beside them
+    slots, positions = torch.tensor([1] * len(picks) + [2]), torch.tensor([*picks, 20])
+    both.attention_rows(batch, k, v, slots, positions, D ** -0.5, rows)
+    assert torch.equal(rows[:-1], whole[picks])
+
+
+def test_the_two_kernels_agree_within_rounding():
+    """The AMX tiles and the AVX512 registers sum in other orders: within bf16 rounding of each other."""
+    vector, tiles = module("prefill_attention"), module("tile_attention")
+    k, v = _store(3, 64, seed=5)
+    q = _queries(200, 9, 3, 64)
+    torch.testing.assert_close(_run(tiles.prefill_attention, q, k, v, 0, 40),
+                               _run(vector.prefill_attention, q, k, v, 0, 40), atol=2e-2, rtol=2e-2)
 
 
 def test_columns_past_the_chunk_are_never_read(kernel):

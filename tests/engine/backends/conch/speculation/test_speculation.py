@@ -51,8 +51,9 @@ def test_greedy_output_with_speculation_equals_one_token_steps(server, workload,
         scheduler.speculation = on
     accepted = scheduler.accepted_tokens
     assert _answer(client, kwargs) == plain
-    if request.node.callspec.params["server"] == "bfloat16":
-        # the default config's output performs each workload (float32's near ties answer the quote in prose)
+    if request.node.callspec.params["server"] == "bfloat16" and workload != "quote":
+        # the default config's output performs these workloads; the quote's answer rests on near ties (float32
+        # and the AMX kernels' rounding answer it in prose, the AVX512 path quotes), so only its equality holds
         assert scheduler.accepted_tokens > accepted        # the steps really kept proposals
 
 
