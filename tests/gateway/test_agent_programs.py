@@ -208,6 +208,7 @@ wire_api = "responses"
 env_key = "CONCH_API_KEY"
 request_max_retries = 0
 stream_max_retries = 0
+supports_websockets = {websocket}
 """
 CODEX_SHELL = "exec_command"      # 0.171.0's shell tool: {"cmd": "..."}
 
@@ -236,16 +237,17 @@ def _codex_call_output(body: dict[str, Any]) -> str | None:
     return output if isinstance(output, str) else "\n".join(part.get("text", "") for part in output)
 
 
-def test_codex_lists_files_through_its_tool_loop(server, tmp_path):
+@pytest.mark.parametrize("websocket", [False, True], ids=["sse", "websocket"])
+def test_codex_lists_files_through_its_tool_loop(server, tmp_path, websocket):
     codex = _bin("codex")
     home = tmp_path / "codex-home"
     home.mkdir()
     with ForcingProxy(server.url, force_codex) as proxy:
-        (home / "config.toml").write_text(CODEX_CONFIG.format(url=proxy.url))
+        (home / "config.toml").write_text(CODEX_CONFIG.format(url=proxy.url, websocket=str(websocket).lower()))
         done = _run([str(codex), "exec", "--json", "--skip-git-repo-check", "List the files in this folder"],
                     _scratch(tmp_path), {"CODEX_HOME": str(home), "CONCH_API_KEY": "none"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    turns = _streamed(proxy, "/v1/responses")
+    turns = _socket_turns(proxy) if websocket else _streamed(proxy, "/v1/responses")
     assert len(turns) == 2, [e.body["input"][-1] for e in turns]
     listing = _codex_call_output(turns[1].body)
     assert listing is not None and all(name in listing for name in SCRATCH_FILES), turns[1].body["input"][-3:]
@@ -255,6 +257,14 @@ def test_codex_lists_files_through_its_tool_loop(server, tmp_path):
     assert '"reasoning"' in done.stdout and THOUGHT in done.stdout, done.stdout[-3000:]
     statuses = _answered(server, "/v1/responses")
     assert statuses and set(statuses) == {"200"}, statuses
+
+
+def _socket_turns(proxy: ForcingProxy) -> list[Exchange]:
+    """Over a WebSocket: every exchange was one (no HTTP fallback) and ended response.completed; the turns are
+    those that generated (Codex warms the socket up first with `generate: false`)."""
+    assert proxy.exchanges and all(e.content_type == "websocket" and e.last_event == "response.completed"
+                                   for e in proxy.exchanges), [(e.content_type, e.last_event) for e in proxy.exchanges]
+    return [e for e in proxy.exchanges if e.body.get("generate") is not False]
 
 
 def test_npm_versions_are_the_pinned_ones():
