@@ -10,12 +10,17 @@ at the thinking generation prompt's last token ("<think>\n"), so with thinking o
 last token ("\n\n") is CHAIN's too, so the model writes REPLY alone. A random model's free text would run to
 the context's end on every turn.
 
-Each program runs one non-interactive session (`claude -p`, `codex exec`) in a scratch folder with telemetry
-off by environment and every proxy pointed at a closed loopback port, so nothing leaves the machine. Both end
-with exit 0 and print REPLY; the server's log shows every /v1/messages and /v1/responses request answered 200.
-Thinking is on, as the programs ask by default (Claude Code's `thinking` with a budget and `display: omitted`;
-Codex's `reasoning` with effort and summary "auto", its encrypted reasoning sent back on later turns): each
-session's streamed output shows the model's reasoning (a thinking block, a reasoning item) beside REPLY.
+Each program runs one non-interactive session (`claude -p`, `codex exec`: "List the files in this folder") in a
+scratch folder with telemetry off by environment and every proxy pointed at a closed loopback port, so nothing
+leaves the machine, and goes through its tool loop: the program's shell tool runs `ls`, its output comes back
+in the next request, and the answer names a listed file. A bigram model decides nothing, so a loopback proxy
+between program and server (forcing_proxy.py, test code) adds the fields that steer the real engine's
+constrained decoding: turn 1 a forced call of the shell tool whose schema admits `ls` only, turn 2 a JSON
+answer whose schema admits only {"file": NAME} for the names the tool's output (as the program sent it)
+listed. Both sessions end with exit 0; every request is answered 200 and streamed (the server's log and the
+proxy's record), Codex's also over the Responses WebSocket (`supports_websockets`). Thinking is on, as the
+programs ask by default (Claude Code's `thinking`, Codex's `reasoning` with summary "auto", its encrypted
+reasoning sent back on turn 2): each session's output shows the model's reasoning beside the answer.
 
 `make test-agents` installs the pinned versions (AGENT_VERSIONS) into .agents-npm/ and runs this module."""
 from __future__ import annotations

@@ -61,6 +61,8 @@ async def test_responses_run_in_turn_and_chain_on_the_socket_without_a_record(se
         assert events[-1]["type"] in TERMINAL[:2]
         assert [e["sequence_number"] for e in events] == list(range(len(events)))
         assert {e["response"]["id"] for e in events if "response" in e} == {events[0]["response"]["id"]}
+    parts = [part for item in first[-1]["response"]["output"] if item["type"] == "message" for part in item["content"]]
+    assert parts and all(p["annotations"] == [] and p["logprobs"] == [] for p in parts)     # Open Responses' shape
     one, two = first[-1]["response"]["usage"], second[-1]["response"]["usage"]
     assert two["input_tokens"] > one["input_tokens"] + one["output_tokens"]      # the first turn is its head
     # only the socket's most recent response is kept: an older unstored id is not found, and the socket goes on
