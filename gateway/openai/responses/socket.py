@@ -43,6 +43,7 @@ from conch.gateway.streaming import prime
 
 router = APIRouter()
 
+QUEUED = 32                               # events waiting behind the running response
 TRY_AGAIN_LATER = 1013                    # the close code after a rate limit or overload
 RETRY_LATER = (429, 503)
 ACKNOWLEDGED = frozenset({"response.processed"})
@@ -70,8 +71,9 @@ class Session:
         self.heads: dict[str, list[dict[str, Any]]] = {}
 
     async def serve(self) -> None:
-        """Frames are read while a response runs, so that a hang-up cancels it; they wait their turn in a queue."""
-        frames: asyncio.Queue[str | bytes] = asyncio.Queue()
+        """Frames are read while a response runs, so that a hang-up cancels it; they wait their turn in a queue
+        (bounded: a client that sends faster than its responses run is read no further until they catch up)."""
+        frames: asyncio.Queue[str | bytes] = asyncio.Queue(maxsize=QUEUED)
         reader = asyncio.ensure_future(self._read(frames))
         worker = asyncio.ensure_future(self._work(frames))
         await asyncio.wait({reader, worker}, return_when=asyncio.FIRST_COMPLETED)
