@@ -1,8 +1,9 @@
 """WebSocket mode on /v1/responses (gateway/openai/responses/socket.py): a real `conch serve` on loopback with a
-tiny random model and a keys file, driven by the `websockets` client. Responses run one after another on one
-socket and chain without a stored record; a bad event is an error event and the socket stays open; the key is
-checked at the handshake and each response against its models and rate limits (a limit answers the event,
-then closes with 1013); a client that hangs up leaves its response stored incomplete."""
+tiny random model and a keys file, driven by the `websockets` client and the openai SDK's `responses.connect()`.
+Responses run one after another on one socket and chain without a stored record; a bad event is an error event
+and the socket stays open; the key is checked at the handshake and each response against its models and rate
+limits (a limit answers the event, then closes with 1013); a client that hangs up leaves its response stored
+incomplete."""
 from __future__ import annotations
 
 import asyncio
@@ -10,6 +11,7 @@ import json
 import time
 
 import httpx
+import openai
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -140,3 +142,22 @@ async def test_a_client_that_hangs_up_leaves_its_response_stored_incomplete(serv
             await asyncio.sleep(0.2)
     assert stored["status"] == "incomplete" and stored["incomplete_details"] == {"reason": "client_disconnected"}
     assert stored["output"] and stored["output"][-1]["type"] == "message"        # what it had written
+
+
+async def test_the_openai_sdk_reads_every_event_and_chains_on_the_socket(server):
+    client = openai.AsyncOpenAI(base_url=server.v1, api_key="sk-open", max_retries=0)
+    seen: list[tuple[str, str]] = []
+    async with client.responses.connect() as conn:
+        ends = []
+        for previous in (None, "resp_unknown", "first"):
+            await conn.response.create(model="tiny", input="hi", max_output_tokens=4, store=False,
+                                       previous_response_id=ends[0].response.id if previous == "first" else previous)
+            async for event in conn:
+                seen.append((type(event).__name__, event.type))
+                if event.type in (*TERMINAL, "error"):
+                    ends.append(event)
+                    break
+    assert ends[0].type in TERMINAL[:2] and ends[1].type == "error" and ends[2].type in TERMINAL[:2]
+    assert ends[1].status == 400 and ends[1].error.code == "previous_response_not_found"
+    assert ends[2].response.usage.input_tokens > ends[0].response.usage.input_tokens
+    assert all(kind.startswith("Response") and "Ws" in kind for kind, _ in seen), seen    # the SDK's own types
