@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class ModelAliases:
         return name
 
 
-def resolve_model(request: Request, name: str) -> str:
+def resolve_model(request: HTTPConnection, name: str) -> str:
     """`name` as the served model it stands for on this server (itself when no alias matches)."""
     conch = getattr(request.app.state, "conch", None)
     aliases = getattr(getattr(conch, "settings", None), "aliases", None)

@@ -76,6 +76,7 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
     app.include_router(kserve.open_router)
     app.include_router(kserve.router, dependencies=[Depends(guard)])
     app.include_router(openai.router, dependencies=[Depends(guard)])
+    app.include_router(openai.socket_router)                # WebSocket mode: checks the key at its handshake
     app.include_router(anthropic.router, dependencies=[Depends(guard)])
     app.add_middleware(CatchAll)                                       # the last added runs first: the key,
     app.add_middleware(BodyGuard, limit=settings.max_body_bytes)     # then the body, then a route; an error

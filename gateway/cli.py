@@ -282,7 +282,8 @@ def main(argv: list[str] | None = None) -> None:
     app = build_app(engine, settings, gate=gate, metrics=not args.no_metrics, control=control,
                     grpc_port=args.grpc_port, records=records)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5,
-                timeout_keep_alive=args.keep_alive_timeout, http=header_timeout_protocol(args.header_timeout))
+                timeout_keep_alive=args.keep_alive_timeout, http=header_timeout_protocol(args.header_timeout),
+                ws_max_size=settings.max_body_bytes)     # a WebSocket event is a body: the same limit
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Callable
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -181,6 +182,11 @@ def _validation_error(exc: RequestValidationError) -> APIError:
     if param is None:                  # the body as a whole (not an object, a cross-field rule): no name to give
         return APIError(400, f"Invalid request body: {msg}", param=None, code="invalid_value")
     return APIError(400, f"Invalid value for '{param}': {msg}", param=param, code="invalid_value")
+
+
+def body_error(exc: ValidationError) -> APIError:
+    """A body read outside a route (a WebSocket's event) refused as a route's would be."""
+    return _validation_error(RequestValidationError(exc.errors()))
 
 
 def install_error_handlers(app: FastAPI) -> None:

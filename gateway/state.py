@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from conch.agents.mcp import McpConfig
 from conch.engine.engine import Engine
@@ -40,10 +40,10 @@ class ConchState:
     records: RecordStore = field(default_factory=RecordStore)   # stored responses and conversations
 
 
-def conch_state(request: Request) -> ConchState:
+def conch_state(request: HTTPConnection) -> ConchState:
     return request.app.state.conch
 
 
-def wants_cache(request: Request, flag: bool = True) -> bool:
+def wants_cache(request: HTTPConnection, flag: bool = True) -> bool:
     """The client's opt-out of the response cache: the body's `cache: false` or `Cache-Control: no-cache`."""
     return flag and "no-cache" not in request.headers.get("cache-control", "")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from conch.gateway.auth import Forbidden, Gate, credentials, current_key
 
@@ -33,7 +33,7 @@ class Caller:
 OPEN = Caller("", admin=True)
 
 
-def caller(request: Request) -> Caller:
+def caller(request: HTTPConnection) -> Caller:
     """The request's key, from the key the guard checked (or the headers); OPEN without keys."""
     gate: Gate | None = getattr(request.app.state, "gate", None)
     if gate is None:

@@ -10,25 +10,33 @@ at the thinking generation prompt's last token ("<think>\n"), so with thinking o
 last token ("\n\n") is CHAIN's too, so the model writes REPLY alone. A random model's free text would run to
 the context's end on every turn.
 
-Each program runs one non-interactive session (`claude -p`, `codex exec`) in a scratch folder with telemetry
-off by environment and every proxy pointed at a closed loopback port, so nothing leaves the machine. Both end
-with exit 0 and print REPLY; the server's log shows every /v1/messages and /v1/responses request answered 200.
-Thinking is on, as the programs ask by default (Claude Code's `thinking` with a budget and `display: omitted`;
-Codex's `reasoning` with effort and summary "auto", its encrypted reasoning sent back on later turns): each
-session's streamed output shows the model's reasoning (a thinking block, a reasoning item) beside REPLY.
+Each program runs one non-interactive session (`claude -p`, `codex exec`: "List the files in this folder") in a
+scratch folder with telemetry off by environment and every proxy pointed at a closed loopback port, so nothing
+leaves the machine, and goes through its tool loop: the program's shell tool runs `ls`, its output comes back
+in the next request, and the answer names a listed file. A bigram model decides nothing, so a loopback proxy
+between program and server (forcing_proxy.py, test code) adds the fields that steer the real engine's
+constrained decoding: turn 1 a forced call of the shell tool whose schema admits `ls` only, turn 2 a JSON
+answer whose schema admits only {"file": NAME} for the names the tool's output (as the program sent it)
+listed. Both sessions end with exit 0; every request is answered 200 and streamed (the server's log and the
+proxy's record), Codex's also over the Responses WebSocket (`supports_websockets`). Thinking is on, as the
+programs ask by default (Claude Code's `thinking`, Codex's `reasoning` with summary "auto", its encrypted
+reasoning sent back on turn 2): each session's output shows the model's reasoning beside the answer.
 
 `make test-agents` installs the pinned versions (AGENT_VERSIONS) into .agents-npm/ and runs this module."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import start_server, write_repository
+from tests.gateway.forcing_proxy import Exchange, ForcingProxy, listed_names, one_of
 
 pytestmark = pytest.mark.slow
 
@@ -38,6 +46,7 @@ MODEL = "agent-32k"
 CONTEXT = 32768
 REPLY = "Hi there"
 THOUGHT = "Plan"
+LISTING = "ls"          # the command each program's shell tool is forced to run
 QUIET = {
     "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_BUG_COMMAND": "1", "DO_NOT_TRACK": "1",
@@ -118,21 +127,74 @@ def _answered(server, path: str) -> list[str]:
     return re.findall(rf'"POST {re.escape(path)}[^"]*" (\d+)', server.log.read_text())
 
 
+SCRATCH_FILES = ("notes.txt", "main.py")
+
+
 def _scratch(tmp_path: Path) -> Path:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    for name in ("notes.txt", "main.py"):
+    for name in SCRATCH_FILES:
         (scratch / name).write_text(name)
     return scratch
 
 
-def test_claude_code_runs_a_session(server, tmp_path):
+def _events(stdout: str) -> list[dict]:
+    """A program's JSON-lines stdout (`--output-format stream-json`, `--json`)."""
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def _streamed(proxy: ForcingProxy, path: str) -> list[Exchange]:
+    exchanges = [e for e in proxy.exchanges if e.path == path]
+    assert exchanges and all(e.status == 200 and e.content_type.startswith("text/event-stream") for e in exchanges), \
+        [(e.status, e.content_type) for e in exchanges]
+    return exchanges
+
+
+# Claude Code: its `Bash` tool, forced to run `ls`; after the tool's result, an answer naming what it listed.
+def force_claude(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    tools = {tool.get("name"): tool for tool in body.get("tools", [])}
+    if path != "/v1/messages" or "Bash" not in tools:
+        return body
+    listing = _claude_tool_result(body)
+    if listing is None:
+        body["tool_choice"] = {"type": "tool", "name": "Bash"}
+        tools["Bash"]["input_schema"] = only_listing("command")
+    else:
+        body["tool_choice"] = {"type": "none"}
+        body["output_config"] = {**body.get("output_config", {}),
+                                 "format": {"type": "json_schema", "schema": one_of(listed_names(listing))}}
+    return body
+
+
+def only_listing(key: str) -> dict[str, Any]:
+    """A tool's parameters that admit one call: {key: LISTING}."""
+    return {"type": "object", "properties": {key: {"type": "string", "enum": [LISTING]}}, "required": [key],
+            "additionalProperties": False}
+
+
+
+def _claude_tool_result(body: dict[str, Any]) -> str | None:
+    last = body["messages"][-1]["content"]
+    for block in last if isinstance(last, list) else ():
+        if block.get("type") == "tool_result":
+            content = block.get("content")
+            return content if isinstance(content, str) else "\n".join(c.get("text", "") for c in content or ())
+    return None
+
+
+def test_claude_code_lists_files_through_its_tool_loop(server, tmp_path):
     claude = _bin("claude")
-    done = _run([str(claude), "-p", "List the files in this folder", "--max-turns", "3", "--output-format",
-                 "stream-json", "--verbose"], _scratch(tmp_path),
-                {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "none"})
+    with ForcingProxy(server.url, force_claude) as proxy:
+        done = _run([str(claude), "-p", "List the files in this folder", "--max-turns", "3", "--output-format",
+                     "stream-json", "--verbose", "--allowedTools", f"Bash({LISTING})"], _scratch(tmp_path),
+                    {"ANTHROPIC_BASE_URL": proxy.url, "ANTHROPIC_API_KEY": "none"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert REPLY in done.stdout
+    turns = [e for e in _streamed(proxy, "/v1/messages") if any(t.get("name") == "Bash" for t in e.body["tools"])]
+    assert len(turns) == 2, [e.body["messages"][-1] for e in turns]
+    listing = _claude_tool_result(turns[1].body)            # the tool ran: its output is the next turn's input
+    assert listing is not None and all(name in listing for name in SCRATCH_FILES), turns[1].body["messages"][-1]
+    answer = [e["result"] for e in _events(done.stdout) if e["type"] == "result"]
+    assert answer and json.loads(answer[-1])["file"] in SCRATCH_FILES, done.stdout[-3000:]   # {"file": NAME}
     assert re.search(r'"type":\s*"(redacted_)?thinking"', done.stdout), done.stdout[-3000:]
     statuses = _answered(server, "/v1/messages")
     assert statuses and set(statuses) == {"200"}, statuses
@@ -151,21 +213,63 @@ wire_api = "responses"
 env_key = "CONCH_API_KEY"
 request_max_retries = 0
 stream_max_retries = 0
+supports_websockets = {websocket}
 """
+CODEX_SHELL = "exec_command"      # 0.171.0's shell tool: {"cmd": "..."}
 
 
-def test_codex_runs_a_session(server, tmp_path):
+# Codex: its shell tool, forced to run `ls`; after the call's output, an answer naming what it listed.
+def force_codex(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    tools = {tool.get("name"): tool for tool in body.get("tools", [])}
+    if path != "/v1/responses" or CODEX_SHELL not in tools:
+        return body
+    listing = _codex_call_output(body)
+    if listing is None:
+        body["tool_choice"] = {"type": "function", "name": CODEX_SHELL}
+        tools[CODEX_SHELL]["parameters"] = only_listing("cmd")
+    else:
+        body["tool_choice"] = "none"
+        body["text"] = {**body.get("text", {}), "format": {"type": "json_schema", "name": "listing",
+                                                          "schema": one_of(listed_names(listing)), "strict": True}}
+    return body
+
+
+def _codex_call_output(body: dict[str, Any]) -> str | None:
+    outputs = [item for item in body["input"] if item.get("type") == "function_call_output"]
+    if not outputs:
+        return None
+    output = outputs[-1]["output"]
+    return output if isinstance(output, str) else "\n".join(part.get("text", "") for part in output)
+
+
+@pytest.mark.parametrize("websocket", [False, True], ids=["sse", "websocket"])
+def test_codex_lists_files_through_its_tool_loop(server, tmp_path, websocket):
     codex = _bin("codex")
     home = tmp_path / "codex-home"
     home.mkdir()
-    (home / "config.toml").write_text(CODEX_CONFIG.format(url=server.url))
-    done = _run([str(codex), "exec", "--json", "--skip-git-repo-check", "List the files in this folder"],
-                _scratch(tmp_path), {"CODEX_HOME": str(home), "CONCH_API_KEY": "none"})
+    with ForcingProxy(server.url, force_codex) as proxy:
+        (home / "config.toml").write_text(CODEX_CONFIG.format(url=proxy.url, websocket=str(websocket).lower()))
+        done = _run([str(codex), "exec", "--json", "--skip-git-repo-check", "List the files in this folder"],
+                    _scratch(tmp_path), {"CODEX_HOME": str(home), "CONCH_API_KEY": "none"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert REPLY in done.stdout
+    turns = _socket_turns(proxy) if websocket else _streamed(proxy, "/v1/responses")
+    assert len(turns) == 2, [e.body["input"][-1] for e in turns]
+    listing = _codex_call_output(turns[1].body)
+    assert listing is not None and all(name in listing for name in SCRATCH_FILES), turns[1].body["input"][-3:]
+    answer = [e["item"]["text"] for e in _events(done.stdout)
+              if e["type"] == "item.completed" and e["item"]["type"] == "agent_message"]
+    assert answer and json.loads(answer[-1])["file"] in SCRATCH_FILES, done.stdout[-3000:]   # {"file": NAME}
     assert '"reasoning"' in done.stdout and THOUGHT in done.stdout, done.stdout[-3000:]
     statuses = _answered(server, "/v1/responses")
     assert statuses and set(statuses) == {"200"}, statuses
+
+
+def _socket_turns(proxy: ForcingProxy) -> list[Exchange]:
+    """Over a WebSocket: every exchange was one (no HTTP fallback) and ended response.completed; the turns are
+    those that generated (Codex warms the socket up first with `generate: false`)."""
+    assert proxy.exchanges and all(e.content_type == "websocket" and e.last_event == "response.completed"
+                                   for e in proxy.exchanges), [(e.content_type, e.last_event) for e in proxy.exchanges]
+    return [e for e in proxy.exchanges if e.body.get("generate") is not False]
 
 
 def test_npm_versions_are_the_pinned_ones():

@@ -111,8 +111,7 @@ class OutputBuilder:
         out = [] if self._open_is("message") else self._close() + self._add(
             message_item(new_item_id("message"), "", "in_progress", None))
         if out:
-            out.append({"type": "response.content_part.added", **self._where(), "part": text_part("", []
-                        if self.with_logprobs else None)})
+            out.append({"type": "response.content_part.added", **self._where(), "part": text_part("", [])})
         assert self._open is not None
         logprobs, self._pending_logprobs = self._pending_logprobs, []
         self._open.text.append(text)

@@ -92,10 +92,8 @@ def reasoning_item(item_id: str, text: str, summary: bool, encrypted: bool, stat
 
 
 def text_part(text: str, logprobs: list[dict] | None) -> dict[str, Any]:
-    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
-    if logprobs is not None:
-        part["logprobs"] = logprobs
-    return part
+    """`logprobs` is always a list, empty unless they were asked (OpenAI's shape; Open Responses requires it)."""
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
 
 
 def function_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str,

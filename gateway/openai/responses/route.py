@@ -11,7 +11,8 @@ from conch.engine import GenerationDelta
 from conch.gateway.conversation import ToolPlan, count_prompt_tokens
 from conch.gateway.json_route import JSONBodyRoute
 from conch.gateway.openai.responses import background, compact, mcp_run, stored
-from conch.gateway.openai.responses.run import Prepared, conversation, generation, prepare, run_events
+from conch.gateway.openai.responses.run import (Prepared, conversation, generation, numbered, prepare,
+                                                run_events)
 from conch.gateway.openai.responses.schemas import ResponsesRequest
 from conch.gateway.records import caller
 from conch.gateway.state import conch_state, wants_cache
@@ -85,20 +86,8 @@ async def _last(events: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def _stream(p: Prepared, events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
-    """response.created and .in_progress, the output's events, then the terminal one; sequence_number counts
-    every event from 0."""
-    sequence = 0
-    head = p.response("in_progress")
-    for kind in ("response.created", "response.in_progress"):
-        yield _sse({"type": kind, "response": head}, sequence)
-        sequence += 1
-    async for event in events:
-        yield _sse(event, sequence)
-        sequence += 1
-
-
-def _sse(event: dict[str, Any], sequence: int) -> str:
-    return sse_named(event["type"], {**event, "sequence_number": sequence})
+    async for event in numbered(p, events):
+        yield sse_named(event["type"], event)
 
 
 @router.post("/v1/responses/compact")

@@ -8,9 +8,10 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, AsyncGenerator, AsyncIterator
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from conch.engine import GenerationDelta, GenerationRequest
 from conch.gateway.aliases import resolve_model
@@ -58,9 +59,11 @@ class Prepared:
         return response_object(self.response_id, self.settings, status, created_at=self.created_at, **fields)
 
 
-async def prepare(body: ResponsesRequest, request: Request) -> Prepared:
+async def prepare(body: ResponsesRequest, request: HTTPConnection,
+                  local: Mapping[str, list[dict[str, Any]]] | None = None) -> Prepared:
     """Everything but the engine request: the wire read (hosted tools dropped or refused by the server's
-    policy; a drop logged), the head loaded (400 previous_response_not_found for an unknown id)."""
+    policy; a drop logged), the head loaded (400 previous_response_not_found for an unknown id). `local`: heads
+    a WebSocket keeps in memory by response id (its unstored responses), read before the store."""
     tools = read_tools(body.tool_list, body.choice, conch_state(request).settings.hosted_tools)
     if tools.dropped:
         log.warning("response for %s: hosted tools %s dropped (--hosted-tools drop): Conch cannot run them",
@@ -68,7 +71,9 @@ async def prepare(body: ResponsesRequest, request: Request) -> Prepared:
     input_items = read_input(body.input_items)
     who = caller(request)
     store = conch_state(request).records
-    head = await stored.load_head(store, who, body.previous_response_id, body.conversation_id)
+    kept = (local or {}).get(body.previous_response_id or "")
+    head = kept if kept is not None else \
+        await stored.load_head(store, who, body.previous_response_id, body.conversation_id)
     context = head + input_items
     mcp = await plan_mcp(tools, context, len(head), conch_state(request).settings.mcp, who.name or None) \
         if tools.mcp else None
@@ -127,7 +132,7 @@ def _parallel(body: ResponsesRequest) -> bool | None:
     return False if body.max_tool_calls == 1 else body.parallel_tool_calls
 
 
-async def generation(p: Prepared, request: Request, use_cache: bool) -> tuple[GenerationRequest, ToolPlan]:
+async def generation(p: Prepared, request: HTTPConnection, use_cache: bool) -> tuple[GenerationRequest, ToolPlan]:
     state = conch_state(request)
     return await build_generation(conversation(p, use_cache), state.engine, p.response_id, state.settings.images)
 
@@ -164,6 +169,19 @@ async def run_events(p: Prepared, plan: ToolPlan,
     status, incomplete = end_status(out.status)
     for event in await ending(p, out.items, (status, incomplete), usage_dict(out.choice), error, code):
         yield event
+
+
+async def numbered(p: Prepared, events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    """A streamed response's events as a client reads them (SSE or a WebSocket): response.created and
+    .in_progress, the output's events, then the terminal one; sequence_number counts every event from 0."""
+    head = p.response("in_progress")
+    sequence = 0
+    for kind in ("response.created", "response.in_progress"):
+        yield {"type": kind, "response": head, "sequence_number": sequence}
+        sequence += 1
+    async for event in events:
+        yield {**event, "sequence_number": sequence}
+        sequence += 1
 
 
 _TERMINAL = {"completed": "completed", "incomplete": "incomplete"}
