@@ -8,10 +8,12 @@ Workloads:
   chat    (a) 32 chat prompts x 64 tokens, ignore_eos, greedy, at c1 (CONCH_BENCH_C1_PROMPTS of them), c16, c64
   agent   (b) 64 requests: a shared ~1k-token system+tools head, distinct 100-300-token tails, 128 tokens; c16, c64
   mixed   (c) 16 streams of 256 tokens while a ~1.5k-token prompt arrives every 3 s: inter-token latency p50/p99
+  prefill (e) 5 distinct ~1.5k-token prompts, one at a time with nothing else running, 1 token each: the
+              prompt's prefill in tokens/s (its prompt tokens / its TTFT), the median of the five
   turns   (d) 16 agents at once, 4 turns each (a ~1k-token head of its own, the conversation so far, a new
               question; 64 tokens a turn): tokens/s and the TTFT p50 of turns 2-4 (the first turns' beside it)
-Select with CONCH_BENCH_ENGINES=conch,vllm,conch-hf and CONCH_BENCH_WORKLOADS=chat,agent,mixed,turns; the baseline
-runs CONCH_BENCH_HF_WORKLOADS (default chat,mixed: its whole-prompt, left-padded prefill of 64 agent prompts
+Select with CONCH_BENCH_ENGINES=conch,vllm,conch-hf and CONCH_BENCH_WORKLOADS=chat,agent,mixed,turns,prefill; the
+baseline runs CONCH_BENCH_HF_WORKLOADS (default chat,mixed: its whole-prompt, left-padded prefill of 64 agent prompts
 takes too long on a shared machine).
 """
 from __future__ import annotations
@@ -36,6 +38,7 @@ TOPICS = ["the sea", "a robot", "autumn", "a city at night", "coffee", "mountain
 CHAT = [f"Write a short paragraph about {t}{'!' * (i % 4)}" for i, t in enumerate(TOPICS * 4)]
 WORDS = ("tool call returns schema field string integer optional required description weather search file "
          "calendar email user assistant result query limit offset order name value city date time").split()
+RATIOS = ("tok/s", "prefill_tok/s", "ttft_p50", "itl_p99")      # the figures set against a baseline's
 VLLM_PYTHON = os.environ.get("CONCH_BENCH_VLLM_PYTHON",
                              str(Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"))
 
@@ -133,6 +136,21 @@ async def _turns(url: str, conversations: int = 16, turns: int = 4) -> dict:
             "first_turn_ttft_p50": statistics.median(first.ttft), "wall": wall}
 
 
+async def _prefill(url: str, prompts: int = 5) -> dict:
+    """(e): each prompt alone, max_tokens 1; its usage's prompt_tokens over its TTFT."""
+    rng = random.Random(11)
+    rates, ttfts = [], []
+    async with _client(url) as client:
+        for _ in range(prompts):
+            messages = [{"role": "user", "content": _text(rng, 1400)}]                # ~1.5k tokens, each new
+            start = time.perf_counter()
+            reply = await client.chat.completions.create(model="m", messages=messages, max_tokens=1, temperature=0)
+            ttft = time.perf_counter() - start
+            ttfts.append(ttft)
+            rates.append(reply.usage.prompt_tokens / ttft)
+    return {"prefill_tok/s": statistics.median(rates), "ttft_p50": statistics.median(ttfts)}
+
+
 async def _mixed(url: str, seconds_between: float = 3.0) -> dict:
     rng = random.Random(7)
     streams, longs = Run(), Run()
@@ -180,6 +198,8 @@ async def _workloads(url: str, names: list[str]) -> dict:
             out[f"agent c{c}"] = await _closed_loop(url, _agent_conversations(tails_seed=c), 128, c)
     if "mixed" in names:
         out["mixed"] = await _mixed(url)
+    if "prefill" in names:
+        out["prefill"] = await _prefill(url)
     if "turns" in names:
         out["turns c16"] = await _turns(url)
     return out
@@ -236,7 +256,7 @@ def _measure(engine: str, names: list[str]) -> dict:
 
 def main() -> None:
     engines = os.environ.get("CONCH_BENCH_ENGINES", "conch,vllm,conch-hf").split(",")
-    names = os.environ.get("CONCH_BENCH_WORKLOADS", "chat,agent,mixed,turns").split(",")
+    names = os.environ.get("CONCH_BENCH_WORKLOADS", "chat,agent,mixed,turns,prefill").split(",")
     if "vllm" in engines and not vllm_usable():
         print(f"vllm: {VLLM_PYTHON} does not import vllm; measured without it", flush=True)
         engines.remove("vllm")
@@ -251,5 +271,5 @@ def main() -> None:
             break
         for workload, figures in results["conch"].items():
             theirs = results[ref].get(workload, {})
-            ratios = {k: figures[k] / theirs[k] for k in ("tok/s", "ttft_p50", "itl_p99") if k in theirs}
+            ratios = {k: figures[k] / theirs[k] for k in RATIOS if k in theirs}
             print(f"conch/{ref:8} {workload:10} " + "  ".join(f"{k} {v:.2f}x" for k, v in ratios.items()), flush=True)

@@ -109,6 +109,13 @@ class LlamaForward:
         x.add_(delta)
         return self._rms(x, weight)
 
+    def _mlp_in(self, gate_up: Any, h: torch.Tensor) -> torch.Tensor:
+        """(T, hidden) -> the activated (T, inter): one pass where the product applies the gate (weights.py's
+        Narrow.activates), else the product then _silu_mul."""
+        if getattr(gate_up, "activates", False):
+            return gate_up(h)
+        return self._silu_mul(gate_up(h))
+
     def _silu_mul(self, h: torch.Tensor) -> torch.Tensor:
         """(T, 2 inter) [gate | up] -> silu(gate) * up (gelu_tanh(gate) * up: Family.activation)."""
         if self.family.activation == "gelu_tanh":
@@ -135,7 +142,7 @@ class LlamaForward:
             q = self._rope_store(i, self._qk_norm(layer, layer.qkv(h)), at, kv, rows)    # (T, H, D)
             o = layer.o(attend(q, kv.k[i], kv.v[i], self.windows[i]).flatten(1))
             h = self._add_rms(x, self._post_norm(o, layer.post_attn), layer.norm2)
-            mlp = layer.down(self._silu_mul(layer.gate_up(h)))
+            mlp = layer.down(self._mlp_in(layer.gate_up, h))
             following = self.layers[i + 1].norm1 if i + 1 < len(self.layers) else self.norm
             h = self._add_rms(x, self._post_norm(mlp, layer.post_mlp), following)   # the next input, or the final norm
         logits = self.lm_head(h[step.logits_at]).float()

@@ -50,17 +50,25 @@ class Narrow:
     step streams every weight once; huge pages spare the TLB misses). Its rows are independent by construction
     (each output one float32 sum in a fixed order): batch-invariant whatever the product's size."""
     kernel: Any
-    weight: torch.Tensor        # pack()'s (out, in), in the arena
+    weight: torch.Tensor        # pack()'s (out, in), in the arena; pack_glu()'s with `activates`
     bias: torch.Tensor | None   # (out,) float32
+    activates: bool = False     # an MLP's gate_up whose product is silu(gate) * up (the kernel's matmul_glu)
 
     @classmethod
-    def of(cls, packing: NarrowPacking | None, weight: torch.Tensor, bias: torch.Tensor | None) -> Narrow | None:
+    def of(cls, packing: NarrowPacking | None, weight: torch.Tensor, bias: torch.Tensor | None,
+           glu: bool = False) -> Narrow | None:
+        """`glu`: weight is an MLP's [gate; up] rows and the kernel fuses the SiLU gate (tile_matmul.cpp's
+        matmul_glu) where it can: the product then returns silu(gate) * up."""
         if packing is None or weight.dtype != torch.bfloat16 or not packing.kernel.fits(*weight.shape):
             return None
-        packed = packing.arena.copy(packing.kernel.pack(weight.detach()))
-        return cls(packing.kernel, packed, None if bias is None else bias.detach().float())
+        glu = glu and bias is None and hasattr(packing.kernel, "matmul_glu")
+        pack = packing.kernel.pack_glu if glu else packing.kernel.pack
+        packed = packing.arena.copy(pack(weight.detach()))
+        return cls(packing.kernel, packed, None if bias is None else bias.detach().float(), glu)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.activates:
+            return self.kernel.matmul_glu(x.contiguous(), self.weight)
         return self.kernel.matmul(x.contiguous(), self.weight, self.bias)
 
 
@@ -98,9 +106,10 @@ class Dense:
 
 
 def product(weight: torch.Tensor, bias: torch.Tensor | None, pack: bool, lone_row: bool = True,
-            narrow: NarrowPacking | None = None) -> Product:
-    """The fastest product for this weight: Narrow where `narrow` is given and takes it, else Dense."""
-    fast = Narrow.of(narrow, weight, bias)
+            narrow: NarrowPacking | None = None, glu: bool = False) -> Product:
+    """The fastest product for this weight: Narrow where `narrow` is given and takes it, else Dense. `glu`: an
+    MLP's [gate; up] whose SiLU gate the product may apply (then its `activates` is True)."""
+    fast = Narrow.of(narrow, weight, bias, glu)
     return fast if fast is not None else Dense.of(weight, bias, pack, lone_row)
 
 
@@ -194,7 +203,7 @@ def fused_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: 
                  o=product(_scaled(a.o_proj.weight, family.residual_scale),
                            None if a.o_proj.bias is None else _scaled(a.o_proj.bias, family.residual_scale),
                            pack, lone_row, narrow),
-                 gate_up=product(gate_up, None, pack, lone_row, narrow),
+                 gate_up=product(gate_up, None, pack, lone_row, narrow, glu=family.activation == "silu"),
                  down=product(_scaled(down, family.residual_scale), None, pack, lone_row, narrow),
                  **_norms(block, family, shape))
 

@@ -34,10 +34,7 @@
 #include <memory>
 #include <vector>
 
-#if defined(__AVX512F__) && defined(__AVX512BF16__)
-#include <immintrin.h>
-#define CONCH_AVX512_BF16 1
-#endif
+#include "vector_exp.h"
 
 namespace attention_blocks {
 
@@ -45,21 +42,7 @@ constexpr int64_t kKeys = 64;       // keys per block: four 16-lane score vector
 constexpr int64_t kTokens = 16;     // query tokens per task at most (x R query rows)
 
 #ifdef CONCH_AVX512_BF16
-// 2^t for t <= 0 (to ~1e-7 relative): 2^n * p(f), n = round(t), f in [-0.5, 0.5], Taylor to degree 6.
-// p(0) == 1 exactly, so a correction of 2^0 leaves a row unchanged.
-inline __m512 exp2_ps(__m512 t) {
-  t = _mm512_max_ps(t, _mm512_set1_ps(-126.f));
-  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(t, n);
-  __m512 p = _mm512_set1_ps(1.540353e-4f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
-  return _mm512_scalef_ps(p, n);
-}
+using vector_exp::exp2_ps;
 
 // Online softmax of one row's block scores s[0..63]: keys past `valid` are masked. Updates the row's running
 // max and sum, writes its bf16 probabilities and the correction for its accumulated output.

@@ -17,6 +17,7 @@
 
 #include "amx_tiles.h"
 #include "packed_product.h"
+#include "vector_exp.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -82,8 +83,29 @@ inline void store(const float* c, int64_t rows, const float* bias, at::BFloat16*
   }
 }
 
+// x rounded to bf16 and back: the value a bf16 tensor would hold.
+inline __m512 as_bf16(__m512 x) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x)), 16));
+}
+
+// GLU rows (row stride I) = silu(gate) * up of c's first `rows` rows, whose 32 columns are 16 gate columns then
+// the same 16 up columns (pack_glu's order), rounded as fused_ops.cpp's silu_mul rounds the unfused product's
+// bf16 output: gate and up to bf16, silu(gate) = gate / (1 + e^-gate) to bf16, the product to bf16.
+inline void store_glu(const float* c, int64_t rows, at::BFloat16* y, int64_t I) {
+  const __m512 one = _mm512_set1_ps(1.f), minus_log2e = _mm512_set1_ps(-1.4426950408889634f);
+  for (int64_t m = 0; m < rows; ++m) {
+    const float* cm = c + m * kBlockN;
+    const __m512 gate = as_bf16(_mm512_loadu_ps(cm)), up = as_bf16(_mm512_loadu_ps(cm + kTileCols));
+    const __m512 e = vector_exp::exp2_ps(_mm512_mul_ps(gate, minus_log2e));
+    const __m512 silu = as_bf16(_mm512_div_ps(gate, _mm512_add_ps(one, e)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + m * I), (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(silu, up)));
+  }
+}
+
 // Rows [m0, m1) of x (full tiles read in place; the last partial tile from `tail`, its rows beside zeros) times
-// column blocks [g0, g1).
+// column blocks [g0, g1). GLU: each block's 32 columns are 16 gate and 16 up columns, stored as 16 outputs of
+// silu(gate) * up (y's row stride N / 2).
+template <bool GLU>
 void rows_by_blocks(const at::BFloat16* x, const at::BFloat16* tail, int64_t full, const at::BFloat16* w,
                     const float* bias, at::BFloat16* y, int64_t M, int64_t K, int64_t N, int64_t m0, int64_t m1,
                     int64_t g0, int64_t g1) {
@@ -100,11 +122,15 @@ void rows_by_blocks(const at::BFloat16* x, const at::BFloat16* tail, int64_t ful
         block<true>(a(m), a(m + kTileRows), lda, b0, b1, K, c);
       else
         block<false>(a(m), nullptr, lda, b0, b1, K, c);
-      store(c, rows, bg, y + m * N + g * kBlockN, N);
+      if (GLU)
+        store_glu(c, rows, y + m * (N / 2) + g * kTileCols, N / 2);
+      else
+        store(c, rows, bg, y + m * N + g * kBlockN, N);
     }
   }
 }
 
+template <bool GLU>
 void run(const at::BFloat16* x, const at::BFloat16* w, const float* bias, at::BFloat16* y, int64_t M, int64_t K,
          int64_t N) {
   const int64_t full = M / kTileRows * kTileRows;     // rows read in place; the rest from a zero-padded copy
@@ -113,13 +139,14 @@ void run(const at::BFloat16* x, const at::BFloat16* w, const float* bias, at::BF
   at::parallel_for(0, N / kBlockN, 1, [&](int64_t lo, int64_t hi) {
     configure();
     for (int64_t m0 = 0; m0 < M; m0 += kRowChunk)
-      rows_by_blocks(x, tail.data(), full, w, bias, y, M, K, N, m0, std::min(M, m0 + kRowChunk), lo, hi);
+      rows_by_blocks<GLU>(x, tail.data(), full, w, bias, y, M, K, N, m0, std::min(M, m0 + kRowChunk), lo, hi);
     _tile_release();
   });
 }
 #else
 constexpr bool kBuilt = false;
 bool permitted() { return false; }
+template <bool GLU>
 void run(const at::BFloat16*, const at::BFloat16*, const float*, at::BFloat16*, int64_t, int64_t, int64_t) {}
 #endif
 
@@ -142,11 +169,28 @@ torch::Tensor pack(const torch::Tensor& w) {
 
 torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& packed, const c10::optional<torch::Tensor>& bias) {
   TORCH_CHECK(available(), "no AMX here (not built with it, or the kernel refused the tile state)");
-  return packed_product::matmul(x, packed, bias, fits, run);
+  return packed_product::matmul(x, packed, bias, fits, run<false>);
+}
+
+// pack_glu(w): w (2 I, in) = [gate; up] (an MLP's fused gate_up rows) -> pack() of its rows reordered so that each
+//   32-column block is 16 gate rows then the same 16 up rows.
+torch::Tensor pack_glu(const torch::Tensor& w) {
+  TORCH_CHECK(w.dim() == 2 && w.size(0) % kBlockN == 0, "w: (2 I, in) with I a multiple of ", kTileCols);
+  const int64_t I = w.size(0) / 2;
+  return pack(w.contiguous().view({2, I / kTileCols, kTileCols, w.size(1)}).transpose(0, 1).reshape({2 * I, w.size(1)}));
+}
+
+// matmul_glu(x, packed): x (M, in) -> silu(x gate^T) * (x up^T), (M, I) bf16, from pack_glu's copy: the product and
+//   fused_ops.cpp's silu_mul in one pass with its roundings (store_glu; its exponential is vector_exp's, so a rare
+//   element differs by a bf16 step), the (M, 2 I) product never written. Rows stay independent.
+torch::Tensor matmul_glu(const torch::Tensor& x, const torch::Tensor& packed) {
+  TORCH_CHECK(available(), "no AMX here (not built with it, or the kernel refused the tile state)");
+  return packed_product::matmul(x, packed, c10::nullopt, fits, run<true>, 2);
 }
 
 // packed_product.h: the GIL policy (a product of up to 16 rows keeps it) and the bindings.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   packed_product::bind(m, &available, &fits, &pack, &matmul, "whether this build and this process can use AMX tiles",
                        "W (out, in) -> the VNNI tile copy matmul reads");
+  packed_product::bind_glu(m, &pack_glu, &matmul_glu);
 }
