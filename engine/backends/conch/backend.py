@@ -103,7 +103,7 @@ class ConchBackend:
         model, self.tokenizer, self.generation_defaults = loaded.model, loaded.tokenizer, loaded.defaults
         tower = None
         if loaded.processor is not None:                 # a vision-language model: its language model runs here
-            tower = VisionTower(model, loaded.processor, model.config.image_token_id)
+            tower = VisionTower(model, loaded.processor, self.tokenizer)
             model = TextView(model)
             if self.config.runner != "auto" or not isinstance(families.family(model.config), families.Family):
                 raise BackendUnavailable(f"model '{self.config.name}': a vision-language model runs on the "

@@ -13,7 +13,7 @@ import torch
 from conch.engine.backends.conch import native
 from conch.engine.backends.conch.model.gguf_layers import ARCHS, build_quantized
 from conch.engine.backends.conch.model.quantized import FLOAT_TYPES, unsupported
-from conch.engine.backends.conch.model.vision import is_vision
+from conch.engine.backends.conch.model.vision_families import is_vision
 from conch.engine.errors import InvalidRequest
 from conch.engine.params.model_defaults import GenerationDefaults
 from conch.engine.repository.config import ModelConfig
@@ -56,7 +56,7 @@ def load(config: ModelConfig) -> Loaded:
 
 
 def _vision(config: ModelConfig, ref: str, dtype: torch.dtype, tokenizer: Any) -> Loaded:
-    """A vision-language model (model/vision.py's FAMILIES) with its own image processor."""
+    """A vision-language model (model/vision_families.py) with its own image processor."""
     from transformers import AutoImageProcessor, AutoModelForImageTextToText
 
     model = AutoModelForImageTextToText.from_pretrained(ref, dtype=dtype, attn_implementation="sdpa")
