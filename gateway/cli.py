@@ -25,6 +25,9 @@ def _parser() -> argparse.ArgumentParser:
                             "(docs/models.md)")
     serve.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
                        help="serve a .gguf file or an HF model folder under NAME (repeatable)")
+    serve.add_argument("--mmproj", action="append", default=[], metavar="[NAME=]PATH",
+                       help="a GGUF model's llama.cpp mmproj file: its vision tower (docs/vision.md; PATH alone: "
+                            "the one model named)")
     serve.add_argument("--model-repository", action="append", default=[], metavar="PATH|URL",
                        help="a model folder, or s3://[HOST:PORT/]BUCKET/PATH, gs://BUCKET/PATH, "
                             "as://ACCOUNT/CONTAINER/PATH (the [cloud] extra; docs/object-storage.md); repeatable")
@@ -169,6 +172,9 @@ def _trace_config(args: argparse.Namespace):
 def _repository(args: argparse.Namespace) -> ModelRepository:
     """The repositories named, or the models named by path, or the built-in one; SystemExit naming a bad path."""
     if not (args.paths or args.model):
+        if args.mmproj:
+            raise SystemExit("conch serve: --mmproj goes with a .gguf model path (a repository's config names "
+                             "its 'mmproj')")
         return _open_repository(args)
     if args.model_repository:
         raise SystemExit("conch serve: give either model paths (PATH, --model) or --model-repository, not both")
@@ -176,7 +182,7 @@ def _repository(args: argparse.Namespace) -> ModelRepository:
     from conch.engine.repository.paths import path_configs
 
     try:
-        return ModelRepository(models=path_configs(args.paths, args.model))
+        return ModelRepository(models=path_configs(args.paths, args.model, tuple(args.mmproj)))
     except InvalidRequest as exc:
         raise SystemExit(f"conch serve: {exc.message}") from None
 

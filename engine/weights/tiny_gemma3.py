@@ -80,16 +80,18 @@ def gemma3_processor(tokenizer: Any) -> Any:
                            image_seq_length=TOKENS)
 
 
-def tiny_gemma3_config(tokenizer: Any) -> Any:
+def tiny_gemma3_config(tokenizer: Any, **text_keys: Any) -> Any:
+    """The tiny model's Gemma3Config; `text_keys` override its text model's (a shape llama.cpp's files hold)."""
     from transformers import Gemma3Config, Gemma3TextConfig, SiglipVisionConfig
 
-    text = Gemma3TextConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16, sliding_window=8,
-        layer_types=["sliding_attention", "full_attention"], max_position_embeddings=2048,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    keys = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16, sliding_window=8,
+                layer_types=["sliding_attention", "full_attention"], max_position_embeddings=2048,
+                bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id)
+    text = Gemma3TextConfig(**{**keys, **text_keys})
     vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                image_size=IMAGE_SIZE, patch_size=PATCH)
+                                image_size=IMAGE_SIZE, patch_size=PATCH, vision_use_head=False)   # as Gemma 3's
     return Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=TOKENS,
                         boi_token_index=tokenizer.boi_token_id, eoi_token_index=tokenizer.eoi_token_id,
                         image_token_index=tokenizer.image_token_id)
@@ -97,16 +99,20 @@ def tiny_gemma3_config(tokenizer: Any) -> Any:
 
 def ensure_tiny_gemma3(seed: int = 0) -> Path:
     target = cache_dir() / f"{TINY_GEMMA3_ID}-{seed}"
-    if (target / DONE).exists():
-        return target
+    if not (target / DONE).exists():
+        tokenizer = gemma3_tokenizer()
+        publish(tiny_gemma3(tiny_gemma3_config(tokenizer), tokenizer, seed), gemma3_processor(tokenizer), target)
+    return target      # the processor saves its tokenizer too
+
+
+def tiny_gemma3(config: Any, tokenizer: Any, seed: int) -> Any:
+    """The random-weights model of `config` in float32, its weights drawn from `seed`."""
     import torch
     from transformers import Gemma3ForConditionalGeneration
 
-    tokenizer = gemma3_tokenizer()
     torch.manual_seed(seed)
-    model = Gemma3ForConditionalGeneration(tiny_gemma3_config(tokenizer)).to(torch.float32)  # type: ignore[arg-type]
+    model = Gemma3ForConditionalGeneration(config).to(torch.float32)  # type: ignore[arg-type]
     with torch.no_grad():          # HF leaves the projection zeros (a trained model's is loaded): images would be 0
         model.model.multi_modal_projector.mm_input_projection_weight.normal_(std=0.05)
     model.generation_config.eos_token_id = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(TURNS[1])]
-    publish(model, gemma3_processor(tokenizer), target)     # the processor saves its tokenizer too
-    return target
+    return model

@@ -78,7 +78,7 @@ class VisionTower:
         self.processor = processor
         self.spec = self.family.spec(vlm.config, tokenizer)
         self.token_id, self.tokens_per_image = self.spec.token_id, self.spec.tokens_per_image
-        self.dtype = vlm.lm_head.weight.dtype
+        self.dtype = vlm.model.language_model.embed_tokens.weight.dtype   # (a GGUF's head may be quantized)
         self.cache: OrderedDict[str, torch.Tensor] = OrderedDict()   # digest -> (N, hidden)
         self.calls = 0                          # tower forwards run (each a batch of images)
         self.encoded = 0                        # images those forwards encoded
