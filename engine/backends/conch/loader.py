@@ -1,5 +1,6 @@
 """Loads the model a config names: an HF folder or a GGUF file (engine/weights/gguf_file.py) and, for a vision
-model's GGUF, its mmproj file (model/mmproj.py), with its tokenizer, its chat template (the config's, else the model's own), its generation defaults, dtype and threads."""
+model's GGUF, its mmproj file (model/mmproj.py), with its tokenizer, its chat template (the config's, else the
+model's own), its generation defaults, dtype and threads."""
 from __future__ import annotations
 
 import logging
