@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from conch.engine.weights.cache_dir import DONE, cache_dir, publish
+from conch.engine.weights.hub_layout import HubLayout
 from conch.engine.weights.smollm2 import ensure_smollm2
 
 TINY_GEMMA3_ID = "tiny-random-gemma3"
@@ -101,7 +102,8 @@ def ensure_tiny_gemma3(seed: int = 0) -> Path:
     target = cache_dir() / f"{TINY_GEMMA3_ID}-{seed}"
     if not (target / DONE).exists():
         tokenizer = gemma3_tokenizer()
-        publish(tiny_gemma3(tiny_gemma3_config(tokenizer), tokenizer, seed), gemma3_processor(tokenizer), target)
+        publish(HubLayout(tiny_gemma3(tiny_gemma3_config(tokenizer), tokenizer, seed)), gemma3_processor(tokenizer),
+                target)
     return target      # the processor saves its tokenizer too
 
 

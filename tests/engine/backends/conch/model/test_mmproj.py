@@ -28,6 +28,7 @@ from conch.engine.images import ImageInput
 from conch.engine.repository import ModelConfig
 from conch.engine.types import GenerationRequest, SamplingParams
 from conch.engine.weights.cache_dir import DONE, cache_dir
+from conch.engine.weights.hub_layout import HubLayout
 from conch.engine.weights.tiny_gemma3 import gemma3_processor, gemma3_tokenizer, tiny_gemma3, tiny_gemma3_config
 from tests.conftest import start_server
 from tests.images import data_url, picture
@@ -43,17 +44,6 @@ PROMPT = "<start_of_turn>user\nWhat is this?<start_of_image><end_of_turn>\n<star
 def _converter() -> Path | None:
     found = sorted(LLAMA_CPP.glob("llama_cpp_python-*/vendor/llama.cpp/convert_hf_to_gguf.py"))
     return found[-1] if found else None
-
-
-def _hub_layout(folder: Path) -> None:
-    """The folder's weights named as the hub's Gemma 3 files name them (and llama.cpp's converter reads):
-    transformers 5 saves SigLIP without its `vision_model.` level."""
-    from safetensors.torch import load_file, save_file
-
-    state = load_file(folder / "model.safetensors")
-    renamed = {("vision_tower.vision_model." + k.removeprefix("vision_tower.")) if k.startswith("vision_tower.")
-               else k: v for k, v in state.items()}
-    save_file(renamed, folder / "model.safetensors", metadata={"format": "pt"})
 
 
 def _convert(converter: Path, folder: Path, out: Path, *flags: str) -> None:
@@ -74,9 +64,8 @@ def made() -> Path:
     shutil.rmtree(target, ignore_errors=True)
     tokenizer = gemma3_tokenizer()
     model = tiny_gemma3(tiny_gemma3_config(tokenizer, **TEXT), tokenizer, seed=0)
-    model.save_pretrained(target / "hub")
+    HubLayout(model).save_pretrained(target / "hub")         # the layout llama.cpp's converter reads
     gemma3_processor(tokenizer).save_pretrained(target / "hub")
-    _hub_layout(target / "hub")
     _convert(converter, target / "hub", target / "model.gguf")
     _convert(converter, target / "hub", target / "mmproj.gguf", "--mmproj")
     (target / DONE).touch()
