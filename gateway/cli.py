@@ -215,6 +215,7 @@ def _serve_ray(args: argparse.Namespace) -> None:
             raise SystemExit(f"conch serve --ray: --{flag.replace('_', '-')} is not supported on Ray")
     _mcp_config(args)               # a bad flag or file is refused before Ray starts; each ingress replica
     _aliases(args)                  # then builds its own from the same flags (RaySettings)
+    _images(args)
     if args.replicas is not None and args.replicas < 1 or args.ingress_replicas < 1:
         raise SystemExit("conch serve --ray: --replicas and --ingress-replicas must be >= 1")
     from conch.gateway.ray.run import serve_ray
@@ -234,6 +235,8 @@ def _serve_ray(args: argparse.Namespace) -> None:
         mcp_servers=str(args.mcp_servers.resolve()) if args.mcp_servers else None,
         mcp_allow_origin=tuple(args.mcp_allow_origin), mcp_loop_timeout=args.mcp_loop_timeout,
         model_alias=tuple(args.model_alias), keep_billing_header=args.keep_billing_header,
+        image_allow_origin=tuple(args.image_allow_origin), image_max_bytes=args.image_max_bytes,
+        image_fetch_timeout=args.image_fetch_timeout,
         hosted_tools=args.hosted_tools, trace_config=tuple(args.trace_config))
     from conch.gateway.ray.capacity import FleetTooLarge
 

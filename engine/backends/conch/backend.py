@@ -190,17 +190,18 @@ class ConchBackend:
     # -- requests --------------------------------------------------------------------------------------
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
         prompt_ids = list(request.prompt_token_ids or ())
-        if request.params.prompt_logprobs is not None:
-            scored = await self._on_engine_thread(prompt_logprobs, self.runner.model, self.tokenizer, prompt_ids,
+        vision = None
+        if request.images:                             # decoded and preprocessed off the engine thread
+            vision = await asyncio.to_thread(self._vision_prompt, prompt_ids, request.images)
+        if request.params.prompt_logprobs is not None:     # with the images in place (VisionTower.scorer)
+            scorer = self.runner.model if vision is None else self.runner.vision.scorer(vision)
+            scored = await self._on_engine_thread(prompt_logprobs, scorer, self.tokenizer, prompt_ids,
                                                   request.params.prompt_logprobs)
             for delta in prompt_deltas(request, scored):
                 yield delta
             if request.params.max_tokens == 0:     # scoring only: nothing to generate
                 return
         compiled = await self._compile(request.grammar) if request.grammar is not None else None
-        vision = None
-        if request.images:                             # decoded and preprocessed off the engine thread
-            vision = await asyncio.to_thread(self._vision_prompt, prompt_ids, request.images)
         seqs = [self._sequence(request, i, prompt_ids, compiled) for i in range(request.params.n)]
         for seq in seqs:
             seq.vision = vision

@@ -74,6 +74,7 @@ class VisionTower:
 
     def __init__(self, vlm: Any, processor: Any, tokenizer: Any) -> None:
         self.config, self.family = vlm.config, FAMILIES[vlm.config.model_type]
+        self.vlm = vlm                          # its whole HF forward: prompt logprobs with images (scorer)
         self.model = vlm.model                  # the tower and the projector (its get_image_features)
         self.processor = processor
         self.spec = self.family.spec(vlm.config, tokenizer)
@@ -140,6 +141,18 @@ class VisionTower:
         at = torch.cat([torch.arange(i, i + k) for i, _, _, k in reached])
         rows = torch.cat([embeddings[d][r:r + k] for _, d, r, k in reached])
         return replace(step, embeds_at=at, embeds=rows, sees=self._sees(step, reached))
+
+    def scorer(self, prompt: VisionPrompt) -> Any:
+        """The model as prompt_logprobs calls it (input_ids -> .logits), with `prompt`'s images in place: the
+        HF forward of the whole model (for Gemma 3 its image tokens' both-ways mask, token_type_ids)."""
+
+        @torch.inference_mode()
+        def forward(input_ids: torch.Tensor, **_: Any) -> Any:
+            kwargs = {"token_type_ids": (input_ids == self.token_id).long()} if self.family.bidirectional else {}
+            pixels = torch.stack(prompt.pixels).to(self.dtype)
+            return self.vlm(input_ids=input_ids, pixel_values=pixels, use_cache=False, **kwargs)
+
+        return forward
 
     def _sees(self, step: Step, reached: list[tuple[int, str, int, int]]) -> torch.Tensor | None:
         """(T,) each token's last position attended to: an image token's, its image's last (both ways)."""

@@ -140,3 +140,28 @@ async def test_the_backend_never_cuts_an_image_across_chunks(gemma, step_tokens)
         assert got[0] == pytest.approx(first, abs=1e-5) and len(got) == 4
     finally:
         await backend.stop()
+
+
+async def test_prompt_logprobs_score_the_text_with_its_images_in_place(gemma):
+    """Each prompt token scored by the whole model's forward with the images (an image's own tokens score the
+    placeholder id where it stands, as vLLM's do): the text after an image is read given that image."""
+    model, processor, tokenizer = gemma
+    backend = ConchBackend(ModelConfig(name="m", weights="builtin:tiny-gemma3", dtype="float32"))
+    await backend.start()
+    try:
+        async def scored(seeds: tuple[int, ...]) -> list[float]:
+            images = _images(*seeds)
+            ids = _hf(model, processor, _chat(tokenizer, 2), images)[0]["input_ids"][0].tolist()
+            req = GenerationRequest(id="p", model="m", prompt_token_ids=tuple(ids), images=images,
+                                    params=SamplingParams(max_tokens=0, prompt_logprobs=0))
+            return [p.chosen.logprob for d in [d async for d in backend.generate(req)] for p in d.prompt_logprobs]
+
+        inputs, logits = _hf(model, processor, _chat(tokenizer, 2), _images(1, 2))
+        ids = inputs["input_ids"][0]
+        want = torch.log_softmax(logits[:-1], -1).gather(-1, ids[1:].unsqueeze(-1)).squeeze(-1).tolist()
+        got = await scored((1, 2))
+        assert got == pytest.approx(want, abs=1e-4)
+        last = len(ids) - 2                                      # the prompt's last token, after both images
+        assert got[last] != pytest.approx((await scored((1, 3)))[last], abs=1e-6)
+    finally:
+        await backend.stop()
