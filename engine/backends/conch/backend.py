@@ -67,6 +67,7 @@ class ConchBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._grammars: GrammarCompiler | None = None     # built on the first constrained request
+        self._tower: VisionTower | None = None             # a vision-language model's (model/vision.py), once started
 
     # -- the engine thread's state, read from the event loop (plain reads: see stats; counters: core.steps...)
     @property
@@ -125,7 +126,7 @@ class ConchBackend:
     def _see(self, runner: Runner, tower: VisionTower) -> None:
         """Images in: the flattened runner splices the tower's embeddings at their placeholders."""
         assert isinstance(runner, FlatRunner)
-        runner.vision = tower
+        runner.vision = self._tower = tower
         self.capabilities = replace(self.capabilities, vision=tower.spec)
         log.info("model %s: vision, %d tokens an image", self.config.name, tower.tokens_per_image)
 
@@ -194,7 +195,7 @@ class ConchBackend:
         if request.images:                             # decoded and preprocessed off the engine thread
             vision = await asyncio.to_thread(self._vision_prompt, prompt_ids, request.images)
         if request.params.prompt_logprobs is not None:     # with the images in place (VisionTower.scorer)
-            scorer = self.runner.model if vision is None else self.runner.vision.scorer(vision)
+            scorer = self.runner.model if vision is None or self._tower is None else self._tower.scorer(vision)
             scored = await self._on_engine_thread(prompt_logprobs, scorer, self.tokenizer, prompt_ids,
                                                   request.params.prompt_logprobs)
             for delta in prompt_deltas(request, scored):
@@ -223,10 +224,9 @@ class ConchBackend:
         self.core.send(Abort(request_id, index))
 
     def _vision_prompt(self, prompt_ids: list[int], images):
-        tower = getattr(self.runner, "vision", None)
-        if tower is None:
+        if self._tower is None:
             raise InvalidRequest(f"model '{self.config.name}' has no vision: it takes text only, not images")
-        return tower.prompt(prompt_ids, images)
+        return self._tower.prompt(prompt_ids, images)
 
     def _sequence(self, request: GenerationRequest, index: int, prompt_ids: list[int], compiled) -> Sequence:
         p = request.params
