@@ -3,7 +3,7 @@ tiny Llava (builtin:tiny-llava, 16 tokens an image) reads them, as data URLs or 
 origin (chat, Responses, Messages) or as Triton's `image` input (/v2 infer and generate), and usage counts each
 image's tokens; a text-only model refuses an image with a 400 that names the part and says it has no vision.
 The tiny Gemma 3 (builtin:tiny-gemma3) answers both SDKs with an image too, its prompt as Gemma3Processor
-writes it."""
+writes it, and tritonclient's image input too."""
 from __future__ import annotations
 
 import base64
@@ -267,3 +267,12 @@ def test_triton_generate_takes_the_image_input(server):
     assert r.status_code == 200 and r.json()["num_input_tokens"] > N
     bad = httpx.post(f"{server.url}/v2/models/{VLM}/generate", json={**body, "image": ["@@not base64"]}, timeout=60)
     assert bad.status_code == 400 and "base64" in bad.json()["error"]
+
+
+def test_triton_infer_gives_gemma3_its_image(server):
+    """No placeholder in the text: one at its start, expanded as Gemma 3's processor writes an image."""
+    client = httpclient.InferenceServerClient(server.url.removeprefix("http://"))
+    seen = client.infer(GEMMA, _triton_inputs("What is shown?", [SHOT]))
+    processor = AutoProcessor.from_pretrained(ensure_tiny_gemma3())
+    want = processor(text=["<start_of_image>\nWhat is shown?"], images=[[Image.open(io.BytesIO(SHOT)).convert("RGB")]])
+    assert seen.as_numpy("num_input_tokens")[0] == len(want["input_ids"][0])
