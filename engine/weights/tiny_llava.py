@@ -11,7 +11,7 @@ from conch.engine.weights.cache_dir import DONE, cache_dir, publish
 from conch.engine.weights.hub_layout import HubLayout
 from conch.engine.weights.smollm2 import ensure_smollm2
 
-TINY_LLAVA_ID = "tiny-random-llava"
+TINY_LLAVA_ID = "tiny-random-llava-v2"     # v2: head_dim 64, the hub's tensor names (a v1 cache is not reused)
 IMAGE_TOKEN = "<image>"
 IMAGE_SIZE, PATCH = 32, 8
 
