@@ -4,9 +4,8 @@ model says about its image placeholders.
 An `ImageInput` is the image's bytes as the client sent them (decoded from base64 or fetched by the gateway),
 its media type, read from the bytes themselves (a client's claim is not trusted), and a content hash: two
 requests that send the same screenshot carry equal digests, which the own engine keys its image embeddings and
-its prefix cache by. `VisionSpec` is a model's: the text its chat template writes for an image, the token id
-that text encodes to, and how many embedding rows the tokenize step expands each one to (the image's tokens,
-counted in usage).
+its prefix cache by. `VisionSpec` is a model's: the text its chat template writes for an image, the text the
+tokenize step expands it to, and the token id and count of the image's embedding rows (counted in usage).
 """
 from __future__ import annotations
 
@@ -87,30 +86,48 @@ def base64_bytes(text: str, param: str) -> bytes:
 
 @dataclass(frozen=True)
 class VisionSpec:
-    """A vision model's image placeholder: `placeholder` is the text a rendered prompt holds for each image,
-    which encodes to the one token `token_id`; the tokenize step repeats it `tokens_per_image` times (1: the
-    backend expands it itself, as vLLM does)."""
+    """A vision model's image placeholder: `placeholder` is the text a rendered prompt holds for each image; the
+    tokenize step replaces each with `image_text` (None: the placeholder `tokens_per_image` times; Gemma 3's:
+    its begin-of-image marker, the image's soft tokens, its end marker, between blank lines, as its processor
+    writes it), so that each image takes `tokens_per_image` tokens `token_id` (1: the backend expands it
+    itself, as vLLM does)."""
 
     placeholder: str
     token_id: int
     tokens_per_image: int = 1
+    image_text: str | None = None
+
+    @property
+    def expansion(self) -> str:
+        return self.image_text if self.image_text is not None else self.placeholder * self.tokens_per_image
+
+    def expand(self, text: str) -> str:
+        """`text` with each placeholder replaced by its image's tokens' text."""
+        expansion = self.expansion
+        return text if expansion == self.placeholder else text.replace(self.placeholder, expansion)
 
 
-def placed(ids: tuple[int, ...], images: tuple[ImageInput, ...], vision: VisionSpec | None,
-           model: str, param: str) -> tuple[int, ...]:
-    """The prompt's ids with each image placeholder repeated `tokens_per_image` times. InvalidRequest naming
-    `param` when the model has no vision, or when the placeholders and the images do not pair up."""
+def expanded(text: str, images: tuple[ImageInput, ...], vision: VisionSpec | None, model: str, param: str) -> str:
+    """The prompt's text with each image placeholder expanded (VisionSpec.expand). InvalidRequest naming `param`
+    when the model has no vision, or when the placeholders and the images do not pair up."""
     if vision is None:
         if images:
             raise InvalidRequest(f"model '{model}' has no vision: it takes text only, not images", param=param)
-        return ids
-    found = ids.count(vision.token_id)
+        return text
+    found = text.count(vision.placeholder)
     if found != len(images):
         raise InvalidRequest(f"the prompt holds {found} image placeholder(s) ({vision.placeholder!r}) for "
                              f"{len(images)} image(s)", param=param)
-    if not images or vision.tokens_per_image == 1:
-        return ids
-    out: list[int] = []
-    for token in ids:
-        out.extend((token,) * vision.tokens_per_image if token == vision.token_id else (token,))
-    return tuple(out)
+    return vision.expand(text) if images else text
+
+
+def check_image_tokens(ids: tuple[int, ...], images: tuple[ImageInput, ...], vision: VisionSpec | None,
+                       param: str) -> None:
+    """InvalidRequest naming `param` unless the tokenized prompt holds each image's tokens (and no more: a
+    prompt that spells out an image token itself)."""
+    if vision is None:
+        return
+    found, want = ids.count(vision.token_id), len(images) * vision.tokens_per_image
+    if found != want:
+        raise InvalidRequest(f"the prompt holds {found} image token(s) for {len(images)} image(s) of "
+                             f"{vision.tokens_per_image} token(s) each", param=param)

@@ -25,6 +25,9 @@ def _parser() -> argparse.ArgumentParser:
                             "(docs/models.md)")
     serve.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
                        help="serve a .gguf file or an HF model folder under NAME (repeatable)")
+    serve.add_argument("--mmproj", action="append", default=[], metavar="[NAME=]PATH",
+                       help="a GGUF model's llama.cpp mmproj file: its vision tower (docs/vision.md; PATH alone: "
+                            "the one model named)")
     serve.add_argument("--model-repository", action="append", default=[], metavar="PATH|URL",
                        help="a model folder, or s3://[HOST:PORT/]BUCKET/PATH, gs://BUCKET/PATH, "
                             "as://ACCOUNT/CONTAINER/PATH (the [cloud] extra; docs/object-storage.md); repeatable")
@@ -169,6 +172,9 @@ def _trace_config(args: argparse.Namespace):
 def _repository(args: argparse.Namespace) -> ModelRepository:
     """The repositories named, or the models named by path, or the built-in one; SystemExit naming a bad path."""
     if not (args.paths or args.model):
+        if args.mmproj:
+            raise SystemExit("conch serve: --mmproj goes with a .gguf model path (a repository's config names "
+                             "its 'mmproj')")
         return _open_repository(args)
     if args.model_repository:
         raise SystemExit("conch serve: give either model paths (PATH, --model) or --model-repository, not both")
@@ -176,7 +182,7 @@ def _repository(args: argparse.Namespace) -> ModelRepository:
     from conch.engine.repository.paths import path_configs
 
     try:
-        return ModelRepository(models=path_configs(args.paths, args.model))
+        return ModelRepository(models=path_configs(args.paths, args.model, tuple(args.mmproj)))
     except InvalidRequest as exc:
         raise SystemExit(f"conch serve: {exc.message}") from None
 
@@ -209,6 +215,7 @@ def _serve_ray(args: argparse.Namespace) -> None:
             raise SystemExit(f"conch serve --ray: --{flag.replace('_', '-')} is not supported on Ray")
     _mcp_config(args)               # a bad flag or file is refused before Ray starts; each ingress replica
     _aliases(args)                  # then builds its own from the same flags (RaySettings)
+    _images(args)
     if args.replicas is not None and args.replicas < 1 or args.ingress_replicas < 1:
         raise SystemExit("conch serve --ray: --replicas and --ingress-replicas must be >= 1")
     from conch.gateway.ray.run import serve_ray
@@ -228,6 +235,8 @@ def _serve_ray(args: argparse.Namespace) -> None:
         mcp_servers=str(args.mcp_servers.resolve()) if args.mcp_servers else None,
         mcp_allow_origin=tuple(args.mcp_allow_origin), mcp_loop_timeout=args.mcp_loop_timeout,
         model_alias=tuple(args.model_alias), keep_billing_header=args.keep_billing_header,
+        image_allow_origin=tuple(args.image_allow_origin), image_max_bytes=args.image_max_bytes,
+        image_fetch_timeout=args.image_fetch_timeout,
         hosted_tools=args.hosted_tools, trace_config=tuple(args.trace_config))
     from conch.gateway.ray.capacity import FleetTooLarge
 

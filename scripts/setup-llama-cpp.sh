@@ -63,7 +63,7 @@ if [ ! -f "$VENV/.setup" ]; then
   touch "$VENV/.setup"
 fi
 if [ ! -s "$GGUF" ]; then
-  MODEL=$("$CONCH_PY" -c "from engine.weights import ensure_smollm2; print(ensure_smollm2())")
+  MODEL=$("$CONCH_PY" -c "from conch.engine.weights import ensure_smollm2; print(ensure_smollm2())")
   "$VENV/bin/python" "$LLAMA/convert_hf_to_gguf.py" "$MODEL" --outtype f16 --outfile "$GGUF.tmp"
   mv "$GGUF.tmp" "$GGUF"
 fi

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from conch.engine.errors import ContextLengthExceeded, InvalidRequest
-from conch.engine.images import placed
+from conch.engine.images import check_image_tokens, expanded
 from conch.engine.loaded_model import LoadedModel
 from conch.engine.pipeline.length_bound import at_least_tokens
 from conch.engine.types import GenerationRequest
@@ -30,6 +30,8 @@ def tokenize(model: LoadedModel, request: GenerationRequest, prompt_param: str =
     limited = not (caps.text_prompt or caps.chat_input)
     if ids is None:
         tokenizer, text = model.tokenizer, _text(request)
+        if request.images or caps.vision is not None:     # each image's placeholder, as the image's tokens
+            text = expanded(text, request.images, caps.vision, model.config.name, prompt_param)
         if limited:
             _refuse_by_bound(tokenizer, text, model.context_length, prompt_param)
         ids = tuple(tokenizer.encode(text, add_special_tokens=request.add_special_tokens))
@@ -37,8 +39,8 @@ def tokenize(model: LoadedModel, request: GenerationRequest, prompt_param: str =
         raise InvalidRequest("the prompt is empty", param=prompt_param)
     if request.prompt_token_ids is not None:
         _check_ids(ids, model.vocab_size, prompt_param)
-    elif request.images or caps.vision is not None:     # each image's placeholder, as many tokens as it takes
-        ids = placed(ids, request.images, caps.vision, model.config.name, prompt_param)
+    else:
+        check_image_tokens(ids, request.images, caps.vision, prompt_param)
     if not limited:
         return replace(request, prompt_token_ids=ids)
     limit, params = model.context_length, request.params

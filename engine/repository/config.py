@@ -53,6 +53,9 @@ class ModelConfig:
     weights: str | None = key(None, Rule(str, optional=True))   # a folder or a .gguf file; relative:
                                                               # against the version folder
     tokenizer: str | None = key(None, Rule(str, optional=True))  # defaults to the weights folder
+    mmproj: str | None = key(None, Rule(str, optional=True))     # a llama.cpp mmproj .gguf beside .gguf weights:
+                                                              # their vision tower (docs/vision.md); relative
+                                                              # as weights
     chat_template: str | None = key(None, Rule(str, optional=True))  # a Jinja template over the tokenizer's own
     tool_call_parser: str = key("hermes", Rule(str))
     max_parallel_tool_calls: int = key(4, Rule(int, 1))   # most calls one forced (tool_choice "required") answer
@@ -218,15 +221,17 @@ def _split_upstream(name: str, data: dict[str, Any]) -> dict[str, Any]:
 def confine_override(config: ModelConfig, root: Path) -> ModelConfig:
     """A config given on load may read only what the repository holds: its `weights` and `tokenizer` are the
     server's built-in weights (`builtin:NAME`) or folders inside `root` (after resolving links), named without
-    `..`. A hub id, an absolute path elsewhere, or a file is refused, and the refusal never echoes a path."""
-    for folder in ("weights", "tokenizer"):
+    `..`, and its `mmproj` a .gguf file there. A hub id, an absolute path elsewhere, or another file is refused,
+    and the refusal never echoes a path."""
+    for folder in ("weights", "tokenizer", "mmproj"):
         value = getattr(config, folder)
         if value is None or value.startswith("builtin:"):
             continue
         target = Path(config.resolve(value)).resolve()
-        readable = target.is_dir() or (folder == "weights" and target.suffix.lower() == ".gguf" and target.is_file())
+        a_file = folder != "tokenizer" and target.suffix.lower() == ".gguf" and target.is_file()
+        readable = a_file or (folder != "mmproj" and target.is_dir())
         if ".." in Path(value).parts or not target.is_relative_to(Path(root).resolve()) or not readable:
             raise InvalidRequest(f"model '{config.name}': a config override's '{folder}' must be a folder (or, for "
-                                 f"weights, a .gguf file) inside the model repository or 'builtin:NAME'",
+                                 f"weights and mmproj, a .gguf file) inside the model repository or 'builtin:NAME'",
                                  param="config")
     return config

@@ -1,7 +1,8 @@
 """`conch serve PATH` / `--model NAME=PATH`: a model served straight from a .gguf file or an HF folder, with no
 repository folder or config file. Its config names the path as its weights and takes the model's own context
 length (the GGUF's {arch}.context_length, the folder's max_position_embeddings); its chat template, tokenizer
-and generation defaults are read from the same files at load (engine/backends/conch/loader.py)."""
+and generation defaults are read from the same files at load (engine/backends/conch/loader.py). `--mmproj
+[NAME=]PATH` gives a GGUF model its llama.cpp mmproj file (its vision tower; PATH alone: the one model named)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -30,9 +31,9 @@ def path_config(name: str, path: Path) -> ModelConfig:
     return replace(config, context_length=length) if length else config
 
 
-def path_configs(positional: list[Path], named: list[str]) -> dict[str, ModelConfig]:
-    """PATH arguments (served under the file's or folder's name) and NAME=PATH ones, in order; a name given
-    twice is refused."""
+def path_configs(positional: list[Path], named: list[str], mmproj: tuple[str, ...] = ()) -> dict[str, ModelConfig]:
+    """PATH arguments (served under the file's or folder's name) and NAME=PATH ones, in order, with their
+    mmproj files; a name given twice is refused."""
     pairs = [(model_name(p), p) for p in positional]
     for spec in named:
         name, sep, where = spec.partition("=")
@@ -44,4 +45,21 @@ def path_configs(positional: list[Path], named: list[str]) -> dict[str, ModelCon
         if name in configs:
             raise InvalidRequest(f"model name '{name}' is given twice; name one with --model NAME=PATH", param="model")
         configs[name] = path_config(name, path)
+    return _with_mmproj(configs, mmproj)
+
+
+def _with_mmproj(configs: dict[str, ModelConfig], specs: tuple[str, ...]) -> dict[str, ModelConfig]:
+    for spec in specs:
+        name, sep, where = spec.partition("=") if "=" in spec else ("", "", spec)
+        if not sep:
+            if len(configs) != 1:
+                raise InvalidRequest(f"--mmproj {spec!r}: name the model (NAME=PATH) when serving several",
+                                     param="mmproj")
+            name = next(iter(configs))
+        if name not in configs or not is_gguf(Path(configs[name].weights or "")):
+            raise InvalidRequest(f"--mmproj {spec!r}: '{name}' is not a .gguf model served here", param="mmproj")
+        path = Path(where).expanduser().resolve()
+        if not path.is_file():
+            raise InvalidRequest(f"--mmproj {spec!r}: no file at {path}", param="mmproj")
+        configs[name] = replace(configs[name], mmproj=str(path))
     return configs

@@ -10,11 +10,12 @@ from conch.engine.repository.config import ModelConfig
 from conch.engine.weights.minilm import minilm_path
 from conch.engine.weights.smollm2 import ensure_smollm2
 from conch.engine.weights.tiny import ensure_tiny_model
+from conch.engine.weights.tiny_gemma3 import ensure_tiny_gemma3
 from conch.engine.weights.tiny_llava import ensure_tiny_llava
 from conch.engine.weights.tiny_think import ensure_tiny_think_model
 
 _BUILTIN = {"smollm2": ensure_smollm2, "tiny": ensure_tiny_model, "tiny-think": ensure_tiny_think_model,
-            "tiny-llava": ensure_tiny_llava,
+            "tiny-llava": ensure_tiny_llava, "tiny-gemma3": ensure_tiny_gemma3,
             "minilm": minilm_path}
 
 

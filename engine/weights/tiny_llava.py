@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from conch.engine.weights.cache_dir import DONE, cache_dir, publish
+from conch.engine.weights.hub_layout import HubLayout
 from conch.engine.weights.smollm2 import ensure_smollm2
 
-TINY_LLAVA_ID = "tiny-random-llava"
+TINY_LLAVA_ID = "tiny-random-llava-v2"     # v2: head_dim 64, the hub's tensor names (a v1 cache is not reused)
 IMAGE_TOKEN = "<image>"
 IMAGE_SIZE, PATCH = 32, 8
 
@@ -36,9 +37,9 @@ def image_processor() -> Any:
 def tiny_llava_config(tokenizer: Any) -> Any:
     from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig
 
-    text = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+    text = LlamaConfig(          # head_dim 64: one vLLM-CPU's attention takes (and Conch's native kernels)
+        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
     vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -60,5 +61,5 @@ def ensure_tiny_llava(seed: int = 0) -> Path:
     tokenizer.add_special_tokens({"additional_special_tokens": [IMAGE_TOKEN]})
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(tiny_llava_config(tokenizer)).to(torch.float32)  # type: ignore[arg-type]
-    publish(model, _TokenizerAndProcessor(tokenizer, image_processor()), target)
+    publish(HubLayout(model), _TokenizerAndProcessor(tokenizer, image_processor()), target)   # vLLM reads it
     return target

@@ -92,12 +92,13 @@ async def count_prompt_tokens(conv: Conversation, engine) -> int:
     model = engine.get(conv.model)
     model.generator                   # noqa: B018 -- an embedding model refuses by name
 
-    parts, vision = _image_parts(conv, model), model.backend.capabilities.vision
+    _image_parts(conv, model)
+    vision = model.backend.capabilities.vision
 
     def count() -> int:
         _, chat, prompt, _, _ = _inputs(conv, model)
         text = chat.text if chat is not None else prompt or ""
-        extra = len(parts) * (vision.tokens_per_image - 1) if vision is not None else 0
-        return len(model.tokenizer.encode(text, add_special_tokens=False)) + extra
+        return len(model.tokenizer.encode(vision.expand(text) if vision is not None else text,
+                                          add_special_tokens=False))
 
     return await asyncio.to_thread(count)

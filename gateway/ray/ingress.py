@@ -74,14 +74,10 @@ class Ingress:
         self.settings, self.handles = settings, handles
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
-        from conch.agents.mcp import McpConfig
-        from conch.gateway.aliases import ModelAliases
         from conch.gateway.app import build_app
         from conch.gateway.auth import Gate, KeyRing
         from conch.gateway.limits import open_limiter
         from conch.gateway.records import open_records
-        from conch.gateway.state import Settings
-        from conch.gateway.telemetry import TraceConfig
 
         s = self.settings
         repository = FannedOutRepository(s.repository, dict(s.max_replicas))
@@ -92,10 +88,22 @@ class Ingress:
         limiter = open_limiter(s.rate_limits, s.rate_limits_fallback, s.ingress_replicas)
         gate = Gate(keys, limiter) if not keys.open else None
         records = open_records(s.response_store, s.response_store_ttl, s.response_store_mb)
-        faces = Settings(mcp=McpConfig.from_flags(s.mcp_servers, s.mcp_allow_origin, s.mcp_loop_timeout),
-                         aliases=ModelAliases.parse(list(s.model_alias)), keep_billing_header=s.keep_billing_header,
-                         hosted_tools=s.hosted_tools, trace_config=TraceConfig.parse(list(s.trace_config)))
-        app = build_app(engine, faces, load=repository.names(), gate=gate, metrics=s.metrics,
+        app = build_app(engine, faces_settings(s), load=repository.names(), gate=gate, metrics=s.metrics,
                         grpc_port=s.grpc_port, records=records)
         app.add_middleware(ReplicaHeader, ingress=replica_id())
         return app
+
+
+def faces_settings(s: RaySettings) -> Any:
+    """The faces' settings of one ingress replica, from the command line's flags as RaySettings carries them."""
+    from conch.agents.mcp import McpConfig
+    from conch.gateway.aliases import ModelAliases
+    from conch.gateway.conversation.images import ImagePolicy
+    from conch.gateway.state import Settings
+    from conch.gateway.telemetry import TraceConfig
+
+    return Settings(mcp=McpConfig.from_flags(s.mcp_servers, s.mcp_allow_origin, s.mcp_loop_timeout),
+                    aliases=ModelAliases.parse(list(s.model_alias)), keep_billing_header=s.keep_billing_header,
+                    hosted_tools=s.hosted_tools, trace_config=TraceConfig.parse(list(s.trace_config)),
+                    images=ImagePolicy.of(s.image_allow_origin, max_bytes=s.image_max_bytes,
+                                          timeout_s=s.image_fetch_timeout))

@@ -37,6 +37,9 @@ class RaySettings:
     mcp_allow_origin: tuple[str, ...] = ()   # docs/anthropic.md); the MCP file must be at this path on every
     mcp_loop_timeout: float | None = None    # node that runs an ingress replica
     model_alias: tuple[str, ...] = ()
+    image_allow_origin: tuple[str, ...] = ()  # where image URLs may be fetched from, and the bounds (--image-*,
+    image_max_bytes: int | None = None        # docs/vision.md): each ingress replica fetches its requests'
+    image_fetch_timeout: float | None = None
     keep_billing_header: bool = False
     hosted_tools: str = "drop"
     trace_config: tuple[str, ...] = ()       # --trace-config entries, as given: each ingress replica exports its

@@ -51,7 +51,11 @@ def _tiny_llava():
 
 
 def tower_rate(name: str, model, processor) -> None:
-    tower = VisionTower(model, processor, model.config.image_token_id)
+    from transformers import AutoTokenizer
+
+    from conch.engine.weights.tiny_llava import ensure_tiny_llava
+
+    tower = VisionTower(model, processor, AutoTokenizer.from_pretrained(ensure_tiny_llava()))
     ids = [tower.token_id] * tower.tokens_per_image
     seed = 0
     for batch in (1, 16):

@@ -1,11 +1,14 @@
 """Images on every face, through the real openai and anthropic SDKs and tritonclient against a real server: the
 tiny Llava (builtin:tiny-llava, 16 tokens an image) reads them, as data URLs or fetched from an allow-listed
 origin (chat, Responses, Messages) or as Triton's `image` input (/v2 infer and generate), and usage counts each
-image's tokens; a text-only model refuses an image with a 400 that names the part and says it has no vision."""
+image's tokens; a text-only model refuses an image with a 400 that names the part and says it has no vision.
+The tiny Gemma 3 (builtin:tiny-gemma3) answers both SDKs with an image too, its prompt as Gemma3Processor
+writes it, and tritonclient's image input too."""
 from __future__ import annotations
 
 import base64
 import http.server
+import io
 import threading
 
 import anthropic
@@ -16,8 +19,10 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from transformers import AutoTokenizer
+from PIL import Image
+from transformers import AutoProcessor, AutoTokenizer
 
+from conch.engine.weights.tiny_gemma3 import ensure_tiny_gemma3
 from conch.engine.weights.tiny_llava import ensure_tiny_llava
 from tests.conftest import start_server, write_repository
 from tests.images import data_url, picture
@@ -26,6 +31,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
 DATA_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
 SHOT = picture(3)                     # a real PNG
 VLM, N = "llava", 16
+GEMMA = "gemma"
 
 
 class _Images(http.server.BaseHTTPRequestHandler):
@@ -52,7 +58,8 @@ def origin():
 def server(tmp_path_factory, origin):
     root = tmp_path_factory.mktemp("repo")
     write_repository(root, {"tiny": {"weights": "builtin:tiny", "dtype": "float32"},
-                            VLM: {"weights": "builtin:tiny-llava", "dtype": "float32"}})
+                            VLM: {"weights": "builtin:tiny-llava", "dtype": "float32"},
+                            GEMMA: {"weights": "builtin:tiny-gemma3", "dtype": "float32"}})
     server = start_server(["--model-repository", str(root), "--image-allow-origin", origin], root)
     yield server
     server.stop()
@@ -183,6 +190,43 @@ def test_messages_reads_a_screenshot_in_a_tool_result(claude):
         _claude(claude, [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "x"}}])
 
 
+def _gemma_prompt_tokens(text: str, image: bytes) -> int:
+    """The prompt's tokens as Gemma 3's own processor writes a user turn of `text` then the image."""
+    processor = AutoProcessor.from_pretrained(ensure_tiny_gemma3())
+    rendered = processor.tokenizer.apply_chat_template(
+        [{"role": "user", "content": [{"type": "text", "text": text}, {"type": "image"}]}],
+        tokenize=False, add_generation_prompt=True)
+    inputs = processor(text=[rendered], images=[[Image.open(io.BytesIO(image)).convert("RGB")]],
+                       add_special_tokens=False)
+    return len(inputs["input_ids"][0])
+
+
+def test_gemma3_answers_the_openai_sdk_with_an_image(oai):
+    def ask(image: bytes):
+        return oai.chat.completions.create(model=GEMMA, max_tokens=3, temperature=0, logprobs=True, messages=[
+            {"role": "user", "content": [{"type": "text", "text": "what is on the screen?"},
+                                         {"type": "image_url", "image_url": {"url": data_url(image)}}]}])
+
+    seen, other = ask(SHOT), ask(picture(9))
+    assert seen.choices[0].finish_reason == "length"
+    assert seen.usage.prompt_tokens == _gemma_prompt_tokens("what is on the screen?", SHOT)
+    assert [t.logprob for t in seen.choices[0].logprobs.content] != \
+        [t.logprob for t in other.choices[0].logprobs.content]           # the image reaches the answer
+    assert [t.logprob for t in ask(SHOT).choices[0].logprobs.content] == \
+        [t.logprob for t in seen.choices[0].logprobs.content]
+
+
+def test_gemma3_answers_the_anthropic_sdk_with_an_image(claude):
+    blocks = [{"type": "text", "text": "what is this?"},
+              {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                           "data": base64.b64encode(SHOT).decode()}}]
+    message = claude.messages.create(model=GEMMA, max_tokens=3, messages=[{"role": "user", "content": blocks}])
+    assert message.stop_reason == "max_tokens" and message.usage.output_tokens == 3
+    assert message.usage.input_tokens == _gemma_prompt_tokens("what is this?", SHOT)
+    counted = claude.messages.count_tokens(model=GEMMA, messages=[{"role": "user", "content": blocks}])
+    assert counted.input_tokens == message.usage.input_tokens
+
+
 def _triton_inputs(prompt: str, images: list[bytes]) -> list:
     text = httpclient.InferInput("text_input", [1], "BYTES")
     text.set_data_from_numpy(np.array([prompt.encode()], dtype=np.object_))
@@ -223,3 +267,12 @@ def test_triton_generate_takes_the_image_input(server):
     assert r.status_code == 200 and r.json()["num_input_tokens"] > N
     bad = httpx.post(f"{server.url}/v2/models/{VLM}/generate", json={**body, "image": ["@@not base64"]}, timeout=60)
     assert bad.status_code == 400 and "base64" in bad.json()["error"]
+
+
+def test_triton_infer_gives_gemma3_its_image(server):
+    """No placeholder in the text: one at its start, expanded as Gemma 3's processor writes an image."""
+    client = httpclient.InferenceServerClient(server.url.removeprefix("http://"))
+    seen = client.infer(GEMMA, _triton_inputs("What is shown?", [SHOT]))
+    processor = AutoProcessor.from_pretrained(ensure_tiny_gemma3())
+    want = processor(text=["<start_of_image>\nWhat is shown?"], images=[[Image.open(io.BytesIO(SHOT)).convert("RGB")]])
+    assert seen.as_numpy("num_input_tokens")[0] == len(want["input_ids"][0])

@@ -67,6 +67,7 @@ class ConchBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._grammars: GrammarCompiler | None = None     # built on the first constrained request
+        self._tower: VisionTower | None = None             # a vision-language model's (model/vision.py), once started
 
     # -- the engine thread's state, read from the event loop (plain reads: see stats; counters: core.steps...)
     @property
@@ -103,7 +104,7 @@ class ConchBackend:
         model, self.tokenizer, self.generation_defaults = loaded.model, loaded.tokenizer, loaded.defaults
         tower = None
         if loaded.processor is not None:                 # a vision-language model: its language model runs here
-            tower = VisionTower(model, loaded.processor, model.config.image_token_id)
+            tower = VisionTower(model, loaded.processor, self.tokenizer)
             model = TextView(model)
             if self.config.runner != "auto" or not isinstance(families.family(model.config), families.Family):
                 raise BackendUnavailable(f"model '{self.config.name}': a vision-language model runs on the "
@@ -125,7 +126,7 @@ class ConchBackend:
     def _see(self, runner: Runner, tower: VisionTower) -> None:
         """Images in: the flattened runner splices the tower's embeddings at their placeholders."""
         assert isinstance(runner, FlatRunner)
-        runner.vision = tower
+        runner.vision = self._tower = tower
         self.capabilities = replace(self.capabilities, vision=tower.spec)
         log.info("model %s: vision, %d tokens an image", self.config.name, tower.tokens_per_image)
 
@@ -190,17 +191,18 @@ class ConchBackend:
     # -- requests --------------------------------------------------------------------------------------
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
         prompt_ids = list(request.prompt_token_ids or ())
-        if request.params.prompt_logprobs is not None:
-            scored = await self._on_engine_thread(prompt_logprobs, self.runner.model, self.tokenizer, prompt_ids,
+        vision = None
+        if request.images:                             # decoded and preprocessed off the engine thread
+            vision = await asyncio.to_thread(self._vision_prompt, prompt_ids, request.images)
+        if request.params.prompt_logprobs is not None:     # with the images in place (VisionTower.scorer)
+            scorer = self.runner.model if vision is None or self._tower is None else self._tower.scorer(vision)
+            scored = await self._on_engine_thread(prompt_logprobs, scorer, self.tokenizer, prompt_ids,
                                                   request.params.prompt_logprobs)
             for delta in prompt_deltas(request, scored):
                 yield delta
             if request.params.max_tokens == 0:     # scoring only: nothing to generate
                 return
         compiled = await self._compile(request.grammar) if request.grammar is not None else None
-        vision = None
-        if request.images:                             # decoded and preprocessed off the engine thread
-            vision = await asyncio.to_thread(self._vision_prompt, prompt_ids, request.images)
         seqs = [self._sequence(request, i, prompt_ids, compiled) for i in range(request.params.n)]
         for seq in seqs:
             seq.vision = vision
@@ -222,10 +224,9 @@ class ConchBackend:
         self.core.send(Abort(request_id, index))
 
     def _vision_prompt(self, prompt_ids: list[int], images):
-        tower = getattr(self.runner, "vision", None)
-        if tower is None:
+        if self._tower is None:
             raise InvalidRequest(f"model '{self.config.name}' has no vision: it takes text only, not images")
-        return tower.prompt(prompt_ids, images)
+        return self._tower.prompt(prompt_ids, images)
 
     def _sequence(self, request: GenerationRequest, index: int, prompt_ids: list[int], compiled) -> Sequence:
         p = request.params

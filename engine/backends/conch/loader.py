@@ -1,5 +1,6 @@
-"""Loads the model a config names: an HF folder or a GGUF file (engine/weights/gguf_file.py), with its
-tokenizer, its chat template (the config's, else the model's own), its generation defaults, dtype and threads."""
+"""Loads the model a config names: an HF folder or a GGUF file (engine/weights/gguf_file.py) and, for a vision
+model's GGUF, its mmproj file (model/mmproj.py), with its tokenizer, its chat template (the config's, else the
+model's own), its generation defaults, dtype and threads."""
 from __future__ import annotations
 
 import logging
@@ -12,8 +13,9 @@ import torch
 
 from conch.engine.backends.conch import native
 from conch.engine.backends.conch.model.gguf_layers import ARCHS, build_quantized
+from conch.engine.backends.conch.model.mmproj import load_mmproj
 from conch.engine.backends.conch.model.quantized import FLOAT_TYPES, unsupported
-from conch.engine.backends.conch.model.vision import is_vision
+from conch.engine.backends.conch.model.vision_families import is_vision
 from conch.engine.errors import InvalidRequest
 from conch.engine.params.model_defaults import GenerationDefaults
 from conch.engine.repository.config import ModelConfig
@@ -41,10 +43,16 @@ def load(config: ModelConfig) -> Loaded:
                              param="dtype")
     torch.set_num_threads(config.num_threads or os.cpu_count() or 1)
     ref, dtype = weights_folder(config), _DTYPES[config.dtype]
+    processor = None
+    if config.mmproj is not None and not is_gguf(ref):
+        raise InvalidRequest(f"model '{config.name}': 'mmproj' goes with .gguf weights (a folder holds its own "
+                             f"vision tower)", param="mmproj")
     if is_gguf(ref):
         info = read_gguf(Path(ref))
         tokenizer = load_gguf_tokenizer(info, config.resolve(config.tokenizer))
         model = _gguf_model(info, dtype)
+        if config.mmproj is not None:             # the vision tower beside it (model/mmproj.py)
+            model, processor = load_mmproj(Path(config.resolve(config.mmproj)), model, tokenizer, dtype)
     else:
         tokenizer = AutoTokenizer.from_pretrained(config.resolve(config.tokenizer) or ref)
         if is_vision(AutoConfig.from_pretrained(ref).model_type):
@@ -52,11 +60,11 @@ def load(config: ModelConfig) -> Loaded:
         model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, attn_implementation="sdpa")
     if config.chat_template:
         tokenizer.chat_template = config.chat_template
-    return Loaded(model.eval(), tokenizer, generation_defaults(ref))
+    return Loaded(model.eval(), tokenizer, generation_defaults(ref), processor)
 
 
 def _vision(config: ModelConfig, ref: str, dtype: torch.dtype, tokenizer: Any) -> Loaded:
-    """A vision-language model (model/vision.py's FAMILIES) with its own image processor."""
+    """A vision-language model (model/vision_families.py) with its own image processor."""
     from transformers import AutoImageProcessor, AutoModelForImageTextToText
 
     model = AutoModelForImageTextToText.from_pretrained(ref, dtype=dtype, attn_implementation="sdpa")

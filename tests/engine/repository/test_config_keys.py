@@ -16,7 +16,7 @@ from conch.grammars import GenerationBounds
 # A value other than the default for every key a source may write: (as written, as read). A new key without
 # a sample fails test_every_key_has_a_sample.
 SAMPLES = {
-    "backend": ("python", "python"), "weights": ("w", "w"), "tokenizer": ("t", "t"),
+    "backend": ("python", "python"), "weights": ("w", "w"), "tokenizer": ("t", "t"), "mmproj": ("p.gguf", "p.gguf"),
     "chat_template": ("{{ messages }}", "{{ messages }}"), "tool_call_parser": ("pythonic", "pythonic"),
     "max_parallel_tool_calls": ("7", 7), "max_batch_size": ("9", 9), "context_length": ("512", 512),
     "dtype": ("float32", "float32"), "max_queue_size": ("0", 0), "prefix_cache_mb": ("0", 0),
@@ -62,6 +62,8 @@ def test_a_load_override_is_read_as_its_type(tmp_path, key):
     override = {"backend": _backend_for(key), key: written}
     if key in ("weights", "tokenizer"):                 # an override reads folders inside the repository only
         (tmp_path / "m" / "1" / written).mkdir()
+    if key == "mmproj":                                 # and an mmproj .gguf file there
+        (tmp_path / "m" / "1" / written).write_bytes(b"GGUF")
     config = ModelRepository(tmp_path).config("m", override=json.dumps(override))
     assert getattr(config, key) == read
 

@@ -27,3 +27,18 @@ def test_a_gguf_is_named_after_its_file_and_takes_its_context_length(tmp_path):
 def test_a_bad_path_or_name_is_refused_by_name(named, says):
     with pytest.raises(InvalidRequest, match=says):
         path_configs([gguf_path()], named)
+
+
+def test_mmproj_goes_to_the_one_gguf_model_or_the_one_named(tmp_path):
+    folder, mmproj = tmp_path / "hf", tmp_path / "mmproj.gguf"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    mmproj.write_bytes(b"GGUF")
+    alone = path_configs([gguf_path()], [], (str(mmproj),))
+    assert alone["SmolLM2-135M-Instruct.Q4_1"].mmproj == str(mmproj.resolve())
+    named = path_configs([gguf_path()], [f"hf={folder}"], (f"SmolLM2-135M-Instruct.Q4_1={mmproj}",))
+    assert named["SmolLM2-135M-Instruct.Q4_1"].mmproj == str(mmproj.resolve()) and named["hf"].mmproj is None
+    for specs, says in [((str(mmproj),), "name the model"), ((f"hf={mmproj}",), "not a .gguf model"),
+                        (("SmolLM2-135M-Instruct.Q4_1=/nonexistent.gguf",), "no file")]:
+        with pytest.raises(InvalidRequest, match=says):
+            path_configs([gguf_path()], [f"hf={folder}"], specs)

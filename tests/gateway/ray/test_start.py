@@ -61,3 +61,19 @@ def test_trace_config_travels_to_the_ingress_and_trace_file_is_refused(monkeypat
     with pytest.raises(SystemExit, match="--trace-file is not supported on Ray"):
         cli.main(["serve", "--ray", "--model-repository", two_models, "--trace-file", "t.json"])
     assert len(seen) == 1                                          # refused before Ray starts
+
+
+def test_the_image_flags_travel_to_each_ingress_replica(monkeypatch, two_models):
+    from conch.gateway import cli
+    from conch.gateway.ray.ingress import faces_settings
+
+    seen: list[RaySettings] = []
+    monkeypatch.setattr(run, "serve_ray", lambda settings, *args: seen.append(settings))
+    cli.main(["serve", "--ray", "--model-repository", two_models, "--image-allow-origin", "https://shots.example.com",
+              "--image-max-bytes", "1000", "--image-fetch-timeout", "2.5"])
+    images = faces_settings(seen[0]).images                        # what the ingress replica's faces read
+    assert images.max_bytes == 1000 and images.timeout_s == 2.5
+    assert images.origins.allowed == {"https://shots.example.com"}
+    with pytest.raises(SystemExit, match="--image-allow-origin"):
+        cli.main(["serve", "--ray", "--model-repository", two_models, "--image-allow-origin", "ftp://x"])
+    assert len(seen) == 1                                          # refused before Ray starts

@@ -143,7 +143,7 @@ class Scheduler:
         if not seq.started:
             seq.started = True
             self.runner.first_chunk(seq)
-        return allot.take(seq.computed, min(len(seq.prompt_ids) - seq.computed, tokens))
+        return seq.prompt_chunk(allot.take(seq.computed, min(len(seq.prompt_ids) - seq.computed, tokens)))
 
     def _admit_whole(self, free: int) -> list[Sequence]:
         """Newcomers prefilled whole this step: up to `free`, within WHOLE_PREFILL_TOKENS (the first always)."""

@@ -75,6 +75,11 @@ class Sequence:
         """The prompt's ids as the KV caches key it: an image's placeholders keyed by its content."""
         return list(self.vision.key_ids) if self.vision is not None else self.prompt_ids
 
+    def prompt_chunk(self, n: int) -> int:
+        """Prompt tokens a chunk from `computed` takes for `n` offered: more where it would end inside an image
+        computed whole (VisionPrompt.chunk)."""
+        return n if self.vision is None or n == 0 else self.vision.chunk(self.computed, n)
+
     @property
     def last_token(self) -> int:
         return self.output_ids[-1] if self.output_ids else self.prompt_ids[-1]

@@ -26,7 +26,9 @@ class Attention:
     A sliding-window layer (`window`: Gemma 3's local layers) goes through SDPA span by span over the columns in
     the window of its own slot only (a query at position p sees keys p - window < j <= p, HF's
     sliding_window_overlay), so it never reads an unwritten column whatever the store's policy; the store is a
-    plain one (Kernels.load's `windowed`)."""
+    plain one (Kernels.load's `windowed`).
+    A chunk whose image tokens attend to each other both ways (`Step.sees`: Gemma 3) goes through SDPA with a
+    mask of each query's reach, over a plain store (Gemma 3's, windowed)."""
 
     def __init__(self, step: Step, kv: SlotKVStore, heads: int, kv_heads: int, kernels: Kernels) -> None:
         self.gqa = heads != kv_heads
@@ -55,9 +57,9 @@ class Attention:
             self.hi = hi
             # (S, 1, 1, C): slot row sees its own columns 0..len-1; rows of slots not decoding see column 0 only
             self.mask = (torch.arange(self.columns) < lengths.clamp(min=1).unsqueeze(1)).view(hi - self.lo, 1, 1, -1)
-        self.causal = [None if s.start == 0 or kernels.prefill is not None else
-                       torch.arange(s.start + s.n).unsqueeze(0) <= torch.arange(s.start, s.start + s.n).unsqueeze(1)
-                       for s in self.chunks]                          # (n, start + n), None: is_causal or native
+        self.sees = step.sees
+        self.causal = [self._chunk_mask(s) for s in self.chunks]     # (n, start + n), None: is_causal or native
+        assert not (self.blocked and any(m is not None for m in self.causal)), "an image chunk reads a plain store"
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None) -> torch.Tensor:
         """q (T, H, D); k, v the layer's store (slots, G, capacity, D). Returns (T, H, D). `window`: the
@@ -71,7 +73,7 @@ class Attention:
             out[self.decode_rows] = self._decode(q[self.decode_rows], k, v)
         for s, mask in zip(self.chunks, self.causal, strict=True):
             rows = slice(s.offset, s.offset + s.n)
-            if self.kernels.prefill is not None:
+            if self.kernels.prefill is not None and mask is None:
                 self.kernels.prefill(q[rows], k, v, s.slot, s.start, q.shape[2] ** -0.5, out[rows], self.blocked)
                 continue
             qc = q[rows].transpose(0, 1).unsqueeze(0)                        # (1, H, n, D)
@@ -81,12 +83,25 @@ class Attention:
             out[rows] = o[0].transpose(0, 1)
         return out
 
+    def _seen(self, start: int, offset: int, n: int) -> torch.Tensor:
+        """(n,) the last position each of a span's queries attends to: its own, or its image's last (Step.sees)."""
+        return torch.arange(start, start + n) if self.sees is None else self.sees[offset:offset + n]
+
+    def _chunk_mask(self, s) -> torch.Tensor | None:
+        """(n, start + n): query start + i sees key j when j <= its reach; None when that is plain causal
+        attention and the native kernel or SDPA's is_causal (a chunk from position 0) serves it."""
+        query, seen = torch.arange(s.start, s.start + s.n), self._seen(s.start, s.offset, s.n)
+        causal = self.sees is None or torch.equal(seen, query)
+        if causal and (s.start == 0 or self.kernels.prefill is not None):
+            return None
+        return torch.arange(s.start + s.n).unsqueeze(0) <= seen.unsqueeze(1)
+
     def _windowed(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
         """Every span, decode row or chunk, by SDPA over its slot's columns max(0, start - window + 1) .. end."""
         assert not self.blocked, "a windowed layer reads a plain store"
         masks = self.windowed.get(window)
         if masks is None:
-            masks = self.windowed[window] = [self._window_mask(s.start, s.n, window) for s in self.spans]
+            masks = self.windowed[window] = [self._window_mask(s, window) for s in self.spans]
         out = q.new_empty(q.shape)
         for s, mask in zip(self.spans, masks, strict=True):
             lo, end, rows = max(0, s.start - window + 1), s.start + s.n, slice(s.offset, s.offset + s.n)
@@ -95,15 +110,15 @@ class Attention:
             out[rows] = o[0].transpose(0, 1)                                   # (1, H, n, D) -> (n, H, D)
         return out
 
-    @staticmethod
-    def _window_mask(start: int, n: int, window: int) -> torch.Tensor | None:
-        """(n, end - lo): query start + i sees key lo + j when it is not after it and within the window; None for
-        one query (it sees every column read)."""
-        if n == 1:
+    def _window_mask(self, s, window: int) -> torch.Tensor | None:
+        """(n, end - lo): query start + i sees key lo + j when it is within its reach (Step.sees: not after it,
+        or in its image) and the window (HF's AND(sliding window, OR(causal, image block))); None for one query
+        (it sees every column read)."""
+        if s.n == 1:
             return None
-        lo, end = max(0, start - window + 1), start + n
-        query, key = torch.arange(start, end).unsqueeze(1), torch.arange(lo, end).unsqueeze(0)
-        return (key <= query) & (key > query - window)
+        lo, end = max(0, s.start - window + 1), s.start + s.n
+        query, key = torch.arange(s.start, end).unsqueeze(1), torch.arange(lo, end).unsqueeze(0)
+        return (key <= self._seen(s.start, s.offset, s.n).unsqueeze(1)) & (key > query - window)
 
     def _decode(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q (N, H, D): the one-token rows' queries, in span order -> their attention (N, H, D)."""

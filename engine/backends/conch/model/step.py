@@ -29,3 +29,5 @@ class Step:
                              # or its last 1 + k where it ends in k proposed tokens
     embeds_at: Optional[torch.Tensor] = None   # (E,) flattened indices whose input embedding is given (an image's
     embeds: Optional[torch.Tensor] = None      # (E, hidden) placeholder tokens: model/vision.py), else None
+    sees: Optional[torch.Tensor] = None        # (T,) the last position each token attends to where some see past
+                                               # themselves (an image's tokens, both ways: Gemma 3), else None

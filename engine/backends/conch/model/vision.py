@@ -1,13 +1,15 @@
 """Vision-language models on the flattened runner: the language model runs as any Llama-family model
 (llama.py), and the image embeddings stand in for the input embeddings at the image placeholder tokens.
 
-A registry by `model_type` (one entry: Llava-1.5, a CLIP vision tower, Llava's projector and a Llama language
-model) gives how a model's parts are found. `VisionTower` runs the HF tower and projector (the model's own
-modules: `get_image_features`) as a step of the engine thread, batched over every image a step's prefill
-chunks reach that it has not encoded yet, and keeps each image's embeddings by content hash (LRU): a
-screenshot resent each turn is encoded once. `VisionPrompt` is one sequence's images: where each one's run of
-placeholder tokens starts, its pixels, and the ids the KV caches key the prompt by (each placeholder replaced by
-a negative id derived from its image's digest: two prompts that differ only in their images share no KV).
+vision_families.py's registry by `model_type` (Llava-1.5, Gemma 3) gives each family's placeholder and how its
+tower and projector run. `VisionTower` runs them (the model's own HF modules) as a step of the engine thread,
+batched over every image a step's prefill chunks reach that it has not encoded yet, and keeps each image's
+embeddings by content hash (LRU): a screenshot resent each turn is encoded once. `VisionPrompt` is one
+sequence's images: where each one's run of placeholder tokens starts, its pixels, and the ids the KV caches key
+the prompt by (each placeholder replaced by a negative id derived from its image's digest: two prompts that
+differ only in their images share no KV).
+A family whose image tokens attend to each other both ways (Gemma 3) gets each image token's attention reach
+(`Step.sees`: its image's last position) and prefill chunks that never end inside an image.
 
 Shapes: pixels (3, S, S) per image; embeddings (N, hidden) per image, N = `tokens_per_image`.
 """
@@ -21,17 +23,11 @@ from typing import Any
 import torch
 
 from conch.engine.backends.conch.model.step import Step
+from conch.engine.backends.conch.model.vision_families import FAMILIES
 from conch.engine.errors import InvalidRequest
-from conch.engine.images import ImageInput, VisionSpec
+from conch.engine.images import ImageInput
 
 CACHED_IMAGES = 64            # images whose embeddings are kept (Llava-1.5-7B: 576 x 4096 bf16, 4.5 MiB each)
-PLACEHOLDER = "<image>"
-FAMILIES = frozenset({"llava"})   # model_type -> served by VisionTower (its parts: model.vision_tower,
-                                  # model.multi_modal_projector, model.language_model, lm_head)
-
-
-def is_vision(model_type: str | None) -> bool:
-    return model_type in FAMILIES
 
 
 class TextView:
@@ -59,28 +55,34 @@ class VisionPrompt:
     images: tuple[ImageInput, ...]
     pixels: tuple[torch.Tensor, ...]
     key_ids: tuple[int, ...]      # the prompt's ids for the KV caches' keys (placeholders keyed by digest)
+    length: int = 1               # N: each image's tokens
+    whole: bool = False           # an image is computed in one chunk (its tokens attend both ways)
+
+    def chunk(self, start: int, n: int) -> int:
+        """Prompt tokens a chunk from `start` computes: `n`, or, for `whole` images, up to the end of the
+        image it would end inside (a step's token budget is a bound the scheduler may pass by N - 1)."""
+        end = start + n
+        if self.whole:
+            for first in self.starts:
+                if first < end < first + self.length:
+                    return first + self.length - start
+        return n
 
 
 class VisionTower:
     """Not thread-safe: `encode`/`splice` on the engine thread; `prompt` anywhere (it reads the processor)."""
 
-    def __init__(self, vlm: Any, processor: Any, token_id: int) -> None:
-        c = vlm.config
-        self.model = vlm.model                  # get_image_features: the tower and the projector
+    def __init__(self, vlm: Any, processor: Any, tokenizer: Any) -> None:
+        self.config, self.family = vlm.config, FAMILIES[vlm.config.model_type]
+        self.vlm = vlm                          # its whole HF forward: prompt logprobs with images (scorer)
+        self.model = vlm.model                  # the tower and the projector (its get_image_features)
         self.processor = processor
-        self.layer, self.strategy = c.vision_feature_layer, c.vision_feature_select_strategy
-        self.token_id = token_id
-        vision = c.vision_config
-        patches = (vision.image_size // vision.patch_size) ** 2
-        self.tokens_per_image = patches + (0 if self.strategy == "default" else 1)
-        self.dtype = vlm.lm_head.weight.dtype
+        self.spec = self.family.spec(vlm.config, tokenizer)
+        self.token_id, self.tokens_per_image = self.spec.token_id, self.spec.tokens_per_image
+        self.dtype = vlm.model.language_model.embed_tokens.weight.dtype   # (a GGUF's head may be quantized)
         self.cache: OrderedDict[str, torch.Tensor] = OrderedDict()   # digest -> (N, hidden)
         self.calls = 0                          # tower forwards run (each a batch of images)
         self.encoded = 0                        # images those forwards encoded
-
-    @property
-    def spec(self) -> VisionSpec:
-        return VisionSpec(PLACEHOLDER, self.token_id, self.tokens_per_image)
 
     def prompt(self, ids: list[int], images: tuple[ImageInput, ...]) -> VisionPrompt:
         """The sequence's images, each preprocessed by the model's own image processor. InvalidRequest for an
@@ -93,7 +95,8 @@ class VisionTower:
         for start, image in zip(starts, images, strict=True):
             base = int(image.digest[:12], 16) * n     # under 2**58: the stores key by int64
             keys[start:start + n] = [-1 - base - k for k in range(n)]
-        return VisionPrompt(starts, images, tuple(self._pixels(image) for image in images), tuple(keys))
+        return VisionPrompt(starts, images, tuple(self._pixels(image) for image in images), tuple(keys), n,
+                            self.family.bidirectional)
 
     def _pixels(self, image: ImageInput) -> torch.Tensor:
         return self.processor(images=[image.rgb()], return_tensors="pt")["pixel_values"][0]
@@ -109,9 +112,7 @@ class VisionTower:
         if not missing:
             return found
         batch = torch.stack([pixels[d] for d in missing]).to(self.dtype)              # (B, 3, S, S)
-        out = self.model.get_image_features(pixel_values=batch, vision_feature_layer=self.layer,
-                                            vision_feature_select_strategy=self.strategy)
-        features = out.pooler_output if hasattr(out, "pooler_output") else out    # B x (N, hidden)
+        features = self.family.features(self.model, self.config, batch)          # B x (N, hidden)
         self.calls += 1
         self.encoded += len(missing)
         for digest, rows in zip(missing, features, strict=True):
@@ -121,7 +122,8 @@ class VisionTower:
         return found
 
     def splice(self, step: Step, seqs: list[Any], spans: list[tuple[int, int]]) -> Step:
-        """`step` with the embeddings of every image token its spans compute (`Step.embeds_at`/`embeds`)."""
+        """`step` with the embeddings of every image token its spans compute (`Step.embeds_at`/`embeds`), and
+        for a family whose image tokens attend both ways each one's reach (`Step.sees`)."""
         reached: list[tuple[int, str, int, int]] = []          # (flat index, digest, first row, rows)
         pixels: dict[str, torch.Tensor] = {}
         for seq, (start, n), span in zip(seqs, spans, step.spans, strict=True):
@@ -138,7 +140,28 @@ class VisionTower:
         embeddings = self.encode(pixels)
         at = torch.cat([torch.arange(i, i + k) for i, _, _, k in reached])
         rows = torch.cat([embeddings[d][r:r + k] for _, d, r, k in reached])
-        return replace(step, embeds_at=at, embeds=rows)
+        return replace(step, embeds_at=at, embeds=rows, sees=self._sees(step, reached))
+
+    def scorer(self, prompt: VisionPrompt) -> Any:
+        """The model as prompt_logprobs calls it (input_ids -> .logits), with `prompt`'s images in place: the
+        HF forward of the whole model (for Gemma 3 its image tokens' both-ways mask, token_type_ids)."""
+
+        @torch.inference_mode()
+        def forward(input_ids: torch.Tensor, **_: Any) -> Any:
+            kwargs = {"token_type_ids": (input_ids == self.token_id).long()} if self.family.bidirectional else {}
+            pixels = torch.stack(prompt.pixels).to(self.dtype)
+            return self.vlm(input_ids=input_ids, pixel_values=pixels, use_cache=False, **kwargs)
+
+        return forward
+
+    def _sees(self, step: Step, reached: list[tuple[int, str, int, int]]) -> torch.Tensor | None:
+        """(T,) each token's last position attended to: an image token's, its image's last (both ways)."""
+        if not self.family.bidirectional:
+            return None
+        sees = step.positions.clone()
+        for i, _, r, k in reached:
+            sees[i:i + k] = step.positions[i] - r + self.tokens_per_image - 1
+        return sees
 
 
 def _runs(ids: list[int], token: int, n: int) -> tuple[int, ...]:

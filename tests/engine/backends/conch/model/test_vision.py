@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import AutoImageProcessor, LlavaForConditionalGeneration
+from transformers import AutoImageProcessor, AutoTokenizer, LlavaForConditionalGeneration
 
 from conch.engine.backends.conch.backend import ConchBackend
 from conch.engine.backends.conch.kv.slot_store import SlotKVStore
@@ -29,7 +29,7 @@ N = 16          # the tiny model's tokens an image (32x32 pixels, 8x8 patches)
 def llava():
     folder = ensure_tiny_llava()
     return LlavaForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval(), \
-        AutoImageProcessor.from_pretrained(folder)
+        AutoImageProcessor.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
 
 
 def _image(seed: int) -> ImageInput:
@@ -37,8 +37,8 @@ def _image(seed: int) -> ImageInput:
 
 
 def test_logits_equal_hf_llava_whole_and_cut_inside_an_image(llava):
-    model, processor = llava
-    tower = VisionTower(model, processor, model.config.image_token_id)
+    model, processor, tokenizer = llava
+    tower = VisionTower(model, processor, tokenizer)
     assert tower.tokens_per_image == N
     img = model.config.image_token_id
     ids = list(range(100, 110)) + [img] * N + list(range(200, 205)) + [img] * N + [7, 8]
@@ -66,8 +66,8 @@ def test_logits_equal_hf_llava_whole_and_cut_inside_an_image(llava):
 
 
 def test_the_cache_keys_tell_images_apart(llava):
-    model, processor = llava
-    tower = VisionTower(model, processor, model.config.image_token_id)
+    model, processor, tokenizer = llava
+    tower = VisionTower(model, processor, tokenizer)
     ids = [5, 6] + [model.config.image_token_id] * N + [9]
     one, again, other = (tower.prompt(ids, (_image(s),)).key_ids for s in (1, 1, 2))
     assert one == again and one != other and one[:2] == (5, 6) and one[-1] == 9
