@@ -12,9 +12,10 @@ Workloads:
               prompt's prefill in tokens/s (its prompt tokens / its TTFT), the median of the five
   turns   (d) 16 agents at once, 4 turns each (a ~1k-token head of its own, the conversation so far, a new
               question; 64 tokens a turn): tokens/s and the TTFT p50 of turns 2-4 (the first turns' beside it)
-Select with CONCH_BENCH_ENGINES=conch,vllm,conch-hf and CONCH_BENCH_WORKLOADS=chat,agent,mixed,turns,prefill; the
-baseline runs CONCH_BENCH_HF_WORKLOADS (default chat,mixed: its whole-prompt, left-padded prefill of 64 agent prompts
-takes too long on a shared machine).
+Select with CONCH_BENCH_ENGINES=conch,vllm,conch-hf (an engine named twice runs twice, its figures' geometric
+mean set against the others: conch,vllm,conch is an A-B-A run) and
+CONCH_BENCH_WORKLOADS=chat,agent,mixed,turns,prefill; the baseline runs CONCH_BENCH_HF_WORKLOADS (default
+chat,mixed: its whole-prompt, left-padded prefill of 64 agent prompts takes too long on a shared machine).
 """
 from __future__ import annotations
 
@@ -254,17 +255,24 @@ def _measure(engine: str, names: list[str]) -> dict:
         stop(server)
 
 
+def _mean(runs: list[dict]) -> dict:
+    """An engine's figures over its runs: each the geometric mean (a drift of the machine between an engine's
+    runs before and after the peers weighs both sides alike)."""
+    return {w: {k: statistics.geometric_mean([r[w][k] for r in runs]) for k in runs[0][w]} for w in runs[0]}
+
+
 def main() -> None:
     engines = os.environ.get("CONCH_BENCH_ENGINES", "conch,vllm,conch-hf").split(",")
     names = os.environ.get("CONCH_BENCH_WORKLOADS", "chat,agent,mixed,turns,prefill").split(",")
     if "vllm" in engines and not vllm_usable():
         print(f"vllm: {VLLM_PYTHON} does not import vllm; measured without it", flush=True)
         engines.remove("vllm")
-    results = {}
-    for engine in engines:
-        results[engine] = _measure(engine, names)
-        for workload, figures in results[engine].items():
+    runs: dict[str, list[dict]] = {}
+    for engine in engines:                       # an engine named twice (conch,vllm,conch) runs twice: A-B-A
+        runs.setdefault(engine, []).append(_measure(engine, names))
+        for workload, figures in runs[engine][-1].items():
             print(f"{engine:9} {workload:10} " + "  ".join(f"{k} {v:.3f}" for k, v in figures.items()), flush=True)
+    results = {engine: _mean(measured) for engine, measured in runs.items()}
     base = [e for e in ("vllm", "conch-hf") if e in results]
     for ref in base:
         if "conch" not in results:
