@@ -16,7 +16,9 @@ which is stored `incomplete` (client_disconnected) as a streamed one is.
 
 The socket keeps its most recent response's context in memory (OpenAI's connection-local cache), so a
 `previous_response_id` naming it continues it without a stored record: `store: false` chains work on one
-socket. `generate: false` (a warm-up) answers a completed response with no output, which the next request may
+socket. A continuation that fails (refused before its first event, or ending `response.failed`) evicts the
+context it named: a retry naming it again is `previous_response_not_found`, as on a new socket.
+`generate: false` (a warm-up) answers a completed response with no output, which the next request may
 continue. `response.processed` (Codex's acknowledgement of a response it has read) needs no answer."""
 from __future__ import annotations
 
@@ -95,13 +97,16 @@ class Session:
 
     async def _answer(self, frame: str | bytes) -> bool:
         """One client event answered; False when the socket is to close (the client should retry later)."""
+        named: Any = None
         try:
             event = _event(frame)
             if event["type"] in ACKNOWLEDGED:
                 return True
+            named = event.get("previous_response_id")
             p, events = await self._start(event)
         except Exception as exc:                       # before the first event: an error event, never a crash
             err = to_api_error(exc)
+            self._evict(named)
             await self.socket.send_json(_error_event(err))
             return err.status not in RETRY_LATER
         final: dict[str, Any] = {}
@@ -109,8 +114,17 @@ class Session:
             async for out in numbered(p, running):
                 await self.socket.send_json(out)
                 final = out.get("response", final)
-        self.heads = {p.response_id: p.context + final.get("output", [])}
+        if final.get("status") == "failed":
+            self._evict(named)
+        else:
+            self.heads = {p.response_id: p.context + final.get("output", [])}
         return True
+
+    def _evict(self, named: Any) -> None:
+        """A continuation that failed drops the context it named (OpenAI's and Open Responses' rule): the
+        client starts over with its whole input, never from a head a failed turn may have half-used."""
+        if isinstance(named, str):
+            self.heads.pop(named, None)
 
     async def _start(self, event: dict[str, Any]) -> tuple[Prepared, AsyncGenerator[dict[str, Any], None]]:
         body = _request(event)

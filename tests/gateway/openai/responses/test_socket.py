@@ -75,6 +75,20 @@ async def test_responses_run_in_turn_and_chain_on_the_socket_without_a_record(se
         assert (await client.get(f"{server.v1}/responses/{first[-1]['response']['id']}")).status_code == 404
 
 
+async def test_a_failed_continuation_evicts_the_context_it_named(server):
+    """Open Responses' 'failed continuation evicts cache': a store:false continuation refused (here an unknown
+    field) drops the head it named; naming it again is previous_response_not_found, a fresh turn still runs."""
+    async with _socket(server) as ws:
+        first = await _create(ws, input="hi", store=False)
+        head = first[-1]["response"]["id"]
+        failed = await _create(ws, input="on", store=False, previous_response_id=head, bogus=1)
+        again = await _create(ws, input="on", store=False, previous_response_id=head)
+        fresh = await _create(ws, input="start over", store=False)
+    assert failed[-1]["type"] == "error" and failed[-1]["error"]["param"] == "bogus"
+    assert again[-1]["type"] == "error" and again[-1]["error"]["code"] == "previous_response_not_found"
+    assert fresh[-1]["type"] in TERMINAL[:2]
+
+
 async def test_a_warm_up_generates_nothing_and_can_be_continued(server):
     async with _socket(server) as ws:
         warm = await _create(ws, input="the shared prefix", store=False, generate=False)
