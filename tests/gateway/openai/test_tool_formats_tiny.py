@@ -80,7 +80,9 @@ def _check(calls: list, names: set[str]) -> None:
         jsonschema.validate(json.loads(arguments), SCHEMAS[name])
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+# streamed, each format's parallel calls run with -m slow (their parsers are tested at every split in
+# tests/agents, and streamed calls here by test_named_writes_exactly_that_call)
+@pytest.mark.parametrize("stream", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["whole", "stream"])
 @pytest.mark.parametrize("fmt", format_names())
 def test_required_writes_the_formats_parallel_calls(client, no_early_end, fmt, stream):
     finish, content, calls = _ask(client, fmt, stream, tool_choice="required", logit_bias=no_early_end)
