@@ -32,9 +32,17 @@ def json_depth(body: bytes) -> int:
     return int(np.cumsum(opens.astype(np.int32) - 1).max())
 
 
+_DIGITS_AS_ONES = bytes.maketrans(bytes(range(256)), bytes(49 if 48 <= b <= 57 else 48 for b in range(256)))
+_LONG_RUN = b"1" * (MAX_INT_DIGITS + 1)
+
+
 def long_integer(body: bytes) -> bool:
-    """Whether `body` holds a number literal (outside strings) with more digits than Python reads."""
-    return _LONG_DIGITS.search(body) is not None and _LONG_DIGITS.search(_STRING.sub(b"", body)) is not None
+    """Whether `body` holds a number literal (outside strings) with more digits than Python reads. The common
+    case, no run of that many digits anywhere, is a byte translation and a substring search (a 3 MB image data
+    URL: ~3 ms, where a regex steps through every byte); only a long run is looked at outside strings."""
+    if body.translate(_DIGITS_AS_ONES).find(_LONG_RUN) < 0:
+        return False
+    return _LONG_DIGITS.search(_STRING.sub(b"", body)) is not None
 
 
 def problem(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> str | None:
