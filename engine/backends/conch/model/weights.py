@@ -119,7 +119,7 @@ class Layer:
     qkv: Product                # (hidden) -> (q + 2 kv)
     o: Product
     norm2: torch.Tensor         # the MLP's input norm
-    gate_up: Product            # (hidden) -> (2 inter)
+    gate_up: Product            # (hidden) -> (2 inter) [gate | up]; (inter) gated where it `activates` (Narrow)
     down: Product
     q_norm: torch.Tensor | None = None    # (D,) in RoPE pair order (Family.qk_norm)
     k_norm: torch.Tensor | None = None

@@ -5,6 +5,11 @@
 
 #include <cstdint>
 
+namespace amx_tiles {
+// What a kernel says when it cannot use AMX here.
+constexpr const char* kMissing = "no AMX here (not built with it, or the kernel refused the tile state)";
+}  // namespace amx_tiles
+
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
 #include <immintrin.h>
 #include <sys/syscall.h>

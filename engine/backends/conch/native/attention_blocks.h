@@ -135,21 +135,52 @@ inline void pack_values(const uint16_t* v, int64_t end, int64_t D, uint16_t* vp)
 #endif
 }
 
-template <class Kernel>
-void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t slot,
-                       int64_t start, double scale, torch::Tensor& out, bool blocked) {
-  TORCH_CHECK(Kernel::available(), Kernel::kMissing);
+// The checks both entries make of the query rows, the store and the output (the span or rows: each entry's own).
+inline void check_store(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& out, bool blocked) {
   TORCH_CHECK(q.dim() == 3 && k.dim() == 4 && v.sizes() == k.sizes() && out.sizes() == q.sizes(),
-              "q and out (n, H, D), k and v (S, G, C, D)");
+              "q and out (rows, H, D), k and v (S, G, C, D)");
   TORCH_CHECK(q.scalar_type() == at::kBFloat16 && k.scalar_type() == at::kBFloat16 &&
               v.scalar_type() == at::kBFloat16 && out.scalar_type() == at::kBFloat16, "bf16 only");
   TORCH_CHECK(q.stride(2) == 1 && q.stride(1) == q.size(2), "q's heads must be contiguous");
   TORCH_CHECK(k.is_contiguous() && v.is_contiguous() && out.is_contiguous(), "contiguous store and out");
+  TORCH_CHECK(q.size(2) == 64 || q.size(2) == 128, "head_dim 64 or 128");
+  TORCH_CHECK(k.size(3) == q.size(2) && q.size(1) % k.size(1) == 0,
+              "q and the store disagree on D or the head grouping");
+  TORCH_CHECK(!blocked || k.size(2) % kKeys == 0, "a blocked store's capacity is a multiple of 64");
+}
+
+// A task's query row m (its token t0 + m / R, its head g R + m % R) in a (tokens, H, D) tensor whose tokens lie
+// `stride` elements apart: the offset of its D values.
+inline int64_t row_offset(int64_t m, int64_t t0, int64_t stride, int64_t g, int64_t R, int64_t D) {
+  return (t0 + m / R) * stride + (g * R + m % R) * D;
+}
+
+// The first of a task's rows whose position is in key block `first` / kKeys or later (rows before it have no key
+// there; positions rise, and the last row's is in the block).
+inline int64_t first_live(const int64_t* position, int64_t first) {
+  int64_t m = 0;
+  while (position[m] < first) ++m;
+  return m;
+}
+
+// out's rows of a task = its M float32 output rows o (row stride D) / their softmax sums, rounded to bf16.
+inline void write_rows(const float* o, const float* sum, int64_t M, int64_t t0, int64_t g, int64_t R, int64_t H,
+                       int64_t D, c10::BFloat16* out) {
+  for (int64_t m = 0; m < M; ++m) {
+    c10::BFloat16* dst = out + row_offset(m, t0, H * D, g, R, D);
+    const float inv = 1.f / sum[m];
+    for (int64_t d = 0; d < D; ++d) dst[d] = c10::BFloat16(o[m * D + d] * inv);
+  }
+}
+
+template <class Kernel>
+void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t slot,
+                       int64_t start, double scale, torch::Tensor& out, bool blocked) {
+  TORCH_CHECK(Kernel::available(), Kernel::kMissing);
+  check_store(q, k, v, out, blocked);
   const int64_t n = q.size(0), H = q.size(1), D = q.size(2), G = k.size(1), C = k.size(2);
-  TORCH_CHECK(D == 64 || D == 128, "head_dim 64 or 128");
-  TORCH_CHECK(k.size(3) == D && H % G == 0, "q and the store disagree on D or the head grouping");
   TORCH_CHECK(slot >= 0 && slot < k.size(0) && start >= 0 && n >= 1 && start + n <= C, "slot or span out of range");
-  TORCH_CHECK(!blocked || C % kKeys == 0, "a blocked store's capacity is a multiple of 64");
   const int64_t R = H / G, end = start + n, blocks = (end + kKeys - 1) / kKeys;
   const auto* kd = reinterpret_cast<const uint16_t*>(k.data_ptr<at::BFloat16>());
   const auto* vd = reinterpret_cast<const uint16_t*>(v.data_ptr<at::BFloat16>());
@@ -178,6 +209,7 @@ void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const tor
   const int64_t per_task = std::min(kTokens, (n + 1) / 2);
   const int64_t tasks = (n + per_task - 1) / per_task;
   const float s = static_cast<float>(scale);
+  const auto attend = D == 64 ? Kernel::attend64 : Kernel::attend128;
   // task order pairs cheap (early) and dear (late) token blocks, so the threads' contiguous ranges cost alike
   at::parallel_for(0, G * tasks, 1, [&](int64_t lo, int64_t hi) {
     Kernel::begin();
@@ -187,8 +219,7 @@ void prefill_attention(const torch::Tensor& q, const torch::Tensor& k, const tor
       const int64_t t0 = block * per_task, tokens = std::min(per_task, n - t0);
       const uint16_t* kg = kp + g * packed;
       const uint16_t* vg = vp + g * packed;
-      if (D == 64) Kernel::attend64(qd, q.stride(0), t0, tokens, g, R, start, kg, vg, s, od, H);
-      else Kernel::attend128(qd, q.stride(0), t0, tokens, g, R, start, kg, vg, s, od, H);
+      attend(qd, q.stride(0), t0, tokens, g, R, start, kg, vg, s, od, H);
     }
     Kernel::end();
   });
@@ -203,15 +234,8 @@ void attention_rows(const torch::Tensor& q, const torch::Tensor& k, const torch:
                     const torch::Tensor& slots, const torch::Tensor& positions, double scale, torch::Tensor& out,
                     bool blocked) {
   TORCH_CHECK(Kernel::available(), Kernel::kMissing);
-  TORCH_CHECK(q.dim() == 3 && k.dim() == 4 && v.sizes() == k.sizes() && out.sizes() == q.sizes(),
-              "q and out (N, H, D), k and v (S, G, C, D)");
-  TORCH_CHECK(q.scalar_type() == at::kBFloat16 && k.scalar_type() == at::kBFloat16 &&
-              v.scalar_type() == at::kBFloat16 && out.scalar_type() == at::kBFloat16, "bf16 only");
-  TORCH_CHECK(q.stride(2) == 1 && q.stride(1) == q.size(2), "q's heads must be contiguous");
-  TORCH_CHECK(k.is_contiguous() && v.is_contiguous() && out.is_contiguous(), "contiguous store and out");
+  check_store(q, k, v, out, blocked);
   const int64_t N = q.size(0), H = q.size(1), D = q.size(2), G = k.size(1), C = k.size(2);
-  TORCH_CHECK(D == 64 || D == 128, "head_dim 64 or 128");
-  TORCH_CHECK(k.size(3) == D && H % G == 0, "q and the store disagree on D or the head grouping");
   TORCH_CHECK(slots.scalar_type() == at::kLong && positions.scalar_type() == at::kLong &&
               slots.numel() == N && positions.numel() == N, "slots and positions: (N,) int64");
   auto slot_c = slots.contiguous();
@@ -229,7 +253,7 @@ void attention_rows(const torch::Tensor& q, const torch::Tensor& k, const torch:
   const auto* vd = reinterpret_cast<const uint16_t*>(v.data_ptr<at::BFloat16>());
   auto* od = reinterpret_cast<c10::BFloat16*>(out.data_ptr<at::BFloat16>());
   const float s = static_cast<float>(scale);
-  TORCH_CHECK(!blocked || C % kKeys == 0, "a blocked store's capacity is a multiple of 64");
+  const auto attend = D == 64 ? Kernel::attend64 : Kernel::attend128;
   at::parallel_for(0, N * G, 1, [&](int64_t lo, int64_t hi) {
     std::unique_ptr<uint16_t[]> kbuf(blocked ? nullptr : new uint16_t[packed]);
     std::unique_ptr<uint16_t[]> vbuf(blocked ? nullptr : new uint16_t[packed]);
@@ -245,8 +269,7 @@ void attention_rows(const torch::Tensor& q, const torch::Tensor& k, const torch:
         vp = vbuf.get();
       }
       const uint16_t* qn = qd + n * q.stride(0);
-      if (D == 64) Kernel::attend64(qn, 0, 0, 1, g, R, pp[n], kp, vp, s, od + n * H * D, H);
-      else Kernel::attend128(qn, 0, 0, 1, g, R, pp[n], kp, vp, s, od + n * H * D, H);
+      attend(qn, 0, 0, 1, g, R, pp[n], kp, vp, s, od + n * H * D, H);
     }
     Kernel::end();
   });

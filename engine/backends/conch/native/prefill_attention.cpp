@@ -14,7 +14,10 @@
 
 namespace {
 
+using attention_blocks::first_live;
 using attention_blocks::kKeys;
+using attention_blocks::row_offset;
+using attention_blocks::write_rows;
 
 #ifdef CONCH_AVX512_BF16
 constexpr bool kBuilt = true;
@@ -80,9 +83,8 @@ void attend_block(const uint16_t* q, int64_t q_stride, int64_t t0, int64_t token
   std::vector<const uint16_t*> rows(M + RS);
   std::vector<int64_t> position(M);
   for (int64_t m = 0; m < M; ++m) {
-    const int64_t t = t0 + m / R;
-    rows[m] = q + t * q_stride + (g * R + m % R) * D;
-    position[m] = start + t;
+    rows[m] = q + row_offset(m, t0, q_stride, g, R, D);
+    position[m] = start + t0 + m / R;
   }
   for (int64_t m = M; m < M + RS; ++m) rows[m] = rows[M - 1];
   std::vector<float> s((M + RS) * kKeys), o((M + RV) * D, 0.f), corr(M + RV, 1.f);
@@ -92,8 +94,7 @@ void attend_block(const uint16_t* q, int64_t q_stride, int64_t t0, int64_t token
   const int64_t blocks = position[M - 1] / kKeys + 1;
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t first = b * kKeys;
-    int64_t dead = 0;                                    // rows 0..dead-1 sit before this block (positions rise)
-    while (position[dead] < first) ++dead;               // the last row's position is in it, so dead < M
+    const int64_t dead = first_live(position.data(), first);
     const uint16_t* kb = kp + b * kKeys * D;
     for (int64_t m = dead; m < M; m += RS) scores<RS, D>(rows.data() + m, kb, s.data() + m * kKeys);
     for (int64_t m = dead; m < M; ++m)
@@ -102,12 +103,7 @@ void attend_block(const uint16_t* q, int64_t q_stride, int64_t t0, int64_t token
     for (int64_t m = dead; m < M; m += RV)
       values<RV, D>(p.data() + m * kKeys, vp + b * kKeys * D, corr.data() + m, o.data() + m * D);
   }
-  for (int64_t m = 0; m < M; ++m) {
-    const int64_t t = t0 + m / R;
-    c10::BFloat16* dst = out + t * H * D + (g * R + m % R) * D;
-    const float inv = 1.f / sum[m];
-    for (int64_t d = 0; d < D; ++d) dst[d] = c10::BFloat16(o[m * D + d] * inv);
-  }
+  write_rows(o.data(), sum.data(), M, t0, g, R, H, D, out);
 }
 #else
 constexpr bool kBuilt = false;

@@ -20,7 +20,10 @@
 
 namespace {
 
+using attention_blocks::first_live;
 using attention_blocks::kKeys;
+using attention_blocks::row_offset;
+using attention_blocks::write_rows;
 
 constexpr int64_t kRows = 16;              // query rows per tile
 
@@ -114,17 +117,14 @@ void attend_block(const uint16_t* q, int64_t q_stride, int64_t t0, int64_t token
   const int64_t M = tokens * R, tiles = (M + kRows - 1) / kRows;
   w.size(tiles * kRows, D);
   for (int64_t m = 0; m < tiles * kRows; ++m) {
-    const int64_t t = t0 + std::min(m, M - 1) / R;
-    w.position[m] = start + t;
-    if (m < M) std::memcpy(w.q.data() + m * D, q + t * q_stride + (g * R + m % R) * D, D * sizeof(uint16_t));
+    w.position[m] = start + t0 + std::min(m, M - 1) / R;
+    if (m < M) std::memcpy(w.q.data() + m * D, q + row_offset(m, t0, q_stride, g, R, D), D * sizeof(uint16_t));
   }
   const float log2e_scale = scale * 1.4426950408889634f;
   const int64_t blocks = w.position[M - 1] / kKeys + 1;
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t first = b * kKeys;
-    int64_t dead = 0;                                    // rows 0..dead-1 sit before this block (positions rise)
-    while (w.position[dead] < first) ++dead;             // the last row's position is in it, so dead < M
-    for (int64_t i = dead / kRows; i < tiles; ++i) {
+    for (int64_t i = first_live(w.position.data(), first) / kRows; i < tiles; ++i) {
       const int64_t r0 = i * kRows;
       scores<D>(w.q.data() + r0 * D, kp + b * kKeys * D, w.s.data() + r0 * kKeys);
       const int64_t live = std::min(kRows, M - r0);    // the padding rows' probabilities stay 0, their o unused
@@ -135,12 +135,7 @@ void attend_block(const uint16_t* q, int64_t q_stride, int64_t t0, int64_t token
                 w.pv.data());
     }
   }
-  for (int64_t m = 0; m < M; ++m) {
-    const int64_t t = t0 + m / R;
-    c10::BFloat16* dst = out + t * H * D + (g * R + m % R) * D;
-    const float inv = 1.f / w.sum[m];
-    for (int64_t d = 0; d < D; ++d) dst[d] = c10::BFloat16(w.o[m * D + d] * inv);
-  }
+  write_rows(w.o.data(), w.sum.data(), M, t0, g, R, H, D, out);
 }
 
 void tiles_begin() { amx_tiles::configure(); }
@@ -155,7 +150,7 @@ void tiles_end() {}
 #endif
 
 struct Tiles {
-  static constexpr const char* kMissing = "no AMX here (not built with it, or the kernel refused the tile state)";
+  static constexpr const char* kMissing = amx_tiles::kMissing;
 #ifdef CONCH_AMX
   static bool available() { return kBuilt && amx_tiles::permitted(); }
 #else

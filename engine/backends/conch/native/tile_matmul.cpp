@@ -168,7 +168,7 @@ torch::Tensor pack(const torch::Tensor& w) {
 }
 
 torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& packed, const c10::optional<torch::Tensor>& bias) {
-  TORCH_CHECK(available(), "no AMX here (not built with it, or the kernel refused the tile state)");
+  TORCH_CHECK(available(), amx_tiles::kMissing);
   return packed_product::matmul(x, packed, bias, fits, run<false>);
 }
 
@@ -184,7 +184,7 @@ torch::Tensor pack_glu(const torch::Tensor& w) {
 //   fused_ops.cpp's silu_mul in one pass with its roundings (store_glu; its exponential is vector_exp's, so a rare
 //   element differs by a bf16 step), the (M, 2 I) product never written. Rows stay independent.
 torch::Tensor matmul_glu(const torch::Tensor& x, const torch::Tensor& packed) {
-  TORCH_CHECK(available(), "no AMX here (not built with it, or the kernel refused the tile state)");
+  TORCH_CHECK(available(), amx_tiles::kMissing);
   return packed_product::matmul(x, packed, c10::nullopt, fits, run<true>, 2);
 }
 
