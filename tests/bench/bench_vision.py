@@ -144,9 +144,11 @@ def servers_ttft() -> None:
     import tempfile
     from pathlib import Path
 
+    import subprocess
+
     from conch.engine.weights.tiny_llava import ensure_tiny_llava
-    from tests.bench.bench_engine_speed import VLLM_PYTHON, stop, vllm_usable
-    from tests.conftest import free_port, start_server, wait_ready, write_repository
+    from tests.bench.bench_engine_speed import VLLM_PYTHON, start_vllm, stop, vllm_usable
+    from tests.conftest import start_server, write_repository
 
     folder = ensure_tiny_llava()
     shots = [picture(200 + i, 1024, 768) for i in range(40)]
@@ -166,18 +168,11 @@ def servers_ttft() -> None:
         measure("conch", conch.url, "m")
     finally:
         stop(conch)
-    check = "import vllm, torchvision.transforms.v2, vllm.model_executor.models.llava"
-    if not vllm_usable() or os.system(f"{VLLM_PYTHON} -c '{check}' >/dev/null 2>&1") != 0:
+    llava = [VLLM_PYTHON, "-c", "import torchvision.transforms.v2, vllm.model_executor.models.llava"]
+    if not vllm_usable() or subprocess.run(llava, capture_output=True, timeout=300).returncode != 0:
         print("vllm: .venv-vllm cannot serve Llava (needs vllm and torchvision); measured without it", flush=True)
         return
-    import subprocess
-
-    port, log = free_port(), Path(tempfile.mkdtemp(prefix="bench-vision-vllm-")) / "vllm.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
-    proc = subprocess.Popen([VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
-                             "--served-model-name", "m", "--dtype", "float32", "--port", str(port),
-                             "--max-num-seqs", "8"], stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
-    vllm = wait_ready(proc, f"http://127.0.0.1:{port}", log, 900, what="vLLM", poll=2)
+    vllm = start_vllm(folder, "float32", "--max-num-seqs", "8")
     try:
         measure("vllm", vllm.url, "m")
     finally:

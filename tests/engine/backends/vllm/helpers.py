@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
@@ -21,3 +24,17 @@ def use_vllm_env() -> None:
     """For an engine started in this process (its engine core process inherits the environment)."""
     for key, value in VLLM_ENV.items():
         os.environ.setdefault(key, value)
+
+
+@asynccontextmanager
+async def started(config: Any) -> AsyncIterator[Any]:
+    """The vllm backend of `config`, started under VLLM_ENV, stopped on leaving."""
+    from conch.engine.backend import load_backend_class
+
+    use_vllm_env()
+    backend = load_backend_class("vllm")(config)
+    await backend.start()
+    try:
+        yield backend
+    finally:
+        await backend.stop()

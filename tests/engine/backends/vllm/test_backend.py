@@ -13,7 +13,7 @@ from conch.engine.errors import BackendUnavailable, InvalidRequest
 from conch.engine.repository.config import ModelConfig
 from conch.engine.types import GenerationRequest, SamplingParams
 from conch.grammars.spec import Choice, JsonSchema
-from tests.engine.backends.vllm.helpers import ENGINE_ARGS, HAS_VLLM, needs_vllm, use_vllm_env
+from tests.engine.backends.vllm.helpers import ENGINE_ARGS, HAS_VLLM, needs_vllm, started
 
 CONFIG = ModelConfig(name="m", backend="vllm", weights="builtin:smollm2", parameters={"engine_args": ENGINE_ARGS})
 
@@ -27,11 +27,8 @@ def test_without_vllm_loading_fails_naming_the_extra():
 
 @pytest.fixture(scope="module")
 async def backend():
-    use_vllm_env()
-    b = load_backend_class("vllm")(CONFIG)
-    await b.start()
-    yield b
-    await b.stop()
+    async with started(CONFIG) as b:
+        yield b
 
 
 def request(backend, text: str, **params) -> GenerationRequest:

@@ -8,11 +8,10 @@ import importlib.util
 
 import pytest
 
-from conch.engine.backend import load_backend_class
 from conch.engine.images import ImageInput
 from conch.engine.repository.config import ModelConfig
 from conch.engine.types import GenerationRequest, SamplingParams
-from tests.engine.backends.vllm.helpers import ENGINE_ARGS, HAS_VLLM, use_vllm_env
+from tests.engine.backends.vllm.helpers import ENGINE_ARGS, HAS_VLLM, started
 from tests.images import picture
 
 
@@ -33,11 +32,8 @@ CONFIG = ModelConfig(name="m", backend="vllm", weights="builtin:tiny-llava",
 
 @pytest.fixture(scope="module")
 async def backend():
-    use_vllm_env()
-    b = load_backend_class("vllm")(CONFIG)
-    await b.start()
-    yield b
-    await b.stop()
+    async with started(CONFIG) as b:
+        yield b
 
 
 async def _answer(backend, seed: int) -> list[int]:
