@@ -91,9 +91,11 @@ $(LLAMA_CPP)/.stamp: scripts/setup-llama-cpp.sh $(VENV)/.setup
 
 llama-cpp: $(LLAMA_CPP)/.stamp
 
-# Files made by llama.cpp's own converter and llama-quantize, loaded by Conch (the build: ~1 h on 2 busy cores).
+# Files made by llama.cpp's own converter and llama-quantize, loaded by Conch, and Conch's perplexity beside
+# llama-perplexity's on the same files (the build: 8 min on 2 quiet cores, ~1 h on 2 busy ones).
 test-llama-cpp: setup-dev llama-cpp
-	$(PY) -m pytest -q -m slow tests/engine/backends/conch/model/test_llama_cpp_files.py $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m slow tests/engine/backends/conch/model/test_llama_cpp_files.py \
+		tests/gateway/test_perplexity_llama_cpp.py $(PYTEST_ARGS)
 
 # Conch beside vLLM-CPU and llama-server on the chat workload, one server at a time (tests/bench/bench_peers.py).
 bench-peers: setup-dev vllm-venv llama-cpp

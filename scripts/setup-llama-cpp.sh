@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's `llama-server` and `llama-quantize` and an f16 GGUF of the default model, for
+# Builds llama.cpp's `llama-server`, `llama-quantize` and `llama-perplexity` and an f16 GGUF of the default model, for
 # tests/bench/bench_peers.py and the tests of files made by llama.cpp's own tools
 # (tests/engine/backends/conch/model/test_llama_cpp_files.py: convert_hf_to_gguf.py, then llama-quantize).
 # Source: the llama-cpp-python source distribution on the package registry (its vendored llama.cpp), so
@@ -9,6 +9,7 @@
 # Output (gitignored, $LLAMA_CPP_DIR, default .llama-cpp/):
 #   bin/llama-server                          statically linked against ggml and llama
 #   bin/llama-quantize                        the same build's quantizer (Q8_0, Q4_K_M...)
+#   bin/llama-perplexity                      the same build's perplexity tool (the reference for Conch's)
 #   llama_cpp_python-VERSION/vendor/llama.cpp/convert_hf_to_gguf.py    the converter (run in $VENV)
 #   models/smollm2-135m-instruct-f16.gguf
 #   .stamp                                    the pinned version, written last: present and equal = done
@@ -26,7 +27,7 @@ GGUF="$DIR/models/smollm2-135m-instruct-f16.gguf"
 start=$(date +%s)
 
 if [ "$(cat "$STAMP" 2>/dev/null)" = "$LLAMA_CPP_PYTHON_VERSION" ] && [ -x "$DIR/bin/llama-server" ] && \
-   [ -x "$DIR/bin/llama-quantize" ] && [ -s "$GGUF" ]; then
+   [ -x "$DIR/bin/llama-quantize" ] && [ -x "$DIR/bin/llama-perplexity" ] && [ -s "$GGUF" ]; then
   echo "setup-llama-cpp: $DIR is built (llama-cpp-python $LLAMA_CPP_PYTHON_VERSION)"
   exit 0
 fi
@@ -42,14 +43,15 @@ if [ ! -f "$SRC/vendor/llama.cpp/CMakeLists.txt" ]; then
 fi
 LLAMA="$SRC/vendor/llama.cpp"
 
-# 2. llama-server and llama-quantize, for this CPU (GGML_NATIVE), Release, static libraries.
-if [ ! -x "$DIR/bin/llama-server" ] || [ ! -x "$DIR/bin/llama-quantize" ]; then
+# 2. llama-server, llama-quantize and llama-perplexity, for this CPU (GGML_NATIVE), Release, static libraries.
+TOOLS="llama-server llama-quantize llama-perplexity"
+if [ ! -x "$DIR/bin/llama-server" ] || [ ! -x "$DIR/bin/llama-quantize" ] || [ ! -x "$DIR/bin/llama-perplexity" ]; then
   command -v cmake >/dev/null || { echo "setup-llama-cpp: needs cmake (apt-get install cmake)" >&2; exit 1; }
   cmake -S "$LLAMA" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON
-  cmake --build "$DIR/build" --config Release --target llama-server llama-quantize -j "$JOBS"
-  for tool in llama-server llama-quantize; do
+  cmake --build "$DIR/build" --config Release --target $TOOLS -j "$JOBS"
+  for tool in $TOOLS; do
     cp "$DIR/build/bin/$tool" "$DIR/bin/$tool.tmp"
     mv "$DIR/bin/$tool.tmp" "$DIR/bin/$tool"
   done

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 # where each type's fp16 scales sit in its block (bytes), and the block's size in bytes and values
-_SCALES = {"Q8_0": (0,), "Q4_0": (0,), "Q4_1": (0, 2), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
+_SCALES = {"Q8_0": (0,), "Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q4_K": (0, 2), "Q5_K": (0, 2),
+           "Q6_K": (208,)}
 # a block scale giving values of ~0.1 (sub-block scales and quants are random)
 K_SCALE = {"Q4_K": 0.0005, "Q5_K": 0.0003, "Q6_K": 0.0001}
 

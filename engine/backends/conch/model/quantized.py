@@ -1,10 +1,13 @@
 """A GGUF's quantized matrices as products (weights.py's Product), read in place: the file is memory-mapped
-(gguf's reader) and each matrix stays in its ggml blocks; native/quant_matmul.cpp dequantizes a block into
-registers for each product, so no dequantized copy of the weights is ever made.
+(gguf's reader) and each matrix stays in its ggml blocks; native/quant_matmul.cpp reads a block into registers
+for each product (bf16 x: an int8 product, as llama.cpp's; float32 x: the values a * q + b in float32, exact
+to the file), so no dequantized copy of the weights is ever made.
 
-Types with a kernel (QUANT_TYPES): Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, what Q8_0, Q4_0, Q4_K_M and Q5_K_M files
-hold. F32 / F16 / BF16 matrices are plain tensors (weights.py's bf16 products serve them). Any other type is
-not taken: `unsupported` names it, and the loader refuses the file or dequantizes it, saying which."""
+Types with a kernel (QUANT_TYPES, read by native/ggml_blocks.h): Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
+what Q8_0, Q4_0, Q4_K_M and Q5_K_M files hold (Q5_0 is also llama-quantize's fallback for a K-quant's rows that
+are not a multiple of 256). F32 / F16 / BF16 matrices are plain tensors (weights.py's bf16 products serve them).
+Any other type is not taken: `unsupported` names it, and the loader refuses the file or dequantizes it, saying
+which."""
 from __future__ import annotations
 
 import warnings
@@ -15,7 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-QUANT_TYPES = {"Q4_0": 2, "Q4_1": 3, "Q8_0": 8, "Q4_K": 12, "Q5_K": 13, "Q6_K": 14}   # name -> ggml type number
+# name -> ggml type number (native/ggml_blocks.h reads each)
+QUANT_TYPES = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q4_K": 12, "Q5_K": 13, "Q6_K": 14}
 FLOAT_TYPES = frozenset({"F32", "F16", "BF16"})
 
 

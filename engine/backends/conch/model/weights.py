@@ -185,7 +185,7 @@ def fused_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: 
                 narrow: NarrowPacking | None = None) -> Layer:
     """A block's matrices fused and reordered (q/k rows in RoPE pairs), Family's multipliers folded in: q by
     q_scale, o and down by residual_scale."""
-    if isinstance(getattr(block.self_attn, "q_proj", None), QuantLinear):
+    if any(isinstance(mod, QuantLinear) for mod in block.modules()):     # any one: a file may mix types
         return _quantized_layer(block, pack, shape, family, lone_row, narrow)
     a = block.self_attn
     weights, biases = _attention_rows(block, family.fused_qkv)

@@ -1,189 +1,233 @@
 // y = x @ W^T for W held in a GGUF's quantized blocks, read in place (no dequantized copy of W).
 //
 // matmul(x, blocks, qtype, K): x (M, K) bf16 or float32, contiguous; blocks (N, row_bytes) uint8: row n of W
-//   as the file stores it (K / QK blocks of ggml's layout); qtype: ggml's type number (Q4_0 2, Q4_1 3, Q8_0 8,
-//   Q4_K 12, Q5_K 13, Q6_K 14) -> (M, N) in x's dtype.
-// Arithmetic: for each output column n, each block of W's row n is dequantized once into float32 registers
-//   (QK values: 32, or 256 for the K-quants) and dotted with every row of x; a row's sum is the blocks' dots
-//   added in block order, each dot one fixed-order float32 reduction. So y[m][n] depends on x's row m and W
-//   only, never on M or the rows beside it: batch-invariant by construction.
+//   as the file stores it (K / QK blocks of ggml's layout, ggml_blocks.h); qtype: ggml's type number (Q4_0 2,
+//   Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14) -> (M, N) in x's dtype.
+// Two products, chosen by x's dtype:
+//   int8 (bf16 x, on a CPU with AVX512-VNNI): each row of x is quantized to int8 per 32 values (scale = the
+//     block's largest |x| / 127, rounded to nearest even), as llama.cpp quantizes activations; a group's
+//     integer dot q . xq (VNNI, 4 products per int32 lane) is scaled by a * xscale in float32, and the
+//     groups' b terms are added as b * xscale * sum(xq).
+//   float32 (float32 x, or no VNNI): each weight row is dequantized once into float32 (a * q + b) and dotted
+//     with every row of x.
+// Both keep, for each row of x, 16 float32 lanes over the whole of K, reduced in one fixed order at the end: a
+// row's result depends on that row and W only, never on M or the rows beside it (batch-invariant).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
+
+#include "ggml_blocks.h"
 
 namespace {
 
-inline float half(const uint8_t* p) {
-  uint16_t bits;
-  std::memcpy(&bits, p, 2);
-  return _cvtsh_ss(bits);
-}
+using ggml_blocks::Type;
 
-// ggml's get_scale_min_k4: sub-block j's 6-bit scale and min from a K-quant's 12 packed bytes
-inline void scale_min(int j, const uint8_t* q, float* sc, float* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+// One weight row unpacked (ggml_blocks.h), reused by a thread for every column it computes
+struct RowScratch {
+  std::vector<uint8_t> q;
+  std::vector<float> a, b;
+  explicit RowScratch(int64_t K) : q(K + 64), a(K / 16 + 16), b(K / 16 + 16) {}
+  void unpack(const Type& t, const uint8_t* row, int64_t K) {
+    ggml_blocks::unpack_row(t, row, K, q.data(), a.data(), b.data());
   }
-}
+};
 
-void q8_0(const uint8_t* b, float* y) {
-  const float d = half(b);
-  const int8_t* q = reinterpret_cast<const int8_t*>(b + 2);
-  for (int i = 0; i < 32; ++i) y[i] = d * q[i];
-}
-
-void q4_0(const uint8_t* b, float* y) {
-  const float d = half(b);
-  for (int j = 0; j < 16; ++j) {
-    y[j] = ((b[2 + j] & 0xF) - 8) * d;
-    y[j + 16] = ((b[2 + j] >> 4) - 8) * d;
+// sum of b[g] * s[g] over G groups, 16 lanes then one fixed reduction
+inline float group_terms(const float* b, const float* s, int64_t G) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t g = 0; g < G; g += 16) {
+    const __mmask16 m = G - g >= 16 ? 0xFFFF : (__mmask16)((1u << (G - g)) - 1);
+    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, b + g), _mm512_maskz_loadu_ps(m, s + g), acc);
   }
+  return _mm512_reduce_add_ps(acc);
 }
 
-void q4_1(const uint8_t* b, float* y) {
-  const float d = half(b), m = half(b + 2);
-  for (int j = 0; j < 16; ++j) {
-    y[j] = (b[4 + j] & 0xF) * d + m;
-    y[j + 16] = (b[4 + j] >> 4) * d + m;
-  }
-}
+// ---- float32: W's row dequantized, dotted with each row of x ----
 
-void q4_k(const uint8_t* b, float* y) {
-  const float d = half(b), dmin = half(b + 2);
-  const uint8_t* scales = b + 4;
-  const uint8_t* q = b + 16;
-  for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
-    float sc1, m1, sc2, m2;
-    scale_min(is, scales, &sc1, &m1);
-    scale_min(is + 1, scales, &sc2, &m2);
-    for (int l = 0; l < 32; ++l) y[j + l] = d * sc1 * (q[l] & 0xF) - dmin * m1;
-    for (int l = 0; l < 32; ++l) y[j + 32 + l] = d * sc2 * (q[l] >> 4) - dmin * m2;
-  }
-}
-
-void q5_k(const uint8_t* b, float* y) {
-  const float d = half(b), dmin = half(b + 2);
-  const uint8_t* scales = b + 4;
-  const uint8_t* qh = b + 16;
-  const uint8_t* q = b + 48;
-  uint8_t u1 = 1, u2 = 2;
-  for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32, u1 <<= 2, u2 <<= 2) {
-    float sc1, m1, sc2, m2;
-    scale_min(is, scales, &sc1, &m1);
-    scale_min(is + 1, scales, &sc2, &m2);
-    for (int l = 0; l < 32; ++l) y[j + l] = d * sc1 * ((q[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - dmin * m1;
-    for (int l = 0; l < 32; ++l) y[j + 32 + l] = d * sc2 * ((q[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - dmin * m2;
-  }
-}
-
-void q6_k(const uint8_t* b, float* y) {
-  const uint8_t* ql = b;
-  const uint8_t* qh = b + 128;
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-  const float d = half(b + 208);
-  for (int n = 0; n < 256; n += 128, ql += 64, qh += 32, sc += 8) {
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      y[n + l] = d * sc[is] * (((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-      y[n + l + 32] = d * sc[is + 2] * (((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-      y[n + l + 64] = d * sc[is + 4] * (((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-      y[n + l + 96] = d * sc[is + 6] * (((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+void float_columns(const Type& t, const uint8_t* w, int64_t row_bytes, int64_t lo, int64_t hi, const float* x,
+                   int64_t M, int64_t K, float* y, int64_t N) {
+  RowScratch row(K);
+  std::vector<float> wf(K);
+  for (int64_t n = lo; n < hi; ++n) {
+    row.unpack(t, w + n * row_bytes, K);
+    for (int64_t v = 0; v < K; v += 16) {
+      const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(row.q.data() + v))));
+      _mm512_storeu_ps(wf.data() + v, _mm512_fmadd_ps(_mm512_set1_ps(row.a[v / 16]), q, _mm512_set1_ps(row.b[v / 16])));
+    }
+    for (int64_t m = 0; m < M; ++m) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t v = 0; v < K; v += 16)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(wf.data() + v), _mm512_loadu_ps(x + m * K + v), acc);
+      y[m * N + n] = _mm512_reduce_add_ps(acc);
     }
   }
 }
 
-struct Type {
-  int qk;               // values a block holds
-  int bytes;            // its size in the file
-  void (*dequant)(const uint8_t*, float*);
+#ifdef __AVX512VNNI__
+// ---- int8: x quantized per 32 values, VNNI integer dots ----
+
+// x's rows as int8: q (M, K); scale (M, K / 4): each 32-value block's scale once per 4 values (one per int32
+// lane of a VNNI product); sums (M, K / 16): scale * the sum of q over each 16 values (the b terms' factor)
+struct Int8Rows {
+  std::vector<int8_t> q;
+  std::vector<float> scale, sums;
+  int64_t K;
+  Int8Rows(const float* x, int64_t M, int64_t K);
 };
 
-bool lookup(int64_t qtype, Type* t) {
-  switch (qtype) {
-    case 2: *t = {32, 18, q4_0}; return true;
-    case 3: *t = {32, 20, q4_1}; return true;
-    case 8: *t = {32, 34, q8_0}; return true;
-    case 12: *t = {256, 144, q4_k}; return true;
-    case 13: *t = {256, 176, q5_k}; return true;
-    case 14: *t = {256, 210, q6_k}; return true;
-    default: return false;
+void quantize_block(const float* x, int8_t* q, float* scale, float* sums) {
+  const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+  const float d = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
+  const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, _mm512_set1_ps(inv)));
+  const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, _mm512_set1_ps(inv)));
+  _mm_storeu_si128((__m128i*)q, _mm512_cvtsepi32_epi8(qlo));
+  _mm_storeu_si128((__m128i*)(q + 16), _mm512_cvtsepi32_epi8(qhi));
+  for (int i = 0; i < 8; ++i) scale[i] = d;
+  sums[0] = d * _mm512_reduce_add_epi32(qlo);
+  sums[1] = d * _mm512_reduce_add_epi32(qhi);
+}
+
+Int8Rows::Int8Rows(const float* x, int64_t M, int64_t K) : q(M * K), scale(M * K / 4), sums(M * K / 16), K(K) {
+  at::parallel_for(0, M, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t m = lo; m < hi; ++m)
+      for (int64_t v = 0; v < K; v += 32)
+        quantize_block(x + m * K + v, q.data() + m * K + v, scale.data() + (m * K + v) / 4,
+                       sums.data() + (m * K + v) / 16);
+  });
+}
+
+// R rows of x against one unpacked weight row: each row's 16 lanes over K (64 values a step; a last step of 32)
+template <int R>
+void int8_tile(const RowScratch& w, const Int8Rows& x, int64_t r0, int64_t K, __m512* acc) {
+  const __m512i lanes_of_group = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t v = 0; v < K; v += 64) {
+    const bool whole = K - v >= 64;
+    const __mmask64 bytes = whole ? ~0ull : 0xFFFFFFFFull;
+    const __mmask16 lanes = whole ? 0xFFFF : 0x00FF;
+    const __m512i wq = _mm512_maskz_loadu_epi8(bytes, w.q.data() + v);
+    const __m512 a = _mm512_permutexvar_ps(lanes_of_group, _mm512_castps128_ps512(_mm_loadu_ps(w.a.data() + v / 16)));
+    for (int r = 0; r < R; ++r) {
+      const int64_t at = (r0 + r) * K + v;
+      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, _mm512_maskz_loadu_epi8(bytes, x.q.data() + at));
+      const __m512 s = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(lanes, x.scale.data() + at / 4));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[r]);
+    }
   }
 }
 
-// one block's dot with x's values under it: 16-lane float32 partial sums, then the lanes in a fixed order
-inline float dot(const float* w, const float* x, int n) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int i = 0; i < n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), acc);
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, acc);
-  float s = 0.f;
-  for (int i = 0; i < 16; ++i) s += lanes[i];
-  return s;
+constexpr int kTile = 8;   // rows of x sharing each loaded weight step
+
+void int8_rows(const RowScratch& w, const Int8Rows& x, int64_t r0, int rows, int64_t K, __m512* acc) {
+  switch (rows) {
+    case 1: return int8_tile<1>(w, x, r0, K, acc);
+    case 2: return int8_tile<2>(w, x, r0, K, acc);
+    case 3: return int8_tile<3>(w, x, r0, K, acc);
+    case 4: return int8_tile<4>(w, x, r0, K, acc);
+    case 5: return int8_tile<5>(w, x, r0, K, acc);
+    case 6: return int8_tile<6>(w, x, r0, K, acc);
+    case 7: return int8_tile<7>(w, x, r0, K, acc);
+    default: return int8_tile<kTile>(w, x, r0, K, acc);
+  }
 }
 
-bool supported(int64_t qtype) {
-  Type t;
-  return lookup(qtype, &t);
+void int8_columns(const Type& t, const uint8_t* w, int64_t row_bytes, int64_t lo, int64_t hi, const Int8Rows& x,
+                  int64_t M, int64_t K, float* y, int64_t N) {
+  RowScratch row(K);
+  __m512 acc[kTile];
+  for (int64_t n = lo; n < hi; ++n) {
+    row.unpack(t, w + n * row_bytes, K);
+    for (int64_t r0 = 0; r0 < M; r0 += kTile) {
+      const int rows = (int)std::min<int64_t>(kTile, M - r0);
+      int8_rows(row, x, r0, rows, K, acc);
+      for (int r = 0; r < rows; ++r)
+        y[(r0 + r) * N + n] =
+            _mm512_reduce_add_ps(acc[r]) + group_terms(row.b.data(), x.sums.data() + (r0 + r) * K / 16, K / 16);
+    }
+  }
 }
+constexpr bool kInt8 = true;
+#else
+constexpr bool kInt8 = false;
+#endif
 
-torch::Tensor dequantize(const torch::Tensor& blocks, int64_t qtype, int64_t K) {
+Type checked(const torch::Tensor& x, const torch::Tensor& blocks, int64_t qtype, int64_t K) {
   Type t;
-  TORCH_CHECK(lookup(qtype, &t), "quant_matmul: ggml type ", qtype, " is not supported");
-  const int64_t N = blocks.size(0), nb = K / t.qk;
-  auto out = torch::empty({N, K}, torch::kFloat32);
-  const uint8_t* w = blocks.data_ptr<uint8_t>();
-  float* y = out.data_ptr<float>();
-  at::parallel_for(0, N, 16, [&](int64_t lo, int64_t hi) {
-    for (int64_t n = lo; n < hi; ++n)
-      for (int64_t b = 0; b < nb; ++b) t.dequant(w + n * blocks.size(1) + b * t.bytes, y + n * K + b * t.qk);
-  });
-  return out;
-}
-
-torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& blocks, int64_t qtype, int64_t K) {
-  Type t;
-  TORCH_CHECK(lookup(qtype, &t), "quant_matmul: ggml type ", qtype, " is not supported");
+  TORCH_CHECK(ggml_blocks::lookup(qtype, &t), "quant_matmul: ggml type ", qtype, " is not supported");
   TORCH_CHECK(x.dim() == 2 && x.size(1) == K && K % t.qk == 0, "quant_matmul: x must be (M, K), K a multiple of ",
               t.qk);
   TORCH_CHECK(blocks.dtype() == torch::kUInt8 && blocks.dim() == 2 && blocks.size(1) == K / t.qk * t.bytes,
               "quant_matmul: blocks must be (N, K / QK * block bytes) uint8");
-  const int64_t M = x.size(0), N = blocks.size(0), nb = K / t.qk, row_bytes = blocks.size(1);
+  return t;
+}
+
+torch::Tensor product(const torch::Tensor& x, const torch::Tensor& blocks, int64_t qtype, int64_t K, bool int8) {
+  const Type t = checked(x, blocks, qtype, K);
+  const int64_t M = x.size(0), N = blocks.size(0), row_bytes = blocks.size(1);
   const torch::Tensor xf = x.to(torch::kFloat32).contiguous();
   auto out = torch::empty({M, N}, torch::kFloat32);
-  const float* xs = xf.data_ptr<float>();
   const uint8_t* w = blocks.data_ptr<uint8_t>();
   float* y = out.data_ptr<float>();
   {
     pybind11::gil_scoped_release unlocked;
-    at::parallel_for(0, N, 8, [&](int64_t lo, int64_t hi) {
-      alignas(64) float deq[256];
-      std::vector<float> acc(M);
-      for (int64_t n = lo; n < hi; ++n) {
-        std::fill(acc.begin(), acc.end(), 0.f);
-        for (int64_t b = 0; b < nb; ++b) {
-          t.dequant(w + n * row_bytes + b * t.bytes, deq);
-          for (int64_t m = 0; m < M; ++m) acc[m] += dot(deq, xs + m * K + b * t.qk, t.qk);
-        }
-        for (int64_t m = 0; m < M; ++m) y[m * N + n] = acc[m];
-      }
-    });
+#ifdef __AVX512VNNI__
+    if (int8) {
+      const Int8Rows xq(xf.data_ptr<float>(), M, K);
+      at::parallel_for(0, N, 8, [&](int64_t lo, int64_t hi) { int8_columns(t, w, row_bytes, lo, hi, xq, M, K, y, N); });
+    } else
+#endif
+      at::parallel_for(0, N, 8, [&](int64_t lo, int64_t hi) {
+        float_columns(t, w, row_bytes, lo, hi, xf.data_ptr<float>(), M, K, y, N);
+      });
   }
   return x.scalar_type() == torch::kFloat32 ? out : out.to(x.scalar_type());
+}
+
+torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& blocks, int64_t qtype, int64_t K) {
+  return product(x, blocks, qtype, K, kInt8 && x.scalar_type() != torch::kFloat32);
+}
+
+torch::Tensor matmul_path(const torch::Tensor& x, const torch::Tensor& blocks, int64_t qtype, int64_t K,
+                          const std::string& path) {
+  TORCH_CHECK(path == "float32" || (path == "int8" && kInt8), "quant_matmul: no ", path, " product here");
+  return product(x, blocks, qtype, K, path == "int8");
+}
+
+bool supported(int64_t qtype) {
+  Type t;
+  return ggml_blocks::lookup(qtype, &t);
+}
+
+torch::Tensor dequantize(const torch::Tensor& blocks, int64_t qtype, int64_t K) {
+  Type t;
+  TORCH_CHECK(ggml_blocks::lookup(qtype, &t), "quant_matmul: ggml type ", qtype, " is not supported");
+  const int64_t N = blocks.size(0);
+  auto out = torch::empty({N, K}, torch::kFloat32);
+  const uint8_t* w = blocks.data_ptr<uint8_t>();
+  float* y = out.data_ptr<float>();
+  at::parallel_for(0, N, 16, [&](int64_t lo, int64_t hi) {
+    RowScratch row(K);
+    for (int64_t n = lo; n < hi; ++n) {
+      row.unpack(t, w + n * blocks.size(1), K);
+      for (int64_t v = 0; v < K; ++v) y[n * K + v] = row.a[v / 16] * row.q[v] + row.b[v / 16];
+    }
+  });
+  return out;
 }
 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("supported", &supported, "whether this ggml type has a kernel");
-  m.def("dequantize", &dequantize, "blocks (N, row bytes) -> W (N, K) float32 (the reference's values)");
-  m.def("matmul", &matmul, "x (M, K) @ W^T for W in ggml blocks -> (M, N) in x's dtype", py::arg("x"),
-        py::arg("blocks"), py::arg("qtype"), py::arg("K"));
+  m.def("int8_available", [] { return kInt8; }, "whether the int8 (AVX512-VNNI) product was built");
+  m.def("dequantize", &dequantize, "blocks (N, row bytes) -> W (N, K) float32 (the values a * q + b)");
+  m.def("matmul", &matmul, "x (M, K) @ W^T for W in ggml blocks -> (M, N) in x's dtype: int8 for bf16 x",
+        py::arg("x"), py::arg("blocks"), py::arg("qtype"), py::arg("K"));
+  m.def("matmul_path", &matmul_path, "matmul with its product named: 'int8' or 'float32'", py::arg("x"),
+        py::arg("blocks"), py::arg("qtype"), py::arg("K"), py::arg("path"));
 }

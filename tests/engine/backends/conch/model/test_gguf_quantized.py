@@ -15,7 +15,7 @@ from conch.engine.weights import ensure_smollm2
 from tests.engine.backends.conch.steps import Occupant, make_step
 from tests.gguf_files import small_llama, write_llama_gguf
 
-TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"]
+TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
 PROMPT = [1] + [(i * 97) % 40000 + 100 for i in range(60)]
 
 
@@ -56,7 +56,9 @@ def _conch(path, dtype: str) -> torch.Tensor:
 def test_prompt_logprobs_agree_with_the_dequantized_float32_reference(files, qtype):
     want = _reference(files[qtype])
     assert want.max(-1).values.mean() - want.mean() > 2.0          # peaked enough for a wrong weight to show
-    for dtype, tol in (("float32", 1e-3), ("bfloat16", 0.25))[:1 if qtype != "Q4_K" else 2]:   # bf16: one type
+    # bf16 (the int8 product, activations rounded per 32 values) on two types: the bf16 activations move the
+    # peaked model's logprobs most (Q8_0: 0.27 with the float32 product, 0.30 with the int8 one)
+    for dtype, tol in (("float32", 1e-3), ("bfloat16", 0.4))[:1 if qtype not in ("Q4_K", "Q8_0") else 2]:
         got = _conch(files[qtype], dtype)
         diff = (got - want).abs().max().item()
         assert diff <= tol, (qtype, dtype, diff)

@@ -1,5 +1,6 @@
 """native/quant_matmul.cpp: products over a GGUF's quantized blocks equal x @ W^T with W as gguf's own
-dequantizer reads the blocks, and a row's result never depends on the rows beside it."""
+dequantizer reads the blocks (float32 x), or with x as the int8 product quantizes it (bf16 x: per 32 values,
+scale max|x| / 127, as llama.cpp quantizes activations), and a row's result never depends on the rows beside it."""
 from __future__ import annotations
 
 import numpy as np
@@ -28,22 +29,42 @@ def _matrix(kernel, qtype: str, out: int = 96, K: int = 512, seed: int = 0):
     return QuantizedMatrix(kernel, torch.from_numpy(blocks), QUANT_TYPES[qtype], K), reference
 
 
+def _int8_rows(x: torch.Tensor) -> torch.Tensor:
+    """x (M, K) float32 as the int8 product reads it: each 32 values rounded to multiples of max|x| / 127."""
+    blocks = x.view(x.shape[0], -1, 32)
+    amax = blocks.abs().amax(dim=-1, keepdim=True)
+    inverse = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+    return (torch.round(blocks * inverse) * (amax / 127.0)).view_as(x)
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, rel: float) -> bool:
+    return (got.double() - want).abs().max().item() <= rel * want.abs().max().item()
+
+
+# K = 544 for the 32-value types: a last VNNI step of 32 values
 @pytest.mark.parametrize("qtype", sorted(QUANT_TYPES))
-def test_products_equal_the_float32_product_of_ggufs_dequantized_matrix(kernel, qtype):
-    matrix, reference = _matrix(kernel, qtype)
+def test_products_equal_the_product_of_ggufs_dequantized_matrix(kernel, qtype):
+    K = 512 if QUANT_TYPES[qtype] >= 12 else 544
+    matrix, reference = _matrix(kernel, qtype, K=K)
     assert (matrix.dequantized() - reference).abs().max().item() <= 1e-6 * reference.abs().max().item()
-    x = torch.randn(7, 512)
-    want = (x.double() @ reference.double().T).float()
-    got = matrix(x)
-    assert (got - want).abs().max().item() <= 1e-4 * want.abs().max().item()
-    got_bf16 = matrix(x.bfloat16()).float()                       # bf16 in and out: one rounding of the result
-    assert (got_bf16 - want).abs().max().item() <= 1e-2 * want.abs().max().item()
+    x = torch.randn(7, K)
+    want = x.double() @ reference.double().T
+    assert _close(matrix(x), want, 1e-4)                          # float32 x: the float32 product
+    paths = ["float32"] + (["int8"] if kernel.int8_available() else [])
+    for path in paths:
+        got = kernel.matmul_path(x, matrix.blocks, matrix.qtype, K, path)
+        exact = x if path == "float32" else _int8_rows(x)         # what that product multiplies
+        assert _close(got, exact.double() @ reference.double().T, 1e-5), path
+    # bf16 x (the int8 product where built): within x's int8 rounding (<= max|x| / 254 per value) of the float one
+    assert _close(matrix(x.bfloat16()), want, 2e-2)
 
 
-@pytest.mark.parametrize("qtype", ["Q4_K", "Q8_0"])
-def test_a_rows_result_is_the_same_alone_or_beside_others(kernel, qtype):
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("qtype", ["Q4_K", "Q6_K", "Q8_0"])
+def test_a_rows_result_is_the_same_alone_or_beside_others(kernel, qtype, dtype):
     matrix, _ = _matrix(kernel, qtype)
-    x = torch.randn(33, 512).bfloat16()
+    x = torch.randn(33, 512).to(dtype)
     alone = matrix(x[:1])
-    for batch in (x, torch.cat([x[:1], torch.randn(200, 512).bfloat16()])):
-        assert torch.equal(matrix(batch)[:1], alone)
+    for batch in (x, torch.cat([x[:1], torch.randn(200, 512).to(dtype)]), torch.cat([x[5:12], x[:1]])):
+        row = 0 if batch.shape[0] != 8 else 7                     # also the last row of a tile of 8
+        assert torch.equal(matrix(batch)[row:row + 1], alone)
