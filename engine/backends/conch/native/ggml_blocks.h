@@ -28,17 +28,6 @@ inline float half(const uint8_t* p) {
   return _cvtsh_ss(bits);
 }
 
-// ggml's get_scale_min_k4: sub-block j's 6-bit scale and min from a K-quant's 12 packed bytes
-inline void scale_min(int j, const uint8_t* s, int* sc, int* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
 // the two groups of a 32-value block share one pair
 inline void pair32(float a, float b, float* as, float* bs) {
   as[0] = as[1] = a;
@@ -89,50 +78,75 @@ inline void q5_1(const uint8_t* blk, uint8_t* q, float* a, float* b) {
   pair32(half(blk), half(blk + 2), a, b);
 }
 
-// Q4_K / Q5_K: 4 spans of 64 values, each 32 bytes of nibbles (low: the first 32 values, high: the next 32)
-// with sub-blocks 2s and 2s + 1; Q5_K adds bit s*2 (low) and s*2 + 1 (high) of qh[l] as 16
-inline void k_quant(const uint8_t* blk, const uint8_t* qs, const uint8_t* qh, uint8_t* q, float* a, float* b) {
-  const float d = half(blk), dmin = half(blk + 2);
-  for (int s = 0; s < 4; ++s, qs += 32, q += 64) {
-    for (int l = 0; l < 32; ++l) {
-      q[l] = qs[l] & 0xF;
-      q[l + 32] = qs[l] >> 4;
-    }
-    if (qh != nullptr)
-      for (int l = 0; l < 32; ++l) {
-        q[l] |= ((qh[l] >> (2 * s)) & 1) << 4;
-        q[l + 32] |= ((qh[l] >> (2 * s + 1)) & 1) << 4;
-      }
-    for (int h = 0; h < 2; ++h) {
-      int sc, m;
-      scale_min(2 * s + h, blk + 4, &sc, &m);
-      pair32(d * sc, -dmin * m, a + 4 * s + 2 * h, b + 4 * s + 2 * h);
-    }
-  }
+// 32 bytes' low and high nibbles (each byte's value & 15, >> 4), and a bit of each byte (0 or 1)
+inline __m256i low4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0xF)); }
+inline __m256i high4(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0xF)); }
+inline __m256i bit(__m256i v, int k) { return _mm256_and_si256(_mm256_srli_epi16(v, k), _mm256_set1_epi8(1)); }
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
+inline void store32(uint8_t* p, __m256i v) { _mm256_storeu_si256((__m256i*)p, v); }
+
+// 8 bytes as floats times `by`, each twice: the 16 groups of 8 sub-blocks of 32 values
+inline void pairs16(const uint8_t* bytes8, float by, float* out) {
+  const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)bytes8))),
+                                 _mm256_set1_ps(by));
+  const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  _mm512_storeu_ps(out, _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(v)));
 }
 
-inline void q4_k(const uint8_t* blk, uint8_t* q, float* a, float* b) { k_quant(blk, blk + 16, nullptr, q, a, b); }
-inline void q5_k(const uint8_t* blk, uint8_t* q, float* a, float* b) { k_quant(blk, blk + 48, blk + 16, q, a, b); }
+// a K-quant's 12 packed bytes as 8 6-bit scales (sc) then 8 6-bit mins (m); sub-block j < 4: sc = s[j] & 63,
+// m = s[j + 4] & 63; j >= 4: sc = s[j + 4] & 15 | (s[j - 4] >> 6) << 4, m = s[j + 4] >> 4 | (s[j] >> 6) << 4
+inline void scales_mins(const uint8_t* s, uint8_t* sc_m) {
+  uint32_t w[3], out[4];
+  std::memcpy(w, s, 12);
+  out[0] = w[0] & 0x3F3F3F3F;
+  out[1] = (w[2] & 0x0F0F0F0F) | (((w[0] >> 6) & 0x03030303) << 4);
+  out[2] = w[1] & 0x3F3F3F3F;
+  out[3] = ((w[2] >> 4) & 0x0F0F0F0F) | (((w[1] >> 6) & 0x03030303) << 4);
+  std::memcpy(sc_m, out, 16);
+}
+
+// Q4_K / Q5_K: 4 spans of 64 values, each 32 bytes of nibbles (low: the first 32 values, high: the next 32)
+// with sub-blocks 2s and 2s + 1; Q5_K adds bit 2s (low) and 2s + 1 (high) of qh[l] as 16
+template <bool kFifth>
+inline void k_quant(const uint8_t* blk, const uint8_t* qs, const uint8_t* qh, uint8_t* q, float* a, float* b) {
+  const __m256i high = kFifth ? load32(qh) : _mm256_setzero_si256();
+  for (int s = 0; s < 4; ++s, qs += 32, q += 64) {
+    const __m256i v = load32(qs);
+    if (kFifth) {
+      store32(q, _mm256_or_si256(low4(v), _mm256_slli_epi16(bit(high, 2 * s), 4)));
+      store32(q + 32, _mm256_or_si256(high4(v), _mm256_slli_epi16(bit(high, 2 * s + 1), 4)));
+    } else {
+      store32(q, low4(v));
+      store32(q + 32, high4(v));
+    }
+  }
+  alignas(16) uint8_t sc_m[16];
+  scales_mins(blk + 4, sc_m);
+  pairs16(sc_m, half(blk), a);
+  pairs16(sc_m + 8, -half(blk + 2), b);
+}
+
+inline void q4_k(const uint8_t* blk, uint8_t* q, float* a, float* b) { k_quant<false>(blk, blk + 16, nullptr, q, a, b); }
+inline void q5_k(const uint8_t* blk, uint8_t* q, float* a, float* b) { k_quant<true>(blk, blk + 48, blk + 16, q, a, b); }
 
 // Q6_K: two halves of 128 values; in a half, ql's 64 bytes give the low 4 bits (values 0-63: low nibbles,
-// 64-127: high nibbles) and qh's 32 bytes the top 2 bits (2 bits per 32-value quarter); 16 int8 scales
+// 64-127: high nibbles) and qh's 32 bytes the top 2 bits (bits 2k, 2k + 1 for quarter k); 16 int8 scales
 inline void q6_k(const uint8_t* blk, uint8_t* q, float* a, float* b) {
   const uint8_t* ql = blk;
   const uint8_t* qh = blk + 128;
-  const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-  const float d = half(blk + 208);
   for (int n = 0; n < 256; n += 128, ql += 64, qh += 32) {
-    for (int l = 0; l < 32; ++l) {
-      q[n + l] = (ql[l] & 0xF) | ((qh[l] & 3) << 4);
-      q[n + l + 32] = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
-      q[n + l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
-      q[n + l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
-    }
+    const __m256i lo = load32(ql), hi = load32(ql + 32), top = load32(qh);
+    const __m256i three = _mm256_set1_epi8(3);
+    auto two = [&](int k) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(top, 2 * k), three), 4); };
+    store32(q + n, _mm256_or_si256(low4(lo), two(0)));
+    store32(q + n + 32, _mm256_or_si256(low4(hi), two(1)));
+    store32(q + n + 64, _mm256_or_si256(high4(lo), two(2)));
+    store32(q + n + 96, _mm256_or_si256(high4(hi), two(3)));
   }
-  for (int g = 0; g < 16; ++g) {
-    a[g] = d * sc[g];
-    b[g] = -32.f * a[g];
-  }
+  const __m512 scales = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(blk + 192))));
+  const __m512 av = _mm512_mul_ps(scales, _mm512_set1_ps(half(blk + 208)));
+  _mm512_storeu_ps(a, av);
+  _mm512_storeu_ps(b, _mm512_mul_ps(av, _mm512_set1_ps(-32.f)));
 }
 
 struct Type {

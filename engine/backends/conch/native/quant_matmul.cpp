@@ -36,6 +36,14 @@ struct RowScratch {
   }
 };
 
+// Weight rows are read kAhead columns ahead of their product: the prefetcher alone left the bus idle while a
+// row's product ran (only its unpacking reads memory)
+constexpr int64_t kAhead = 8;
+
+inline void prefetch(const uint8_t* p, int64_t bytes) {
+  for (int64_t at = 0; at < bytes; at += 64) _mm_prefetch((const char*)(p + at), _MM_HINT_T0);
+}
+
 // sum of b[g] * s[g] over G groups, 16 lanes then one fixed reduction
 inline float group_terms(const float* b, const float* s, int64_t G) {
   __m512 acc = _mm512_setzero_ps();
@@ -101,24 +109,32 @@ Int8Rows::Int8Rows(const float* x, int64_t M, int64_t K) : q(M * K), scale(M * K
   });
 }
 
-// R rows of x against one unpacked weight row: each row's 16 lanes over K (64 values a step; a last step of 32)
+// One step of R rows: 64 values (`bytes` all set), or a last 32 (the low half); acc[r] += (q . xq) * a * xscale
 template <int R>
-void int8_tile(const RowScratch& w, const Int8Rows& x, int64_t r0, int64_t K, __m512* acc) {
+inline void int8_step(const RowScratch& w, const Int8Rows& x, int64_t r0, int64_t K, int64_t v, __mmask64 bytes,
+                      __mmask16 lanes, __m512* acc) {
   const __m512i lanes_of_group = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t v = 0; v < K; v += 64) {
-    const bool whole = K - v >= 64;
-    const __mmask64 bytes = whole ? ~0ull : 0xFFFFFFFFull;
-    const __mmask16 lanes = whole ? 0xFFFF : 0x00FF;
-    const __m512i wq = _mm512_maskz_loadu_epi8(bytes, w.q.data() + v);
-    const __m512 a = _mm512_permutexvar_ps(lanes_of_group, _mm512_castps128_ps512(_mm_loadu_ps(w.a.data() + v / 16)));
-    for (int r = 0; r < R; ++r) {
-      const int64_t at = (r0 + r) * K + v;
-      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, _mm512_maskz_loadu_epi8(bytes, x.q.data() + at));
-      const __m512 s = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(lanes, x.scale.data() + at / 4));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[r]);
-    }
+  const __m512i wq = _mm512_maskz_loadu_epi8(bytes, w.q.data() + v);
+  const __m512 a = _mm512_permutexvar_ps(lanes_of_group, _mm512_castps128_ps512(_mm_loadu_ps(w.a.data() + v / 16)));
+  for (int r = 0; r < R; ++r) {
+    const int64_t at = (r0 + r) * K + v;
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, _mm512_maskz_loadu_epi8(bytes, x.q.data() + at));
+    const __m512 s = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(lanes, x.scale.data() + at / 4));
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[r]);
   }
+}
+
+// R rows of x against one unpacked weight row: each row's 16 lanes over K (64 values a step; a last step of 32).
+// The sums stay in registers (a local array) until the end: summed through `out` they went through the stack
+// at every step, a store-to-load chain that took 3x the step's arithmetic.
+template <int R>
+void int8_tile(const RowScratch& w, const Int8Rows& x, int64_t r0, int64_t K, __m512* out) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t v = 0;
+  for (; v + 64 <= K; v += 64) int8_step<R>(w, x, r0, K, v, ~0ull, 0xFFFF, acc);
+  if (v < K) int8_step<R>(w, x, r0, K, v, 0xFFFFFFFFull, 0x00FF, acc);
+  for (int r = 0; r < R; ++r) out[r] = acc[r];
 }
 
 constexpr int kTile = 8;   // rows of x sharing each loaded weight step
@@ -141,6 +157,7 @@ void int8_columns(const Type& t, const uint8_t* w, int64_t row_bytes, int64_t lo
   RowScratch row(K);
   __m512 acc[kTile];
   for (int64_t n = lo; n < hi; ++n) {
+    if (n + kAhead < hi) prefetch(w + (n + kAhead) * row_bytes, row_bytes);
     row.unpack(t, w + n * row_bytes, K);
     for (int64_t r0 = 0; r0 < M; r0 += kTile) {
       const int rows = (int)std::min<int64_t>(kTile, M - r0);
