@@ -150,29 +150,46 @@ inline void q6_k(const uint8_t* blk, uint8_t* q, float* a, float* b) {
 }
 
 struct Type {
+  int64_t id;  // ggml's type number
   int qk;      // values a block holds (a multiple of 16)
   int bytes;   // its size in the file
-  void (*unpack)(const uint8_t*, uint8_t*, float*, float*);
 };
 
-// ggml's type numbers
-inline bool lookup(int64_t qtype, Type* t) {
-  switch (qtype) {
-    case 2: *t = {32, 18, q4_0}; return true;
-    case 3: *t = {32, 20, q4_1}; return true;
-    case 6: *t = {32, 22, q5_0}; return true;
-    case 7: *t = {32, 24, q5_1}; return true;
-    case 8: *t = {32, 34, q8_0}; return true;
-    case 12: *t = {256, 144, q4_k}; return true;
-    case 13: *t = {256, 176, q5_k}; return true;
-    case 14: *t = {256, 210, q6_k}; return true;
+// fn(unpack): fn called with the type's unpack as a callable of its own type, so a loop inside fn inlines it
+template <typename Fn>
+inline void with_unpack(int64_t id, Fn&& fn) {
+  switch (id) {
+    case 2: return fn([](const uint8_t* k, uint8_t* q, float* a, float* b) { q4_0(k, q, a, b); });
+    case 3: return fn([](const uint8_t* k, uint8_t* q, float* a, float* b) { q4_1(k, q, a, b); });
+    case 6: return fn([](const uint8_t* k, uint8_t* q, float* a, float* b) { q5_0(k, q, a, b); });
+    case 7: return fn([](const uint8_t* k, uint8_t* q, float* a, float* b) { q5_1(k, q, a, b); });
+    case 8: return fn([](const uint8_t* k, uint8_t* q, float* a, float* b) { q8_0(k, q, a, b); });
+    case 12: return fn([](const uint8_t* k, uint8_t* q, float* a, float* b) { q4_k(k, q, a, b); });
+    case 13: return fn([](const uint8_t* k, uint8_t* q, float* a, float* b) { q5_k(k, q, a, b); });
+    case 14: return fn([](const uint8_t* k, uint8_t* q, float* a, float* b) { q6_k(k, q, a, b); });
+    default: return;
+  }
+}
+
+inline bool lookup(int64_t id, Type* t) {
+  switch (id) {
+    case 2: *t = {id, 32, 18}; return true;
+    case 3: *t = {id, 32, 20}; return true;
+    case 6: *t = {id, 32, 22}; return true;
+    case 7: *t = {id, 32, 24}; return true;
+    case 8: *t = {id, 32, 34}; return true;
+    case 12: *t = {id, 256, 144}; return true;
+    case 13: *t = {id, 256, 176}; return true;
+    case 14: *t = {id, 256, 210}; return true;
     default: return false;
   }
 }
 
 // A whole matrix row of K values: q (K bytes), a and b (K / 16 each)
 inline void unpack_row(const Type& t, const uint8_t* row, int64_t K, uint8_t* q, float* a, float* b) {
-  for (int64_t v = 0; v < K; v += t.qk, row += t.bytes) t.unpack(row, q + v, a + v / 16, b + v / 16);
+  with_unpack(t.id, [&](auto unpack) {
+    for (int64_t v = 0; v < K; v += t.qk, row += t.bytes) unpack(row, q + v, a + v / 16, b + v / 16);
+  });
 }
 
 }  // namespace ggml_blocks

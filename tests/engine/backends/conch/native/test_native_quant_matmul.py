@@ -37,6 +37,10 @@ def _int8_rows(x: torch.Tensor) -> torch.Tensor:
     return (torch.round(blocks * inverse) * (amax / 127.0)).view_as(x)
 
 
+def _paths(kernel) -> list[str]:
+    return ["float32"] + (["vnni"] if kernel.int8_available() else []) + (["amx"] if kernel.amx_available() else [])
+
+
 def _close(got: torch.Tensor, want: torch.Tensor, rel: float) -> bool:
     return (got.double() - want).abs().max().item() <= rel * want.abs().max().item()
 
@@ -47,11 +51,10 @@ def test_products_equal_the_product_of_ggufs_dequantized_matrix(kernel, qtype):
     K = 512 if QUANT_TYPES[qtype] >= 12 else 544
     matrix, reference = _matrix(kernel, qtype, K=K)
     assert (matrix.dequantized() - reference).abs().max().item() <= 1e-6 * reference.abs().max().item()
-    x = torch.randn(7, K)
+    x = torch.randn(37, K)                                        # AMX: two tiles of 16 rows, then 5 by VNNI
     want = x.double() @ reference.double().T
     assert _close(matrix(x), want, 1e-4)                          # float32 x: the float32 product
-    paths = ["float32"] + (["int8"] if kernel.int8_available() else [])
-    for path in paths:
+    for path in _paths(kernel):
         got = kernel.matmul_path(x, matrix.blocks, matrix.qtype, K, path)
         exact = x if path == "float32" else _int8_rows(x)         # what that product multiplies
         assert _close(got, exact.double() @ reference.double().T, 1e-5), path
@@ -65,6 +68,18 @@ def test_a_rows_result_is_the_same_alone_or_beside_others(kernel, qtype, dtype):
     matrix, _ = _matrix(kernel, qtype)
     x = torch.randn(33, 512).to(dtype)
     alone = matrix(x[:1])
-    for batch in (x, torch.cat([x[:1], torch.randn(200, 512).to(dtype)]), torch.cat([x[5:12], x[:1]])):
+    for batch in (x, torch.cat([x[:1], torch.randn(200, 512).to(dtype)]), torch.cat([x[5:12], x[:1]]), x[:2]):
         row = 0 if batch.shape[0] != 8 else 7                     # also the last row of a tile of 8
         assert torch.equal(matrix(batch)[row:row + 1], alone)
+
+
+@pytest.mark.parametrize("qtype", ["Q4_K", "Q6_K", "Q8_0"])
+def test_the_int8_products_give_the_same_bits(kernel, qtype):
+    """VNNI's and AMX's int32 dots are exact and the float steps after them are one function: the same bits,
+    so the product chosen for a row count never changes a row."""
+    if not kernel.amx_available():
+        pytest.skip("no AMX here: one int8 product")
+    matrix, _ = _matrix(kernel, qtype, out=40)                     # a last panel of 8 columns
+    x = torch.randn(48, 512).bfloat16()
+    assert torch.equal(kernel.matmul_path(x, matrix.blocks, matrix.qtype, 512, "vnni"),
+                       kernel.matmul_path(x, matrix.blocks, matrix.qtype, 512, "amx"))

@@ -1,0 +1,243 @@
+// The int8 product of quant_matmul.cpp: y = x @ W^T, x's rows rounded to int8, W in ggml blocks, 16 columns
+// of W at a time (a panel) in the int32 / float32 lanes of one register.
+//
+// Int8Rows: each row of x rounded per 32 values (scale = the block's largest |x| / 127, to nearest even), and
+//   per group of G values (the weight type's: 16 for Q6_K, 32 for the others) the row's scale and
+//   scale * sum(q) (the factor of the group's b term).
+// Panel: 16 rows of W unpacked (ggml_blocks.h: value = a * q + b) and laid out as VNNI reads them: word kk of
+//   column c (its bytes 4kk..4kk+3) at words[kk * 16 + c]; a and b per group as 16-column vectors.
+// The product, per row of x and group g, for the panel's 16 columns at once:
+//   dot = sum over the group of q * xq            (int32, exact: VNNI's 4 products a lane, or an AMX tile)
+//   acc = fma(float(dot), a_g * scale_g, acc)     then   acc = fma(b_g, sum_g, acc)
+// in group order. A row's result is these operations on that row alone: batch-invariant, and the same bits
+// whichever instructions form the exact int32 dot.
+#pragma once
+
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "amx_tiles.h"
+#include "ggml_blocks.h"
+
+namespace quant_panels {
+
+constexpr int kPanel = 16;   // columns of W a panel holds: one register's lanes
+
+inline int group_of(const ggml_blocks::Type& t) { return t.qk == 256 && t.bytes == 210 ? 16 : 32; }   // Q6_K: 16
+
+constexpr int kTileRows = 16;   // rows of x an AMX tile holds
+
+struct Int8Rows {
+  std::vector<int8_t> q;          // (M rounded up to kTileRows, K): rows past M are zeros
+  std::vector<float> scale, sums; // (M, K / G)
+  int64_t K, G;
+
+  Int8Rows(const float* x, int64_t M, int64_t K, int64_t G)
+      : q((M + kTileRows - 1) / kTileRows * kTileRows * K), scale(M * K / G), sums(M * K / G), K(K), G(G) {
+    at::parallel_for(0, M, 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t m = lo; m < hi; ++m)
+        for (int64_t v = 0; v < K; v += 32) block(x + m * K + v, m, v);
+    });
+  }
+
+  void block(const float* x, int64_t m, int64_t v) {
+    const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+    const float d = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
+    const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, _mm512_set1_ps(inv)));
+    const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, _mm512_set1_ps(inv)));
+    _mm_storeu_si128((__m128i*)(q.data() + m * K + v), _mm512_cvtsepi32_epi8(qlo));
+    _mm_storeu_si128((__m128i*)(q.data() + m * K + v + 16), _mm512_cvtsepi32_epi8(qhi));
+    const int32_t s0 = _mm512_reduce_add_epi32(qlo), s1 = _mm512_reduce_add_epi32(qhi);
+    const int64_t g = (m * K + v) / G;
+    if (G == 32) {
+      scale[g] = d;
+      sums[g] = d * float(s0 + s1);
+    } else {
+      scale[g] = scale[g + 1] = d;
+      sums[g] = d * float(s0);
+      sums[g + 1] = d * float(s1);
+    }
+  }
+};
+
+// rows i and i | b of a 16 x 16 int32 matrix exchange their off-diagonal b x b blocks; over b = 8, 4, 2, 1 the
+// matrix is transposed
+inline void prefetch(const uint8_t* p, int64_t bytes) {
+  for (int64_t at = 0; at < bytes; at += 64) _mm_prefetch((const char*)(p + at), _MM_HINT_T0);
+}
+
+struct SwapIndex {
+  alignas(64) int32_t lo[4][16], hi[4][16];   // level l: b = 8 >> l; permutex2var's picks for rows i and i | b
+  SwapIndex() {
+    for (int l = 0; l < 4; ++l)
+      for (int k = 0, b = 8 >> l; k < 16; ++k) {
+        lo[l][k] = (k & b) ? 16 + (k ^ b) : k;
+        hi[l][k] = (k & b) ? 16 + k : (k | b);
+      }
+  }
+};
+
+inline void transpose16(__m512i* r) {
+  static const SwapIndex index;
+  for (int l = 0, b = 8; l < 4; ++l, b /= 2) {
+    const __m512i il = _mm512_load_si512(index.lo[l]), ih = _mm512_load_si512(index.hi[l]);
+    for (int i = 0; i < 16; ++i) {
+      if (i & b) continue;
+      const __m512i top = r[i], bottom = r[i | b];
+      r[i] = _mm512_permutex2var_epi32(top, il, bottom);
+      r[i | b] = _mm512_permutex2var_epi32(top, ih, bottom);
+    }
+  }
+}
+
+struct Panel {
+  std::vector<uint8_t> q;         // (16, K + 64): the rows unpacked
+  std::vector<float> a16, b16;    // (16, K / 16)
+  std::vector<int32_t> words;     // (K / 4, 16)
+  std::vector<float> a, b;        // (K / G, 16)
+  int64_t K, G;
+
+  Panel(int64_t K, int64_t G)
+      : q(kPanel * (K + 64)), a16(kPanel * K / 16), b16(kPanel * K / 16), words(K / 4 * kPanel + 64),
+        a(K / G * kPanel), b(K / G * kPanel), K(K), G(G) {}
+
+  // W's rows n0..n0 + cols - 1 (cols <= 16; the others zero); the next panel's `ahead` rows are fetched
+  // meanwhile, a row as each row is unpacked (the prefetcher alone left the bus idle while a product ran)
+  void fill(const ggml_blocks::Type& t, const uint8_t* w, int64_t row_bytes, int cols, int ahead) {
+    const int64_t stride = K + 64, groups16 = K / 16;
+    for (int c = 0; c < kPanel; ++c) {
+      if (c < ahead) prefetch(w + (kPanel + c) * row_bytes, row_bytes);
+      if (c < cols) {
+        ggml_blocks::unpack_row(t, w + c * row_bytes, K, q.data() + c * stride, a16.data() + c * groups16,
+                                b16.data() + c * groups16);
+      } else {
+        std::fill_n(q.data() + c * stride, K, 0);
+        std::fill_n(a16.data() + c * groups16, groups16, 0.f);
+        std::fill_n(b16.data() + c * groups16, groups16, 0.f);
+      }
+    }
+    interleave(stride);
+    for (int64_t g = 0; g < K / G; ++g)
+      for (int c = 0; c < kPanel; ++c) {
+        a[g * kPanel + c] = a16[c * groups16 + g * G / 16];
+        b[g * kPanel + c] = b16[c * groups16 + g * G / 16];
+      }
+  }
+
+  // words[kk * 16 + c] = column c's word kk: 16 x 16 word blocks transposed (a last block of 8 words: K % 64 == 32)
+  void interleave(int64_t stride) {
+    int64_t kk = 0;
+    for (; kk + 16 <= K / 4; kk += 16) interleave_block<16>(stride, kk);
+    if (kk < K / 4) interleave_block<8>(stride, kk);
+  }
+
+  template <int kWords>
+  void interleave_block(int64_t stride, int64_t kk) {
+    constexpr __mmask16 m = (__mmask16)((1u << kWords) - 1);
+    __m512i r[kPanel];
+    for (int c = 0; c < kPanel; ++c) r[c] = _mm512_maskz_loadu_epi32(m, q.data() + c * stride + 4 * kk);
+    transpose16(r);
+    for (int i = 0; i < kWords; ++i) _mm512_storeu_si512(words.data() + (kk + i) * kPanel, r[i]);
+  }
+};
+
+// A row's 16 sums after group g, given its exact int32 dots: the float steps every product path shares
+inline __m512 scale_row(__m512 a, __m512 b, __m512i dot, float scale, float sum, __m512 acc) {
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(a, _mm512_set1_ps(scale)), acc);
+  return _mm512_fmadd_ps(b, _mm512_set1_ps(sum), acc);
+}
+
+template <int R>
+inline void scale_group(const Panel& p, const Int8Rows& x, int64_t r0, int64_t g, const __m512i* dot, __m512* acc) {
+  const __m512 a = _mm512_loadu_ps(p.a.data() + g * kPanel), b = _mm512_loadu_ps(p.b.data() + g * kPanel);
+  const int64_t groups = x.K / x.G;
+  for (int r = 0; r < R; ++r)
+    acc[r] = scale_row(a, b, dot[r], x.scale[(r0 + r) * groups + g], x.sums[(r0 + r) * groups + g], acc[r]);
+}
+
+// R rows of x (from r0) against a panel: y[r][n0 .. n0 + cols) (row stride N)
+template <int R>
+void vnni_rows(const Panel& p, const Int8Rows& x, int64_t r0, float* y, int64_t N, int cols) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const int64_t K = x.K, words = x.G / 4;
+  for (int64_t g = 0; g < K / x.G; ++g) {
+    __m512i dot[R];
+    for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
+    for (int64_t kk = g * words; kk < (g + 1) * words; ++kk) {
+      const __m512i w = _mm512_loadu_si512(p.words.data() + kk * kPanel);
+      for (int r = 0; r < R; ++r) {
+        int32_t xw;
+        std::memcpy(&xw, x.q.data() + (r0 + r) * K + 4 * kk, 4);
+        dot[r] = _mm512_dpbusd_epi32(dot[r], w, _mm512_set1_epi32(xw));
+      }
+    }
+    scale_group<R>(p, x, r0, g, dot, acc);
+  }
+  const __mmask16 m = (__mmask16)((1u << cols) - 1);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * N, m, acc[r]);
+}
+
+#if defined(CONCH_AMX) && defined(__AMX_INT8__)
+#define CONCH_AMX_INT8 1
+// AMX: tile 0 the 16 x 16 int32 dots, tile 1 16 rows of xq (G bytes each), tile 2 the panel's G / 4 words x 16
+// columns. A thread configures once before its first product and releases after its last.
+inline void configure_int8(int64_t G) {
+  amx_tiles::TileConfig c;
+  c.rows[0] = kTileRows, c.colsb[0] = 64;
+  c.rows[1] = kTileRows, c.colsb[1] = (uint16_t)G;
+  c.rows[2] = (uint8_t)(G / 4), c.colsb[2] = 64;
+  _tile_loadconfig(&c);
+}
+
+// 16 rows of x (from r0) against a panel: each group's dots as one tile product, then scale_row per row
+inline void amx_rows(const Panel& p, const Int8Rows& x, int64_t r0, int64_t M, float* y, int64_t N, int cols) {
+  alignas(64) int32_t dots[kTileRows * kPanel];
+  __m512 acc[kTileRows];
+  for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_setzero_ps();
+  const int64_t K = x.K, groups = K / x.G, rows = std::min<int64_t>(kTileRows, M - r0);
+  for (int64_t g = 0; g < groups; ++g) {
+    _tile_zero(0);
+    _tile_loadd(1, x.q.data() + r0 * K + g * x.G, K);
+    _tile_loadd(2, p.words.data() + g * (x.G / 4) * kPanel, 64);
+    _tile_dpbsud(0, 1, 2);
+    _tile_stored(0, dots, 64);
+    const __m512 a = _mm512_loadu_ps(p.a.data() + g * kPanel), b = _mm512_loadu_ps(p.b.data() + g * kPanel);
+    for (int64_t r = 0; r < rows; ++r)
+      acc[r] = scale_row(a, b, _mm512_load_si512(dots + r * kPanel), x.scale[(r0 + r) * groups + g],
+                         x.sums[(r0 + r) * groups + g], acc[r]);
+  }
+  const __mmask16 m = (__mmask16)((1u << cols) - 1);
+  for (int64_t r = 0; r < rows; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * N, m, acc[r]);
+}
+#endif
+
+constexpr int kRows = 8;   // rows of x sharing each loaded weight word
+
+// M rows of x against a panel: tiles of 16 rows by AMX where `amx`, the rest by VNNI (the same bits either way)
+inline void rows_panel(const Panel& p, const Int8Rows& x, int64_t M, float* y, int64_t N, int cols, bool amx) {
+  int64_t r0 = 0;
+#ifdef CONCH_AMX_INT8
+  if (amx)
+    for (; r0 + kTileRows <= M; r0 += kTileRows) amx_rows(p, x, r0, M, y, N, cols);
+#endif
+  for (; r0 + kRows <= M; r0 += kRows) vnni_rows<kRows>(p, x, r0, y, N, cols);
+  switch (M - r0) {
+    case 1: return vnni_rows<1>(p, x, r0, y, N, cols);
+    case 2: return vnni_rows<2>(p, x, r0, y, N, cols);
+    case 3: return vnni_rows<3>(p, x, r0, y, N, cols);
+    case 4: return vnni_rows<4>(p, x, r0, y, N, cols);
+    case 5: return vnni_rows<5>(p, x, r0, y, N, cols);
+    case 6: return vnni_rows<6>(p, x, r0, y, N, cols);
+    case 7: return vnni_rows<7>(p, x, r0, y, N, cols);
+    default: return;
+  }
+}
+
+}  // namespace quant_panels
