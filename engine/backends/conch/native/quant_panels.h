@@ -48,7 +48,10 @@ struct Int8Rows {
   void block(const float* x, int64_t m, int64_t v) {
     const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-    const float d = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
+    // IEEE divisions (the intrinsic: -ffast-math may make a '/' a reciprocal estimate), so the rounding is
+    // reproducible outside this kernel (the tests' reference rounds the same way)
+    const float d = _mm_cvtss_f32(_mm_div_ss(_mm_set_ss(amax), _mm_set_ss(127.f)));
+    const float inv = amax > 0.f ? _mm_cvtss_f32(_mm_div_ss(_mm_set_ss(127.f), _mm_set_ss(amax))) : 0.f;
     const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, _mm512_set1_ps(inv)));
     const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, _mm512_set1_ps(inv)));
     _mm_storeu_si128((__m128i*)(q.data() + m * K + v), _mm512_cvtsepi32_epi8(qlo));
