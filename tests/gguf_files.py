@@ -106,13 +106,14 @@ def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] |
 
 
 def small_llama(hidden: int = 64, inter: int = 128, layers: int = 2, seed: int = 0, init: float = 0.02,
-                vocab: int = 49152):
-    """A random-weights Llama with SmolLM2's vocabulary size (float32); `init`: its weights' std."""
+                vocab: int = 49152, tied: bool = False):
+    """A random-weights Llama with SmolLM2's vocabulary size (float32); `init`: its weights' std; `tied`: its
+    head is its embedding (the GGUF then holds no output.weight)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+                         bos_token_id=1, eos_token_id=2, tie_word_embeddings=tied,
                          initializer_range=init)
     torch.manual_seed(seed)
     return LlamaForCausalLM(config).float().eval()

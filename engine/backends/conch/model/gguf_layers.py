@@ -1,8 +1,9 @@
 """A model loaded from a GGUF (engine/weights/gguf_file.py) without a dequantized copy of the file: its HF
 skeleton is built with its parameters on the meta device, then filled tensor by tensor from the memory-mapped
 file; each Linear whose GGUF matrix has a kernel type becomes a QuantLinear over the file's own blocks
-(quantized.py), every other tensor (norms, the token embedding, a matrix of a type without a kernel) is
-dequantized alone into the model's dtype. So the load's peak is about the file's size plus those tensors,
+(quantized.py), the token embedding of such a type a QuantEmbedding (a tied head: a QuantLinear over the same
+blocks), every other tensor (norms, a matrix of a type without a kernel) is dequantized alone into the
+model's dtype. So the load's peak is about the file's size plus those tensors,
 never the whole model dequantized (transformers' GGUF loader dequantizes every tensor first).
 
 Names: transformers' GGUF -> HF tensor map and its per-architecture tensor processors (llama's q/k rows
@@ -17,7 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from conch.engine.backends.conch.model.quantized import QUANT_TYPES, QuantizedMatrix, QuantLinear, read_matrix
+from conch.engine.backends.conch.model.quantized import (QUANT_TYPES, QuantEmbedding, QuantizedMatrix, QuantLinear,
+                                                        read_matrix)
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,9 @@ def build_quantized(path: Path, architecture: str, dtype: torch.dtype, kernel: A
         module = model.get_submodule(module_name)
         if attr == "weight" and isinstance(module, torch.nn.Linear) and tensor.tensor_type.name in QUANT_TYPES:
             quantized.append((module_name, _matrix(read_matrix(tensor, kernel), tensor.name, architecture, config)))
+            continue
+        if attr == "weight" and isinstance(module, torch.nn.Embedding) and tensor.tensor_type.name in QUANT_TYPES:
+            _swap_embedding(model, module_name, read_matrix(tensor, kernel), dtype)
             continue
         weights = processor.process(weights=_dequantized(tensor), name=tensor.name).weights
         value = torch.from_numpy(np.array(weights, dtype=np.float32)).to(dtype)     # a copy: the map is read-only
@@ -101,11 +106,24 @@ def _swap(model: Any, module_name: str, matrix: QuantizedMatrix) -> None:
     setattr(parent, attr, QuantLinear(matrix, bias))
 
 
+def _swap_embedding(model: Any, module_name: str, matrix: QuantizedMatrix, dtype: torch.dtype) -> None:
+    """The token embedding kept in its blocks (QuantEmbedding: a lookup dequantizes its rows), with the HF
+    module's own scale (Gemma's) for the HF forward."""
+    parent_name, _, attr = module_name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    scale = getattr(getattr(parent, attr), "embed_scale", None)
+    setattr(parent, attr, QuantEmbedding(matrix, dtype, scale))
+
+
 def _tie_or_refuse(model: Any, path: Path) -> None:
-    """A head the file does not hold is the token embedding (tied); any other tensor left on meta is refused."""
-    head = model.get_output_embeddings()
-    if isinstance(head, torch.nn.Linear) and head.weight.is_meta:
-        head.weight = model.get_input_embeddings().weight
+    """A head the file does not hold is the token embedding (tied): the same blocks when the embedding kept
+    them, else its tensor; any other tensor left on meta is refused."""
+    head, embedding = model.get_output_embeddings(), model.get_input_embeddings()
+    if isinstance(head, torch.nn.Linear) and head.weight.is_meta and isinstance(embedding, QuantEmbedding):
+        model.set_output_embeddings(QuantLinear(embedding.matrix, None))
+        model.config.tie_word_embeddings = False       # one set of blocks, read by the lookup and the head
+    elif isinstance(head, torch.nn.Linear) and head.weight.is_meta:
+        head.weight = embedding.weight
     elif isinstance(head, QuantLinear):
         model.config.tie_word_embeddings = False       # the embedding stays a tensor, the head the file's blocks
     missing = [n for n, p in model.named_parameters() if p.is_meta]

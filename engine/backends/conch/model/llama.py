@@ -21,6 +21,7 @@ from conch.engine.backends.conch.kv.slot_store import SlotKVStore
 from conch.engine.backends.conch.model.step import Step
 from conch.engine.backends.conch.kv.huge_pages import HugePageArena
 from conch.engine.backends.conch.model.families import Family, family
+from conch.engine.backends.conch.model.quantized import embedding_rows
 from conch.engine.backends.conch.model.weights import NarrowPacking, Shape, fused_layer, head_product, norm_weight
 
 
@@ -59,8 +60,7 @@ class LlamaForward:
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         rotary = fam.rotary_dims or self.head_dim
         self.eps = c.rms_norm_eps
-        self.dtype = model.model.embed_tokens.weight.dtype
-        self.embed = model.model.embed_tokens.weight
+        self.embed, self.dtype = embedding_rows(model.model.embed_tokens)     # ids -> (*, hidden)
         self.norm = norm_weight(model.model.norm.weight, fam)
         self.windows = fam.windows or (None,) * c.num_hidden_layers     # per layer, its sliding window or None
         self.kernels = Kernels.load(self.dtype, self.head_dim, windowed=any(w is not None for w in self.windows))
@@ -86,7 +86,7 @@ class LlamaForward:
         included); HF's (P, R) tables repeat their first half, which this checks. Pairs past R/2 rotate by 1.
         kind: the layer type a per-type rotary embedding takes (Gemma 3's)."""
         positions = torch.arange(length).unsqueeze(0)
-        x, kinds = self.embed[:1].unsqueeze(0).float(), () if kind is None else (kind,)
+        x, kinds = self.embed(torch.zeros(1, dtype=torch.long)).unsqueeze(0).float(), () if kind is None else (kind,)
         cos, sin = (t[0].float() for t in model.model.rotary_emb(x, positions, *kinds))
         half = rotary // 2
         if cos.shape[1] != rotary or not (torch.equal(cos[:, :half], cos[:, half:])
@@ -129,7 +129,7 @@ class LlamaForward:
     @torch.inference_mode()
     def __call__(self, step: Step, kv: SlotKVStore) -> torch.Tensor:
         """Logits (R, V) float32 at `step.logits_at`; writes the step's K/V into `kv`."""
-        x = self.embed[step.ids]                                         # (T, hidden), the residual stream
+        x = self.embed(step.ids)                                         # (T, hidden), the residual stream
         if self.family.embed_scale != 1.0:
             x = x * self.family.embed_scale
         if step.embeds is not None:                                      # image tokens: their embeddings as given

@@ -88,6 +88,35 @@ class QuantLinear(torch.nn.Module):
         return y if self.bias is None else y + self.bias
 
 
+class QuantEmbedding(torch.nn.Module):
+    """A token embedding kept in a GGUF's blocks (gguf_layers.py): a lookup dequantizes the rows it reads, in
+    `dtype`; times `scale` in forward (the HF module's own: Gemma's hidden^1/2), never in `rows`. A tied model's
+    head is a QuantLinear over the same blocks, so neither holds a dequantized copy of the vocabulary."""
+
+    def __init__(self, matrix: QuantizedMatrix, dtype: torch.dtype, scale: torch.Tensor | None) -> None:
+        super().__init__()
+        self.matrix, self.dtype = matrix, dtype
+        self.scale = scale
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """(*ids.shape, hidden) in dtype: the rows `ids` name, as the kernel's float32 product reads them."""
+        flat = self.matrix.blocks[ids.reshape(-1)]
+        values = self.matrix.kernel.dequantize(flat, self.matrix.qtype, self.matrix.in_features)
+        return values.to(self.dtype).view(*ids.shape, self.matrix.in_features)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.rows(ids)
+        return x if self.scale is None else x * self.scale.to(self.dtype)
+
+
+def embedding_rows(module: torch.nn.Module) -> tuple[Any, torch.dtype]:
+    """An input embedding's lookup ids -> (*ids.shape, hidden) without the module's own scale, and its dtype."""
+    if isinstance(module, QuantEmbedding):
+        return module.rows, module.dtype
+    weight = module.weight
+    return weight.__getitem__, weight.dtype
+
+
 @dataclass(frozen=True)
 class Stacked:
     """Products side by side: x -> [p(x) for p in parts] concatenated along the output (q | k | v when their

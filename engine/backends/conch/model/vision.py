@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from conch.engine.backends.conch.model.quantized import embedding_rows
 from conch.engine.backends.conch.model.step import Step
 from conch.engine.backends.conch.model.vision_families import FAMILIES
 from conch.engine.errors import InvalidRequest
@@ -79,7 +80,7 @@ class VisionTower:
         self.processor = processor
         self.spec = self.family.spec(vlm.config, tokenizer)
         self.token_id, self.tokens_per_image = self.spec.token_id, self.spec.tokens_per_image
-        self.dtype = vlm.model.language_model.embed_tokens.weight.dtype   # (a GGUF's head may be quantized)
+        self.dtype = embedding_rows(vlm.model.language_model.embed_tokens)[1]   # (a GGUF's may be quantized)
         self.cache: OrderedDict[str, torch.Tensor] = OrderedDict()   # digest -> (N, hidden)
         self.calls = 0                          # tower forwards run (each a batch of images)
         self.encoded = 0                        # images those forwards encoded

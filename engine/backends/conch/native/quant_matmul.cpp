@@ -4,8 +4,8 @@
 //   as the file stores it (K / QK blocks of ggml's layout, ggml_blocks.h); qtype: ggml's type number (Q4_0 2,
 //   Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14) -> (M, N) in x's dtype.
 // Two products, chosen by x's dtype (matmul_path names one: 'float32', 'vnni', 'amx'):
-//   int8 (bf16 x, on a CPU with AVX512-VNNI): x's rows rounded to int8 per 32 values, as llama.cpp rounds
-//     activations; each group's dot exact in int32, then scaled in float32 group by group (quant_panels.h).
+//   int8 (bf16 x, on a CPU with AVX512-VNNI): x's rows rounded to int8 per 32 values (256 against K-quants),
+//     as llama.cpp rounds activations; each group's dot exact in int32, then scaled in float32 group by group (quant_panels.h).
 //     Its dots come from AMX tiles for whole tiles of 16 rows where the CPU has AMX-INT8, from VNNI over
 //     16-column panels for the other rows, and for a few rows from VNNI over row lanes (quant_lanes.h): the
 //     same bits every way, so the row count never changes a row.
@@ -135,7 +135,8 @@ torch::Tensor product(const torch::Tensor& x, const torch::Tensor& blocks, int64
     pybind11::gil_scoped_release unlocked;
 #ifdef __AVX512VNNI__
     if (path != Path::kFloat32) {
-      const quant_panels::Int8Rows xq(xf.data_ptr<float>(), M, K, quant_panels::group_of(t));
+      const quant_panels::Int8Rows xq(xf.data_ptr<float>(), M, K, quant_panels::group_of(t),
+                                      quant_panels::activation_block(t));
       const int64_t panels = (N + quant_panels::kPanel - 1) / quant_panels::kPanel;
       const bool amx = path == Path::kAmx && M >= quant_panels::kTileRows;
       at::parallel_for(0, panels, 1, [&](int64_t lo, int64_t hi) {

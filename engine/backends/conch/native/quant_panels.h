@@ -1,9 +1,10 @@
 // The int8 product of quant_matmul.cpp: y = x @ W^T, x's rows rounded to int8, W in ggml blocks, 16 columns
 // of W at a time (a panel) in the int32 / float32 lanes of one register.
 //
-// Int8Rows: each row of x rounded per 32 values (scale = the block's largest |x| / 127, to nearest even), and
-//   per group of G values (the weight type's: 16 for Q6_K, 32 for the others) the row's scale and
-//   scale * sum(q) (the factor of the group's b term).
+// Int8Rows: each row of x rounded per block of A values (scale = the block's largest |x| / 127, to nearest
+//   even; A = 256 for a K-quant's rows, 32 otherwise: llama.cpp's Q8_K and Q8_0), and per group of G values
+//   (the weight type's: 16 for Q6_K, 32 for the others) the row's scale and scale * sum(q) (the factor of the
+//   group's b term).
 // Panel: 16 rows of W unpacked (ggml_blocks.h: value = a * q + b) and laid out as VNNI reads them: word kk of
 //   column c (its bytes 4kk..4kk+3) at words[kk * 16 + c]; a and b per group as 16-column vectors.
 // The product, per row of x and group g, for the panel's 16 columns at once:
@@ -35,39 +36,40 @@ constexpr int kTileRows = 16;   // rows of x an AMX tile holds
 struct Int8Rows {
   std::vector<int8_t> q;          // (M rounded up to kTileRows, K): rows past M are zeros
   std::vector<float> scale, sums; // (M, K / G)
-  int64_t K, G;
+  int64_t K, G, A;                // A: values sharing one scale (32, or 256 for a K-quant's rows, as llama.cpp)
 
-  Int8Rows(const float* x, int64_t M, int64_t K, int64_t G)
-      : q((M + kTileRows - 1) / kTileRows * kTileRows * K), scale(M * K / G), sums(M * K / G), K(K), G(G) {
+  Int8Rows(const float* x, int64_t M, int64_t K, int64_t G, int64_t A)
+      : q((M + kTileRows - 1) / kTileRows * kTileRows * K), scale(M * K / G), sums(M * K / G), K(K), G(G), A(A) {
     at::parallel_for(0, M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m)
-        for (int64_t v = 0; v < K; v += 32) block(x + m * K + v, m, v);
+        for (int64_t v = 0; v < K; v += A) block(x + m * K + v, m * K + v);
     });
   }
 
-  void block(const float* x, int64_t m, int64_t v) {
-    const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+  // A values of x from value `at` of the whole (M, K): rounded with one scale; each group's scale and sum
+  void block(const float* x, int64_t at) {
+    __m512 amax16 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < A; i += 16) amax16 = _mm512_max_ps(amax16, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+    const float amax = _mm512_reduce_max_ps(amax16);
     // IEEE divisions (the intrinsic: -ffast-math may make a '/' a reciprocal estimate), so the rounding is
     // reproducible outside this kernel (the tests' reference rounds the same way)
     const float d = _mm_cvtss_f32(_mm_div_ss(_mm_set_ss(amax), _mm_set_ss(127.f)));
     const float inv = amax > 0.f ? _mm_cvtss_f32(_mm_div_ss(_mm_set_ss(127.f), _mm_set_ss(amax))) : 0.f;
-    const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, _mm512_set1_ps(inv)));
-    const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, _mm512_set1_ps(inv)));
-    _mm_storeu_si128((__m128i*)(q.data() + m * K + v), _mm512_cvtsepi32_epi8(qlo));
-    _mm_storeu_si128((__m128i*)(q.data() + m * K + v + 16), _mm512_cvtsepi32_epi8(qhi));
-    const int32_t s0 = _mm512_reduce_add_epi32(qlo), s1 = _mm512_reduce_add_epi32(qhi);
-    const int64_t g = (m * K + v) / G;
-    if (G == 32) {
-      scale[g] = d;
-      sums[g] = d * float(s0 + s1);
-    } else {
-      scale[g] = scale[g + 1] = d;
-      sums[g] = d * float(s0);
-      sums[g + 1] = d * float(s1);
+    for (int64_t g = 0; g < A / G; ++g) {
+      int32_t sum = 0;
+      for (int64_t i = g * G; i < (g + 1) * G; i += 16) {
+        const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(inv)));
+        _mm_storeu_si128((__m128i*)(q.data() + at + i), _mm512_cvtsepi32_epi8(qi));
+        sum += _mm512_reduce_add_epi32(qi);
+      }
+      scale[at / G + g] = d;
+      sums[at / G + g] = d * float(sum);
     }
   }
 };
+
+// the activations' block for weights of type t: llama.cpp's (Q8_K's 256 for the K-quants, Q8_0's 32 otherwise)
+inline int64_t activation_block(const ggml_blocks::Type& t) { return t.qk == 256 ? 256 : 32; }
 
 // rows i and i | b of a 16 x 16 int32 matrix exchange their off-diagonal b x b blocks; over b = 8, 4, 2, 1 the
 // matrix is transposed

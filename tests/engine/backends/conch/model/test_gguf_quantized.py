@@ -8,7 +8,7 @@ import torch
 
 from conch.engine.backends.conch import loader, native
 from conch.engine.backends.conch.model.llama import LlamaForward
-from conch.engine.backends.conch.model.quantized import QuantLinear
+from conch.engine.backends.conch.model.quantized import QuantEmbedding, QuantLinear
 from conch.engine.backends.conch.kv.slot_store import SlotKVStore
 from conch.engine.repository import ModelConfig
 from conch.engine.weights import ensure_smollm2
@@ -62,3 +62,16 @@ def test_prompt_logprobs_agree_with_the_dequantized_float32_reference(files, qty
         got = _conch(files[qtype], dtype)
         diff = (got - want).abs().max().item()
         assert diff <= tol, (qtype, dtype, diff)
+
+
+def test_a_tied_models_embedding_and_head_read_the_files_blocks(tmp_path):
+    """No output.weight in the file: the lookup and the head share token_embd's blocks (no bf16 copy of the
+    vocabulary, which for Llama 3.2 1B is 0.5 GB and most of a decode step's bytes), and the logprobs agree."""
+    path = write_llama_gguf(small_llama(hidden=256, inter=512, init=0.1, tied=True), tmp_path / "tied.gguf", "Q8_0")
+    model = loader.load(ModelConfig(name="m", weights=str(path), dtype="float32",
+                                    tokenizer=str(ensure_smollm2()))).model
+    embedding, head = model.model.embed_tokens, model.lm_head
+    assert isinstance(embedding, QuantEmbedding) and isinstance(head, QuantLinear)
+    assert head.matrix.blocks.data_ptr() == embedding.matrix.blocks.data_ptr()
+    got, want = _conch(path, "float32"), _reference(path)
+    assert (got - want).abs().max().item() <= 1e-3

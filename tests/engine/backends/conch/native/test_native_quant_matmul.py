@@ -29,9 +29,10 @@ def _matrix(kernel, qtype: str, out: int = 96, K: int = 512, seed: int = 0):
     return QuantizedMatrix(kernel, torch.from_numpy(blocks), QUANT_TYPES[qtype], K), reference
 
 
-def _int8_rows(x: torch.Tensor) -> torch.Tensor:
-    """x (M, K) float32 as the int8 product reads it: each 32 values rounded to multiples of max|x| / 127."""
-    blocks = x.view(x.shape[0], -1, 32)
+def _int8_rows(x: torch.Tensor, block: int) -> torch.Tensor:
+    """x (M, K) float32 as the int8 product reads it: each `block` values rounded to multiples of max|x| / 127
+    (llama.cpp's blocks: 256 against K-quants, 32 otherwise)."""
+    blocks = x.view(x.shape[0], -1, block)
     amax = blocks.abs().amax(dim=-1, keepdim=True)
     inverse = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
     return (torch.round(blocks * inverse) * (amax / 127.0)).view_as(x)
@@ -56,7 +57,7 @@ def test_products_equal_the_product_of_ggufs_dequantized_matrix(kernel, qtype):
     assert _close(matrix(x), want, 1e-4)                          # float32 x: the float32 product
     for path in _paths(kernel):
         got = kernel.matmul_path(x, matrix.blocks, matrix.qtype, K, path)
-        exact = x if path == "float32" else _int8_rows(x)         # what that product multiplies
+        exact = x if path == "float32" else _int8_rows(x, 256 if K == 512 else 32)   # what that product multiplies
         assert _close(got, exact.double() @ reference.double().T, 1e-5), path
     # bf16 x (the int8 product where built): within x's int8 rounding (<= max|x| / 254 per value) of the float one
     assert _close(matrix(x.bfloat16()), want, 2e-2)
