@@ -8,7 +8,8 @@ vocabulary with [PADn] tokens, so the LM head has its real size), converted by l
 convert_hf_to_gguf.py (--outtype f16) and quantized by its llama-quantize to Q4_K_M and Q8_0. Cached under
 ~/.cache/conch/bench-gguf/ (CONCH_BENCH_GGUF_CACHE): a second run builds nothing. For each model x type,
 llama-server (16 slots of 256 tokens, --threads 2 --threads-batch 2, --jinja) and then `conch serve --model
-m=FILE` (its defaults: 2 threads here, kv_cache_mb 2048) on the same file:
+m=FILE` (its defaults: 2 threads here, kv_cache_mb 2048) on the same file (llama-server probed once first:
+where its AMX repacked product crashes, as on this machine, it is measured with --no-repack, and the run says so):
   load     process start until it answers a first chat request (1 token); Conch's native kernels are built
            (or found cached) before any server starts, and that time is printed apart
   c1, c16  decode tokens/s: streamed chat completions over HTTP with the openai SDK, short prompts, greedy
@@ -252,7 +253,7 @@ def start_llama(path: Path) -> Server:
 def _probe(path: Path) -> None:
     """llama-server on `path` answering one request, before any timing; if it crashes, every measured start
     goes without weight repacking: its AMX repacked product segfaults at the first product on some AMX
-    machines (llama.cpp issue 20824, open), and --no-repack keeps the weights in the file's blocks."""
+    machines (llama.cpp issue 20824, no fix), and --no-repack keeps the weights in the file's blocks."""
     try:
         stop(_loaded(start_llama, path)[0])
     except RuntimeError as exc:
