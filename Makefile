@@ -10,7 +10,7 @@ PORT   ?= 8000
 GRPC_PORT ?= 8001
 PYTEST_ARGS ?=
 
-.PHONY: run test test-slow test-agents lint bench setup setup-dev clean vllm-venv test-vllm bench-vllm llama-cpp test-llama-cpp bench-peers
+.PHONY: run test test-slow test-agents lint bench setup setup-dev clean vllm-venv test-vllm bench-vllm llama-cpp test-llama-cpp bench-peers bench-gguf
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -100,6 +100,12 @@ test-llama-cpp: setup-dev llama-cpp
 # Conch beside vLLM-CPU and llama-server on the chat workload, one server at a time (tests/bench/bench_peers.py).
 bench-peers: setup-dev vllm-venv llama-cpp
 	$(PY) -m tests.bench bench_peers
+
+# Issue 42: Conch and llama-server on the same GGUF files (random-weights Llama-3.2-1B and Qwen3-1.7B shapes, built
+# by llama.cpp's converter and llama-quantize into ~/.cache/conch/bench-gguf/), and the default model's packaged
+# GGUF against its bf16 folder (tests/bench/bench_gguf.py).
+bench-gguf: setup-dev llama-cpp
+	$(PY) -m tests.bench bench_gguf
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .venv-llama-cpp $(LLAMA_CPP) .pytest_cache

@@ -42,12 +42,12 @@ SLOT_TOKENS = 256           # a chat prompt (~40 tokens with the template's syst
 FIGURES = (("tok/s", "tokens/s", 1.0), ("ttft_p50", "TTFT p50 ms", 1e3), ("itl_p50", "ITL p50 ms", 1e3))
 
 
-def _llama_server(slots: int = SLOTS, slot_tokens: int = SLOT_TOKENS) -> Server:
+def _llama_server(slots: int = SLOTS, slot_tokens: int = SLOT_TOKENS, model: Path = LLAMA_GGUF, *extra: str) -> Server:
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="bench-peers-llama-")) / "llama-server.log"
-    cmd = [str(LLAMA_SERVER), "--model", str(LLAMA_GGUF), "--alias", "m", "--host", "127.0.0.1", "--port", str(port),
+    cmd = [str(LLAMA_SERVER), "--model", str(model), "--alias", "m", "--host", "127.0.0.1", "--port", str(port),
            "--parallel", str(slots), "--ctx-size", str(slots * slot_tokens), "--threads", "2", "--threads-batch", "2",
-           "--jinja", "--no-webui"]
+           "--jinja", "--no-webui", *extra]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
     return wait_ready(proc, f"http://127.0.0.1:{port}", log, 300, what="llama-server", poll=0.5)
 
