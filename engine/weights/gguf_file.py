@@ -7,6 +7,7 @@ What transformers cannot map is refused here, at load, by name: a GGUF architect
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,18 @@ class GgufInfo:
 
 
 def read_gguf(path: Path) -> GgufInfo:
-    """The header of a GGUF file (memory-mapped; no tensor is read)."""
+    """The header of a GGUF file (memory-mapped; no tensor is read). Parsed once per file version: gguf's
+    reader takes seconds over a vocabulary's arrays, and a load asks for the header three times."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise BackendUnavailable(f"{path.name} is not a readable GGUF file: {exc}") from exc
+    return _read_gguf(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_gguf(path: Path, mtime_ns: int, size: int) -> GgufInfo:
+    """read_gguf's parse, keyed by the file's version (mtime, size): a rewritten file is read again."""
     from gguf import GGUFReader
 
     try:
