@@ -61,7 +61,9 @@ def build_quantized(path: Path, architecture: str, dtype: torch.dtype, kernel: A
             quantized.append((module_name, _matrix(read_matrix(tensor, kernel), tensor.name, architecture, config)))
             continue
         if attr == "weight" and isinstance(module, torch.nn.Embedding) and tensor.tensor_type.name in QUANT_TYPES:
-            _swap_embedding(model, module_name, read_matrix(tensor, kernel), dtype)
+            embedding = read_matrix(tensor, kernel)
+            assert isinstance(embedding, QuantizedMatrix)                   # a type in QUANT_TYPES
+            _swap_embedding(model, module_name, embedding, dtype)
             continue
         weights = processor.process(weights=_dequantized(tensor), name=tensor.name).weights
         value = torch.from_numpy(np.array(weights, dtype=np.float32)).to(dtype)     # a copy: the map is read-only

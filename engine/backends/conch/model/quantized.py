@@ -113,7 +113,7 @@ def embedding_rows(module: torch.nn.Module) -> tuple[Any, torch.dtype]:
     """An input embedding's lookup ids -> (*ids.shape, hidden) without the module's own scale, and its dtype."""
     if isinstance(module, QuantEmbedding):
         return module.rows, module.dtype
-    weight = module.weight
+    weight: torch.Tensor = module.weight        # type: ignore[assignment]   # an nn.Embedding's
     return weight.__getitem__, weight.dtype
 
 
