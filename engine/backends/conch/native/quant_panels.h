@@ -71,12 +71,12 @@ struct Int8Rows {
 // the activations' block for weights of type t: llama.cpp's (Q8_K's 256 for the K-quants, Q8_0's 32 otherwise)
 inline int64_t activation_block(const ggml_blocks::Type& t) { return t.qk == 256 ? 256 : 32; }
 
-// rows i and i | b of a 16 x 16 int32 matrix exchange their off-diagonal b x b blocks; over b = 8, 4, 2, 1 the
-// matrix is transposed
 inline void prefetch(const uint8_t* p, int64_t bytes) {
   for (int64_t at = 0; at < bytes; at += 64) _mm_prefetch((const char*)(p + at), _MM_HINT_T0);
 }
 
+// rows i and i | b of a 16 x 16 int32 matrix exchange their off-diagonal b x b blocks; over b = 8, 4, 2, 1 the
+// matrix is transposed
 struct SwapIndex {
   alignas(64) int32_t lo[4][16], hi[4][16];   // level l: b = 8 >> l; permutex2var's picks for rows i and i | b
   SwapIndex() {
