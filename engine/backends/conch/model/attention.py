@@ -90,10 +90,13 @@ class Attention:
     def _chunk_mask(self, s) -> torch.Tensor | None:
         """(n, start + n): query start + i sees key j when j <= its reach; None when that is plain causal
         attention and the native kernel or SDPA's is_causal (a chunk from position 0) serves it."""
-        if self.sees is None or torch.equal(self._seen(s.start, s.offset, s.n), torch.arange(s.start, s.start + s.n)):
-            if s.start == 0 or self.kernels.prefill is not None:     # a text step builds no tensor here
-                return None
-        return torch.arange(s.start + s.n).unsqueeze(0) <= self._seen(s.start, s.offset, s.n).unsqueeze(1)
+        plain_served = s.start == 0 or self.kernels.prefill is not None
+        if self.sees is None and plain_served:                       # a text step builds no tensor here
+            return None
+        seen = self._seen(s.start, s.offset, s.n)
+        if plain_served and torch.equal(seen, torch.arange(s.start, s.start + s.n)):
+            return None
+        return torch.arange(s.start + s.n).unsqueeze(0) <= seen.unsqueeze(1)
 
     def _windowed(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
         """Every span, decode row or chunk, by SDPA over its slot's columns max(0, start - window + 1) .. end."""
