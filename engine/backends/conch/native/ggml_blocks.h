@@ -17,6 +17,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -185,10 +186,18 @@ inline bool lookup(int64_t id, Type* t) {
   }
 }
 
-// A whole matrix row of K values: q (K bytes), a and b (K / 16 each)
-inline void unpack_row(const Type& t, const uint8_t* row, int64_t K, uint8_t* q, float* a, float* b) {
+// Values v .. v + n of a matrix row (v, n multiples of the block's): q (n bytes), a and b (n / 16 each). A row
+// past the matrix (`row` null: a panel's unused column) reads as zeros.
+inline void unpack_values(const Type& t, const uint8_t* row, int64_t v, int64_t n, uint8_t* q, float* a, float* b) {
+  if (row == nullptr) {
+    std::fill_n(q, n, 0);
+    std::fill_n(a, n / 16, 0.f);
+    std::fill_n(b, n / 16, 0.f);
+    return;
+  }
+  row += v / t.qk * t.bytes;
   with_unpack(t.id, [&](auto unpack) {
-    for (int64_t v = 0; v < K; v += t.qk, row += t.bytes) unpack(row, q + v, a + v / 16, b + v / 16);
+    for (int64_t u = 0; u < n; u += t.qk, row += t.bytes) unpack(row, q + u, a + u / 16, b + u / 16);
   });
 }
 

@@ -1,8 +1,8 @@
 // The int8 product for a few rows of x (quant_matmul.cpp: M <= kFewRows): the same result, bit for bit, as
 // quant_panels.h's panels, without their transposed copy of W (which costs more than a few rows' products).
 //
-// For 16 columns of W and one row of x, a span of 64 values (the column's blocks unpacked into a small buffer):
-// VNNI multiplies each column's 64 q by the row's 64 xq into 16 int32 lanes of 4 products (G / 4 lanes a
+// For 16 columns of W, a span of 256 of their values is unpacked into a small buffer; then for each row of x and
+// each 64 values of the span, VNNI multiplies each column's 64 q by the row's 64 xq into 16 int32 lanes of 4 products (G / 4 lanes a
 // group); a lane tree adds, across the 16 columns at once, each group's lanes into one int32 per column:
 // the group's exact dot, as a panel's product forms it. quant_panels' scale_row then takes it, group by group.
 //
@@ -79,31 +79,19 @@ inline __m512i group_dots(const __m512i* v, int finals, const Tree& t, int h) {
 
 // A thread's buffers: the 16 columns' current span unpacked (ggml_blocks.h)
 struct Span {
-  int64_t values;                 // 256: a K-quant block, or 8 of 32 values (a row read a few lines at a time)
-  std::vector<uint8_t> q;         // (16, values)
-  std::vector<float> a, b;        // (16, values / 16)
-  explicit Span(int qk) : values(256), q(kPanel * values), a(kPanel * values / 16), b(kPanel * values / 16) {}
+  static constexpr int64_t values = 256;   // a K-quant block, or 8 of 32 values (a row read a few lines at a time)
+  std::vector<uint8_t> q = std::vector<uint8_t>(kPanel * values);           // (16, values)
+  std::vector<float> a = std::vector<float>(kPanel * values / 16), b = a;   // (16, values / 16)
 
   // W's columns (rows of `w`) c < cols, values v .. v + n (n: values, or the 32 a K % 64 == 32 row ends with);
   // the same span of the next 16 columns' first `ahead` is fetched meanwhile
   void fill(const ggml_blocks::Type& t, const uint8_t* w, int64_t row_bytes, int cols, int ahead, int64_t v,
             int64_t n) {
-    ggml_blocks::with_unpack(t.id, [&](auto unpack) {
-      for (int c = 0; c < kPanel; ++c) {
-        if (c < ahead) quant_panels::prefetch(w + (kPanel + c) * row_bytes + v / t.qk * t.bytes, n / t.qk * t.bytes);
-        for (int64_t u = 0; u < n; u += t.qk) {
-          uint8_t* qc = q.data() + c * values + u;
-          float *ac = a.data() + (c * values + u) / 16, *bc = b.data() + (c * values + u) / 16;
-          if (c < cols) {
-            unpack(w + c * row_bytes + (v + u) / t.qk * t.bytes, qc, ac, bc);
-          } else {
-            std::fill_n(qc, t.qk, 0);
-            std::fill_n(ac, t.qk / 16, 0.f);
-            std::fill_n(bc, t.qk / 16, 0.f);
-          }
-        }
-      }
-    });
+    for (int c = 0; c < kPanel; ++c) {
+      if (c < ahead) quant_panels::prefetch(w + (kPanel + c) * row_bytes + v / t.qk * t.bytes, n / t.qk * t.bytes);
+      ggml_blocks::unpack_values(t, c < cols ? w + c * row_bytes : nullptr, v, n, q.data() + c * values,
+                                 a.data() + c * values / 16, b.data() + c * values / 16);
+    }
   }
 };
 

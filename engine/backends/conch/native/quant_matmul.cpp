@@ -34,7 +34,7 @@ struct RowScratch {
   std::vector<float> a, b;
   explicit RowScratch(int64_t K) : q(K + 64), a(K / 16 + 16), b(K / 16 + 16) {}
   void unpack(const Type& t, const uint8_t* row, int64_t K) {
-    ggml_blocks::unpack_row(t, row, K, q.data(), a.data(), b.data());
+    ggml_blocks::unpack_values(t, row, 0, K, q.data(), a.data(), b.data());
   }
 };
 
@@ -66,7 +66,7 @@ void int8_panels(const Type& t, const uint8_t* w, int64_t row_bytes, int64_t lo,
                  const quant_panels::Int8Rows& x, int64_t M, int64_t K, float* y, int64_t N, bool amx) {
   using quant_panels::kPanel;
   quant_panels::Panel panel(M <= quant_lanes::kFewRows ? 0 : K, x.G);   // few rows: no panel, a span
-  quant_lanes::Span span(t.qk);
+  quant_lanes::Span span;
 #ifdef CONCH_AMX_INT8
   if (amx) quant_panels::configure_int8(x.G);
 #endif

@@ -29,17 +29,17 @@ namespace quant_panels {
 
 constexpr int kPanel = 16;   // columns of W a panel holds: one register's lanes
 
-inline int group_of(const ggml_blocks::Type& t) { return t.qk == 256 && t.bytes == 210 ? 16 : 32; }   // Q6_K: 16
+inline int group_of(const ggml_blocks::Type& t) { return t.id == 14 ? 16 : 32; }   // Q6_K's scales: per 16
 
 constexpr int kTileRows = 16;   // rows of x an AMX tile holds
 
 struct Int8Rows {
-  std::vector<int8_t> q;          // (M rounded up to kTileRows, K): rows past M are zeros
+  std::vector<int8_t> q;          // (M, K)
   std::vector<float> scale, sums; // (M, K / G)
   int64_t K, G, A;                // A: values sharing one scale (32, or 256 for a K-quant's rows, as llama.cpp)
 
   Int8Rows(const float* x, int64_t M, int64_t K, int64_t G, int64_t A)
-      : q((M + kTileRows - 1) / kTileRows * kTileRows * K), scale(M * K / G), sums(M * K / G), K(K), G(G), A(A) {
+      : q(M * K), scale(M * K / G), sums(M * K / G), K(K), G(G), A(A) {
     at::parallel_for(0, M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m)
         for (int64_t v = 0; v < K; v += A) block(x + m * K + v, m * K + v);
@@ -118,14 +118,8 @@ struct Panel {
     const int64_t stride = K + 64, groups16 = K / 16;
     for (int c = 0; c < kPanel; ++c) {
       if (c < ahead) prefetch(w + (kPanel + c) * row_bytes, row_bytes);
-      if (c < cols) {
-        ggml_blocks::unpack_row(t, w + c * row_bytes, K, q.data() + c * stride, a16.data() + c * groups16,
-                                b16.data() + c * groups16);
-      } else {
-        std::fill_n(q.data() + c * stride, K, 0);
-        std::fill_n(a16.data() + c * groups16, groups16, 0.f);
-        std::fill_n(b16.data() + c * groups16, groups16, 0.f);
-      }
+      ggml_blocks::unpack_values(t, c < cols ? w + c * row_bytes : nullptr, 0, K, q.data() + c * stride,
+                                 a16.data() + c * groups16, b16.data() + c * groups16);
     }
     interleave(stride);
     for (int64_t g = 0; g < K / G; ++g)
@@ -201,12 +195,13 @@ inline void configure_int8(int64_t G) {
   _tile_loadconfig(&c);
 }
 
-// 16 rows of x (from r0) against a panel: each group's dots as one tile product, then scale_row per row
-inline void amx_rows(const Panel& p, const Int8Rows& x, int64_t r0, int64_t M, float* y, int64_t N, int cols) {
+// 16 rows of x (from r0; a whole tile: rows_panel leaves the rest to VNNI) against a panel: each group's dots
+// as one tile product, then scale_row per row
+inline void amx_rows(const Panel& p, const Int8Rows& x, int64_t r0, float* y, int64_t N, int cols) {
   alignas(64) int32_t dots[kTileRows * kPanel];
   __m512 acc[kTileRows];
   for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_setzero_ps();
-  const int64_t K = x.K, groups = K / x.G, rows = std::min<int64_t>(kTileRows, M - r0);
+  const int64_t K = x.K, groups = K / x.G;
   for (int64_t g = 0; g < groups; ++g) {
     _tile_zero(0);
     _tile_loadd(1, x.q.data() + r0 * K + g * x.G, K);
@@ -214,12 +209,12 @@ inline void amx_rows(const Panel& p, const Int8Rows& x, int64_t r0, int64_t M, f
     _tile_dpbsud(0, 1, 2);
     _tile_stored(0, dots, 64);
     const __m512 a = _mm512_loadu_ps(p.a.data() + g * kPanel), b = _mm512_loadu_ps(p.b.data() + g * kPanel);
-    for (int64_t r = 0; r < rows; ++r)
+    for (int r = 0; r < kTileRows; ++r)
       acc[r] = scale_row(a, b, _mm512_load_si512(dots + r * kPanel), x.scale[(r0 + r) * groups + g],
                          x.sums[(r0 + r) * groups + g], acc[r]);
   }
   const __mmask16 m = (__mmask16)((1u << cols) - 1);
-  for (int64_t r = 0; r < rows; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * N, m, acc[r]);
+  for (int r = 0; r < kTileRows; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * N, m, acc[r]);
 }
 #endif
 
@@ -230,7 +225,7 @@ inline void rows_panel(const Panel& p, const Int8Rows& x, int64_t M, float* y, i
   int64_t r0 = 0;
 #ifdef CONCH_AMX_INT8
   if (amx)
-    for (; r0 + kTileRows <= M; r0 += kTileRows) amx_rows(p, x, r0, M, y, N, cols);
+    for (; r0 + kTileRows <= M; r0 += kTileRows) amx_rows(p, x, r0, y, N, cols);
 #endif
   for (; r0 + kRows <= M; r0 += kRows) vnni_rows<kRows>(p, x, r0, y, N, cols);
   switch (M - r0) {

@@ -56,7 +56,7 @@ def _conch(path, dtype: str) -> torch.Tensor:
 def test_prompt_logprobs_agree_with_the_dequantized_float32_reference(files, qtype):
     want = _reference(files[qtype])
     assert want.max(-1).values.mean() - want.mean() > 2.0          # peaked enough for a wrong weight to show
-    # bf16 (the int8 product, activations rounded per 32 values) on two types: the bf16 activations move the
+    # bf16 (the int8 product, activations rounded as llama.cpp rounds them) on two types: the bf16 activations move the
     # peaked model's logprobs most (Q8_0: 0.27 with the float32 product, 0.30 with the int8 one)
     for dtype, tol in (("float32", 1e-3), ("bfloat16", 0.4))[:1 if qtype not in ("Q4_K", "Q8_0") else 2]:
         got = _conch(files[qtype], dtype)
