@@ -1,6 +1,7 @@
 """A GGUF file as Conch reads it: its metadata (architecture, context length, chat template, sampling defaults,
-tensor types) from the header, and its model and tokenizer through transformers' GGUF loader (which maps
-llama.cpp's tensor names to HF's and converts the GGUF vocabulary into a `tokenizers` tokenizer).
+tensor types) and tensor table from the header (gguf_header.py: one pass, cached per file version), its
+transformers config (gguf_config.py), and its tokenizer through transformers' GGUF loader (which converts the
+GGUF vocabulary into a `tokenizers` tokenizer).
 
 What transformers cannot map is refused here, at load, by name: a GGUF architecture outside
 `causal_architectures()`, or a tensor type that gguf cannot dequantize.
@@ -8,12 +9,15 @@ What transformers cannot map is refused here, at load, by name: a GGUF architect
 from __future__ import annotations
 
 import functools
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from conch.engine.errors import BackendUnavailable
 from conch.engine.params.model_defaults import GenerationDefaults
+from conch.engine.weights import gguf_config
+from conch.engine.weights.gguf_header import GgufHeader, read_header
 
 # GGUF's general.sampling.* keys -> generation_config.json's names
 _SAMPLING_KEYS = {"temp": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
@@ -28,12 +32,13 @@ class GgufInfo:
     context_length: int | None         # {arch}.context_length: the length the model was trained for
     chat_template: str | None          # tokenizer.chat_template
     defaults: GenerationDefaults       # general.sampling.*
-    tensor_types: frozenset[str]       # the GGML types of its tensors (F32, BF16, Q8_0, Q4_K...)
+    tensor_types: frozenset[str]       # the GGML types of its tensors (F32, BF16, Q8_0, Q4_K...; "type N" for a
+                                       # number gguf does not know)
+    header: GgufHeader                 # its metadata and its tensors (views of the memory-mapped file)
 
 
 def read_gguf(path: Path) -> GgufInfo:
-    """The header of a GGUF file (memory-mapped; no tensor is read). Parsed once per file version: gguf's
-    reader takes seconds over a vocabulary's arrays, and a load asks for the header three times."""
+    """The header of a GGUF file (memory-mapped; no tensor is read), parsed once per file version."""
     try:
         stat = path.stat()
     except OSError as exc:
@@ -44,29 +49,20 @@ def read_gguf(path: Path) -> GgufInfo:
 @functools.lru_cache(maxsize=16)
 def _read_gguf(path: Path, mtime_ns: int, size: int) -> GgufInfo:
     """read_gguf's parse, keyed by the file's version (mtime, size): a rewritten file is read again."""
-    from gguf import GGUFReader
-
     try:
-        reader = GGUFReader(path)
-    except (ValueError, OSError) as exc:
+        header = read_header(path)
+    except (ValueError, OSError, struct.error) as exc:
         raise BackendUnavailable(f"{path.name} is not a readable GGUF file: {exc}") from exc
-    meta = {name: _value(field) for name, field in reader.fields.items()}
+    meta = header.metadata
     arch = str(meta.get("general.architecture", ""))
     sampling = {ours: meta[f"general.sampling.{key}"] for key, ours in _SAMPLING_KEYS.items()
                 if f"general.sampling.{key}" in meta}
     context = meta.get(f"{arch}.context_length")
     template = meta.get("tokenizer.chat_template")
+    types = frozenset(getattr(t.tensor_type, "name", f"type {t.tensor_type}") for t in header.tensors)
     return GgufInfo(path=path, architecture=arch, context_length=int(context) if context else None,
                     chat_template=template if isinstance(template, str) else None,
-                    defaults=GenerationDefaults.from_mapping(sampling),
-                    tensor_types=frozenset(t.tensor_type.name for t in reader.tensors))
-
-
-def _value(field: Any) -> Any:
-    try:
-        return field.contents()
-    except (ValueError, IndexError, TypeError):
-        return None
+                    defaults=GenerationDefaults.from_mapping(sampling), tensor_types=types, header=header)
 
 
 def causal_architectures() -> frozenset[str]:
@@ -90,12 +86,21 @@ def check_loadable(info: GgufInfo) -> None:
         raise BackendUnavailable(f"{info.path.name}: tensor type(s) {', '.join(unknown)} cannot be read")
 
 
+def load_gguf_config(info: GgufInfo) -> Any:
+    """The file's transformers config, as AutoConfig builds it from a GGUF."""
+    from transformers import AutoConfig
+
+    gguf_config.register()                       # transformers' config step for the file: one fast pass
+    return AutoConfig.from_pretrained(str(info.path.parent), gguf_file=info.path.name)
+
+
 def load_gguf_tokenizer(info: GgufInfo, tokenizer_folder: str | None) -> Any:
     """The tokenizer from `tokenizer_folder` if given, else converted from the GGUF's vocabulary, with the
     GGUF's chat template."""
     from transformers import AutoTokenizer
 
     check_loadable(info)
+    gguf_config.register()                       # (as in load_gguf_config)
     if tokenizer_folder is not None:
         return AutoTokenizer.from_pretrained(tokenizer_folder)
     tokenizer = AutoTokenizer.from_pretrained(str(info.path.parent), gguf_file=info.path.name)
@@ -110,5 +115,6 @@ def load_gguf_dequantized(info: GgufInfo, dtype: Any) -> Any:
     from transformers import AutoModelForCausalLM
 
     check_loadable(info)
+    gguf_config.register()
     return AutoModelForCausalLM.from_pretrained(str(info.path.parent), gguf_file=info.path.name, dtype=dtype,
                                                 attn_implementation="sdpa")

@@ -90,4 +90,4 @@ def _gguf_model(info: GgufInfo, dtype: torch.dtype) -> Any:
     if left:
         log.warning("%s: matrices of type %s have no kernel and are served dequantized", info.path.name,
                     ", ".join(left))
-    return build_quantized(info.path, info.architecture, dtype, kernel)
+    return build_quantized(info, dtype, kernel)

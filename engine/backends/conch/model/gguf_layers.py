@@ -23,6 +23,7 @@ import torch
 
 from conch.engine.backends.conch.model.quantized import (QUANT_TYPES, QuantEmbedding, QuantizedMatrix, QuantLinear,
                                                         read_matrix)
+from conch.engine.weights.gguf_file import GgufInfo, load_gguf_config
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +37,14 @@ def _hf_rows(n: int, heads: int) -> torch.Tensor:
     return torch.argsort(forward)
 
 
-def build_quantized(path: Path, architecture: str, dtype: torch.dtype, kernel: Any) -> Any:
-    """The HF causal LM of the GGUF at `path` in `dtype`, its Linears' matrices in the file's blocks where
+def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any) -> Any:
+    """The HF causal LM of the GGUF `info` reads in `dtype`, its Linears' matrices in the file's blocks where
     `kernel` (native/quant_matmul) takes their type. Raises ValueError naming a tensor the file lacks."""
-    from gguf import GGUFReader
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
     from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, TensorProcessor, get_gguf_hf_weights_map
 
-    config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+    path, architecture = info.path, info.architecture
+    config = load_gguf_config(info)
     with torch.device("meta"):                           # no tensor allocated
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
     _real_buffers(model)
@@ -51,7 +52,7 @@ def build_quantized(path: Path, architecture: str, dtype: torch.dtype, kernel: A
     with _name_maps_cached():
         names = get_gguf_hf_weights_map(model, processor)
     quantized: list[tuple[str, QuantizedMatrix]] = []
-    for tensor in GGUFReader(path).tensors:
+    for tensor in info.header.tensors:
         hf_name = names.get(tensor.name)
         if hf_name is None:
             continue

@@ -1,7 +1,7 @@
 """A GGUF's quantized matrices as products (weights.py's Product), read in place: the file is memory-mapped
-(gguf's reader) and each matrix stays in its ggml blocks; native/quant_matmul.cpp reads a block into registers
-for each product (bf16 x: an int8 product, as llama.cpp's; float32 x: the values a * q + b in float32, exact
-to the file), so no dequantized copy of the weights is ever made.
+(engine/weights/gguf_header.py) and each matrix stays in its ggml blocks; native/quant_matmul.cpp reads a
+block into registers for each product (bf16 x: an int8 product, as llama.cpp's; float32 x: the values a * q + b
+in float32, exact to the file), so no dequantized copy of the weights is ever made.
 
 Types with a kernel (QUANT_TYPES, read by native/ggml_blocks.h): Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
 what Q8_0, Q4_0, Q4_K_M and Q5_K_M files hold (Q5_0 is also llama-quantize's fallback for a K-quant's rows that
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,8 +48,8 @@ def unsupported(types: frozenset[str]) -> list[str]:
 
 
 def read_matrix(tensor: Any, kernel: Any) -> QuantizedMatrix | torch.Tensor:
-    """A gguf ReaderTensor: a QuantizedMatrix over its blocks (no copy), or a float tensor (F32/F16/BF16) as
-    (out, in)."""
+    """A GGUF tensor (gguf_header.GgufTensor, or gguf's ReaderTensor): a QuantizedMatrix over its blocks (no
+    copy), or a float tensor (F32/F16/BF16) as (out, in)."""
     name = tensor.tensor_type.name
     data = np.asarray(tensor.data)
     with warnings.catch_warnings():             # the map is read-only, and nothing here writes to it
@@ -63,14 +62,6 @@ def read_matrix(tensor: Any, kernel: Any) -> QuantizedMatrix | torch.Tensor:
     if name in FLOAT_TYPES:
         return view
     raise ValueError(f"tensor {tensor.name}: ggml type {name} has no kernel")
-
-
-def read_matrices(path: Path, kernel: Any) -> dict[str, QuantizedMatrix | torch.Tensor]:
-    """The file's tensors of a type served in place, by GGUF name (blk.0.attn_q.weight...)."""
-    from gguf import GGUFReader
-
-    taken = FLOAT_TYPES | set(QUANT_TYPES)
-    return {t.name: read_matrix(t, kernel) for t in GGUFReader(path).tensors if t.tensor_type.name in taken}
 
 
 class QuantLinear(torch.nn.Module):

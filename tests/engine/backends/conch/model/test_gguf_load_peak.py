@@ -33,7 +33,7 @@ def status(key):
     return int(line.split()[1]) * 1024
 def load(path):
     if sys.argv[3] == "conch":
-        return build_quantized(path, "llama", torch.bfloat16, kernel)
+        return build_quantized(read_gguf(path), torch.bfloat16, kernel)
     return load_gguf_dequantized(read_gguf(path), torch.bfloat16)
 load(Path(sys.argv[2]))                           # a tiny file first: the lazy imports are done, not measured
 with open("/proc/self/clear_refs", "w") as f:     # the peak (VmHWM) restarts from the resident size now

@@ -1,0 +1,118 @@
+"""A GGUF file's header in one pass over the memory-mapped file: its metadata and its tensor table, each tensor a
+view of the file's bytes in the layout gguf's GGUFReader gives it (so gguf's dequantizer and the kernels read
+it as they read a ReaderTensor), no tensor data read.
+
+Why not gguf's GGUFReader: it builds a numpy view per element of every metadata array, seconds for a
+vocabulary's tokens and merges (150k strings each), and a load asks for the header more than once. Here an
+array of strings is walked, not read: its value is its element count (transformers' fast reader counts them
+the same way, so one config builder serves both: gguf_config.py). Numeric arrays are lists."""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_VERSIONS = (2, 3)               # v1 counted in 32 bits; no file in use still is one
+_DEFAULT_ALIGNMENT = 32          # general.alignment when the file names none
+# GGUFValueType number -> struct format of its fixed-size values (8: string and 9: array are walked)
+_FORMATS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+# ggml types whose tensors gguf's reader gives as values, not as (rows, bytes) blocks
+_VALUE_TYPES = {0: np.float32, 1: np.float16, 24: np.int8, 25: np.int16, 26: np.int32, 27: np.int64,
+                28: np.float64}
+
+
+@dataclass(frozen=True)
+class GgufTensor:
+    """One tensor as gguf's ReaderTensor has it (the fields the loaders read)."""
+    name: str
+    tensor_type: Any             # gguf.GGMLQuantizationType
+    shape: tuple[int, ...]       # ggml's order: the fastest-moving dimension (a matrix's in_features) first
+    data: np.ndarray             # read-only view of the mapped file: values (F32, F16...) shaped torch's way,
+                                 # or (..., rows, bytes of a row) uint8 blocks for every other type
+
+
+@dataclass(frozen=True)
+class GgufHeader:
+    metadata: dict[str, Any]     # key -> int / float / bool / str / list (numeric arrays) / int (a string
+                                 # array's element count)
+    tensors: tuple[GgufTensor, ...]
+
+
+class _Cursor:
+    """Reads little-endian values off the mapped bytes from a moving offset."""
+
+    def __init__(self, blob: np.ndarray) -> None:
+        self.blob, self.bytes, self.at = blob, blob.data, 0
+
+    def take(self, fmt: str) -> Any:
+        (value,) = struct.unpack_from("<" + fmt, self.bytes, self.at)
+        self.at += struct.calcsize(fmt)
+        return value
+
+    def string(self) -> str:
+        length = self.take("Q")
+        self.at += length
+        return bytes(self.blob[self.at - length:self.at]).decode("utf-8", errors="replace")
+
+    def value(self, kind: int) -> Any:
+        if kind in _FORMATS:
+            return self.take(_FORMATS[kind])
+        if kind == 8:
+            return self.string()
+        if kind != 9:
+            raise ValueError(f"metadata value of unknown type {kind}")
+        element, count = self.take("I"), self.take("Q")
+        if element in _FORMATS:
+            values = np.frombuffer(self.blob, "<" + _FORMATS[element], count, self.at)
+            self.at += values.nbytes
+            return values.tolist()
+        if element != 8:
+            raise ValueError(f"metadata array of element type {element}")
+        for _ in range(count):                     # strings: walked, their count kept
+            self.at += 8 + self.take("Q")
+        return count
+
+
+def read_header(path: Path) -> GgufHeader:
+    """The header of the GGUF at `path`. ValueError for a file that is not GGUF v2/v3 or whose header does not
+    parse; a tensor of a type gguf does not know keeps its number (check_loadable names it)."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    blob = np.memmap(path, dtype=np.uint8, mode="r")
+    if bytes(blob[:4]) != b"GGUF":
+        raise ValueError("no GGUF magic")
+    cursor = _Cursor(blob)
+    cursor.at = 4
+    version, tensor_count, kv_count = cursor.take("I"), cursor.take("Q"), cursor.take("Q")
+    if version not in _VERSIONS:
+        raise ValueError(f"GGUF version {version} (read: {_VERSIONS})")
+    metadata = {}
+    for _ in range(kv_count):
+        key = cursor.string()
+        metadata[key] = cursor.value(cursor.take("I"))
+    table = []
+    for _ in range(tensor_count):
+        name = cursor.string()
+        dims = tuple(cursor.take("Q") for _ in range(cursor.take("I")))
+        table.append((name, dims, cursor.take("I"), cursor.take("Q")))
+    alignment = int(metadata.get("general.alignment", _DEFAULT_ALIGNMENT))
+    start = -(-cursor.at // alignment) * alignment
+    tensors = []
+    for name, dims, number, offset in table:
+        kind = GGMLQuantizationType(number) if number in GGMLQuantizationType._value2member_map_ else number
+        shape = tuple(reversed(dims))              # torch's order
+        if number in _VALUE_TYPES:
+            dtype, count = np.dtype(_VALUE_TYPES[number]), int(np.prod(dims))
+        elif kind in GGML_QUANT_SIZES:
+            block, size = GGML_QUANT_SIZES[kind]
+            dtype, shape = np.dtype(np.uint8), (*shape[:-1], shape[-1] // block * size)
+            count = int(np.prod(shape))
+        else:                                      # unknown to gguf: no view (check_loadable refuses it)
+            tensors.append(GgufTensor(name, kind, dims, np.empty(0, np.uint8)))
+            continue
+        view = blob[start + offset:start + offset + count * dtype.itemsize].view(dtype).reshape(shape)
+        tensors.append(GgufTensor(name, kind, dims, view))
+    return GgufHeader(metadata, tuple(tensors))

@@ -1,0 +1,61 @@
+"""gguf_header.py reads what gguf's own GGUFReader reads: every tensor's name, type, shape and bytes (in the
+same layout), every metadata value (a string array by its count), on the packaged SmolLM2 file and on small
+files of each tensor type written here; a file that is no GGUF, or is cut short, is refused by name."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conch.engine.errors import BackendUnavailable
+from conch.engine.weights.gguf_file import read_gguf
+from conch.engine.weights.gguf_header import read_header
+from conch.engine.weights.smollm2 import gguf_path
+from tests.gguf_files import small_llama, write_llama_gguf
+
+
+def _same_as_gguf(path: Path) -> None:
+    from gguf import GGUFReader
+
+    ours, reader = read_header(path), GGUFReader(path)
+    assert [t.name for t in ours.tensors] == [t.name for t in reader.tensors]
+    for mine, theirs in zip(ours.tensors, reader.tensors, strict=True):
+        assert mine.tensor_type == theirs.tensor_type and mine.shape == tuple(theirs.shape.tolist())
+        assert mine.data.dtype == theirs.data.dtype and mine.data.shape == theirs.data.shape
+        assert np.array_equal(mine.data, theirs.data), mine.name
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF."):                     # the header's own counts, not metadata
+            continue
+        value = field.contents()
+        expected = len(value) if isinstance(value, list) and value and isinstance(value[0], str) else value
+        assert ours.metadata[key] == pytest.approx(expected) if isinstance(expected, float) \
+            else ours.metadata[key] == expected, key
+    assert len(ours.metadata) == len([k for k in reader.fields if not k.startswith("GGUF.")])
+
+
+def test_the_packaged_file_reads_as_gguf_reads_it():
+    _same_as_gguf(gguf_path())
+    assert read_header(gguf_path()).metadata["tokenizer.ggml.tokens"] == 49152
+
+
+@pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", "Q4_1", "Q4_K", "Q6_K"])
+def test_each_tensor_type_reads_as_gguf_reads_it(tmp_path, qtype):
+    model = small_llama(hidden=256, inter=512, layers=1, vocab=64)
+    _same_as_gguf(write_llama_gguf(model, tmp_path / "m.gguf", qtype, sampling={"temp": 0.6, "top_k": 20},
+                                   vocabulary=False))
+
+
+def test_a_file_that_is_no_gguf_is_refused_by_name(tmp_path):
+    path = tmp_path / "notes.gguf"
+    path.write_text("hello, not a model")
+    with pytest.raises(BackendUnavailable, match="notes.gguf is not a readable GGUF file"):
+        read_gguf(path)
+
+
+@pytest.mark.parametrize("keep", [200_000, -1000], ids=["in-the-vocabulary", "in-the-tensors"])
+def test_a_file_cut_short_is_refused_by_name(tmp_path, keep):
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(gguf_path().read_bytes()[:keep])
+    with pytest.raises(BackendUnavailable, match="cut.gguf is not a readable GGUF file"):
+        read_gguf(path)
