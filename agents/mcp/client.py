@@ -18,21 +18,19 @@ import math
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.sse import sse_client
-from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
 from conch.agents.mcp.metrics import CallObserver
 from conch.engine.telemetry import span
 from conch.agents.mcp.output import bounded, render_content
 from conch.agents.mcp.types import CallOutput, FailureKind, Limits, McpFailure, McpTool, ServerTarget, Transport
+
+if TYPE_CHECKING:        # the mcp package is imported by the first session (its models take ~0.5 s to import,
+    from mcp import Client, MCPError     # which a server that runs no MCP tool never pays)
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +95,8 @@ async def open_session(target: ServerTarget, limits: Limits = DEFAULT_LIMITS,
     with anyio.CancelScope(deadline=anyio.current_time() + limits.connect_timeout_s) as scope:
         try:
             async with AsyncExitStack() as stack:
+                from mcp import Client
+
                 transport = await _transport(target, limits, stack)
                 client = await stack.enter_async_context(
                     Client(transport, cache=None, read_timeout_seconds=limits.call_timeout_s))
@@ -127,6 +127,11 @@ def _holds(exc: BaseException, target: BaseException) -> bool:
 
 
 async def _transport(target: ServerTarget, limits: Limits, stack: AsyncExitStack) -> Any:
+    from mcp import StdioServerParameters
+    from mcp.client.sse import sse_client
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
     if target.transport is Transport.STDIO:
         return stdio_client(StdioServerParameters(command=target.command[0], args=list(target.command[1:]),
                                                   env=dict(target.env) or None))
@@ -156,6 +161,8 @@ def _failures(step: str, timeout_s: float) -> Iterator[None]:
 
 def classify(step: str, exc: BaseException) -> McpFailure:
     """The typed failure for an exception out of the mcp package (task groups wrap them in groups)."""
+    from mcp import MCPError
+
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, McpFailure):
@@ -176,6 +183,8 @@ def classify(step: str, exc: BaseException) -> McpFailure:
 
 def _rpc_failure(step: str, exc: MCPError) -> McpFailure:
     """A JSON-RPC error: the server's own (a tool error) or one the transport made up for a broken answer."""
+    from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
+
     message = _short(exc.error.message)
     if message.startswith("Redirect to"):
         return McpFailure(FailureKind.REFUSED, f"{step}: {message}")
