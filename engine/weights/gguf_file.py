@@ -109,12 +109,13 @@ def load_gguf_tokenizer(info: GgufInfo, tokenizer_folder: str | None) -> Any:
     return tokenizer
 
 
-def load_gguf_dequantized(info: GgufInfo, dtype: Any) -> Any:
+def load_gguf_dequantized(info: GgufInfo, dtype: Any, attention: str = "sdpa") -> Any:
     """The model with every tensor dequantized into `dtype` by transformers' GGUF loader (which holds them all
-    before the model takes them: a peak of about twice the dequantized model)."""
+    before the model takes them: a peak of about twice the dequantized model); `attention`: its
+    attn_implementation."""
     from transformers import AutoModelForCausalLM
 
     check_loadable(info)
     gguf_config.register()
     return AutoModelForCausalLM.from_pretrained(str(info.path.parent), gguf_file=info.path.name, dtype=dtype,
-                                                attn_implementation="sdpa")
+                                                attn_implementation=attention)

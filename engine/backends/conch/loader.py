@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from conch.engine.backends.conch import native
+from conch.engine.backends.conch.model import hf_attention
 from conch.engine.backends.conch.model.gguf_layers import ARCHS, build_quantized
 from conch.engine.backends.conch.model.mmproj import load_mmproj
 from conch.engine.backends.conch.model.quantized import FLOAT_TYPES, unsupported
@@ -57,7 +58,7 @@ def load(config: ModelConfig) -> Loaded:
         tokenizer = AutoTokenizer.from_pretrained(config.resolve(config.tokenizer) or ref)
         if is_vision(AutoConfig.from_pretrained(ref).model_type):
             return _vision(config, ref, dtype, tokenizer)
-        model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, attn_implementation="sdpa")
+        model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, attn_implementation=hf_attention.register())
     if config.chat_template:
         tokenizer.chat_template = config.chat_template
     return Loaded(model.eval(), tokenizer, generation_defaults(ref), processor)
@@ -85,7 +86,7 @@ def _gguf_model(info: GgufInfo, dtype: torch.dtype) -> Any:
                         "no quantized kernel here (no C++ compiler, or CONCH_NATIVE_KERNELS=0)" if kernel is None
                         else f"its architecture {info.architecture} keeps quantized matrices only for "
                              f"{sorted(ARCHS)}")
-        return load_gguf_dequantized(info, dtype)
+        return load_gguf_dequantized(info, dtype, hf_attention.register())
     left = unsupported(quantized)
     if left:
         log.warning("%s: matrices of type %s have no kernel and are served dequantized", info.path.name,

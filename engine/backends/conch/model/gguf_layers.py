@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from conch.engine.backends.conch.model import hf_attention
 from conch.engine.backends.conch.model.quantized import (QUANT_TYPES, QuantEmbedding, QuantizedMatrix, QuantLinear,
                                                         read_matrix)
 from conch.engine.weights.gguf_file import GgufInfo, load_gguf_config
@@ -46,7 +47,7 @@ def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any) -> Any:
     path, architecture = info.path, info.architecture
     config = load_gguf_config(info)
     with torch.device("meta"):                           # no tensor allocated
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=hf_attention.register())
     _real_buffers(model)
     processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=config.to_dict())
     with _name_maps_cached():
