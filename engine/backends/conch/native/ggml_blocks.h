@@ -37,45 +37,43 @@ inline void pair32(float a, float b, float* as, float* bs) {
 
 inline void q8_0(const uint8_t* blk, uint8_t* q, float* a, float* b) {
   const float d = half(blk);
-  for (int i = 0; i < 32; ++i) q[i] = blk[2 + i] ^ 0x80;
+  _mm256_storeu_si256((__m256i*)q, _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(blk + 2)),
+                                                    _mm256_set1_epi8((char)0x80)));
   pair32(d, -128.f * d, a, b);
 }
 
-inline void nibbles32(const uint8_t* bytes, uint8_t* q) {
-  for (int j = 0; j < 16; ++j) {
-    q[j] = bytes[j] & 0xF;
-    q[j + 16] = bytes[j] >> 4;
-  }
+// 16 bytes: value j's nibble is byte j's low 4 bits, value j + 16's its high 4
+inline __m256i nibbles32(const uint8_t* bytes) {
+  const __m128i v = _mm_loadu_si128((const __m128i*)bytes), low = _mm_set1_epi8(0xF);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
 }
 
 inline void q4_0(const uint8_t* blk, uint8_t* q, float* a, float* b) {
   const float d = half(blk);
-  nibbles32(blk + 2, q);
+  _mm256_storeu_si256((__m256i*)q, nibbles32(blk + 2));
   pair32(d, -8.f * d, a, b);
 }
 
 inline void q4_1(const uint8_t* blk, uint8_t* q, float* a, float* b) {
-  nibbles32(blk + 4, q);
+  _mm256_storeu_si256((__m256i*)q, nibbles32(blk + 4));
   pair32(half(blk), half(blk + 2), a, b);
 }
 
-// Q5_0 / Q5_1: value j's fifth bit is bit j of the 32-bit qh (little-endian), before the nibbles
-inline void fifth_bits(const uint8_t* qh_bytes, uint8_t* q) {
+// Q5_0 / Q5_1: value j's fifth bit is bit j of the 32-bit qh (little-endian), before the nibbles: 16 added
+inline __m256i fifth_bits(const uint8_t* qh_bytes, __m256i nibbles) {
   uint32_t qh;
   std::memcpy(&qh, qh_bytes, 4);
-  for (int j = 0; j < 32; ++j) q[j] |= ((qh >> j) & 1) << 4;
+  return _mm256_or_si256(nibbles, _mm256_maskz_set1_epi8((__mmask32)qh, 16));
 }
 
 inline void q5_0(const uint8_t* blk, uint8_t* q, float* a, float* b) {
   const float d = half(blk);
-  nibbles32(blk + 6, q);
-  fifth_bits(blk + 2, q);
+  _mm256_storeu_si256((__m256i*)q, fifth_bits(blk + 2, nibbles32(blk + 6)));
   pair32(d, -16.f * d, a, b);
 }
 
 inline void q5_1(const uint8_t* blk, uint8_t* q, float* a, float* b) {
-  nibbles32(blk + 8, q);
-  fifth_bits(blk + 4, q);
+  _mm256_storeu_si256((__m256i*)q, fifth_bits(blk + 4, nibbles32(blk + 8)));
   pair32(half(blk), half(blk + 2), a, b);
 }
 

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "ggml_blocks.h"
@@ -93,6 +94,17 @@ struct Span {
                                  a.data() + c * values / 16, b.data() + c * values / 16);
     }
   }
+
+  // a and b, (16 columns, 16 groups) as filled, into (16 groups, 16 columns): one load a group, not a gather
+  void columns_last(float* at, float* bt) const {
+    static_assert(values == 16 * 16);
+    for (auto [from, to] : {std::pair{a.data(), at}, std::pair{b.data(), bt}}) {
+      __m512i r[16];
+      for (int c = 0; c < 16; ++c) r[c] = _mm512_castps_si512(_mm512_loadu_ps(from + c * 16));
+      quant_panels::transpose16(r);
+      for (int g = 0; g < 16; ++g) _mm512_store_ps(to + g * 16, _mm512_castsi512_ps(r[g]));
+    }
+  }
 };
 
 // Rows r < rows of x against W's columns n0 .. n0 + cols: y[r][n0 ..] (row stride N)
@@ -102,11 +114,11 @@ inline void few_rows(const ggml_blocks::Type& t, const uint8_t* w, int64_t row_b
   const Tree& tr = tree((int)G);
   __m512 acc[kFewRows];
   for (int r = 0; r < rows; ++r) acc[r] = _mm512_setzero_ps();
-  const __m512i stride = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32((int)(s.values / 16)));
+  alignas(64) float at[16 * 16], bt[16 * 16];   // the span's a and b as (its 16 groups of 16, 16 columns)
   for (int64_t v = 0; v < K; v += s.values) {
     const int64_t n = std::min<int64_t>(s.values, K - v);
     s.fill(t, w, row_bytes, cols, ahead, v, n);
+    s.columns_last(at, bt);
     for (int64_t u = 0; u < n; u += 64) {
       const __mmask64 bytes = n - u >= 64 ? ~0ull : 0xFFFFFFFFull;
       for (int r = 0; r < rows; ++r) {
@@ -117,8 +129,7 @@ inline void few_rows(const ggml_blocks::Type& t, const uint8_t* w, int64_t row_b
         const int finals = reduce(lanes, tr);
         for (int64_t h = 0; h < std::min<int64_t>(64, n - u) / G; ++h) {
           const int64_t g = (v + u) / G + h, g16 = (u + h * G) / 16;   // the group; its first 16 in the span
-          const __m512 a = _mm512_i32gather_ps(stride, s.a.data() + g16, 4);
-          const __m512 b = _mm512_i32gather_ps(stride, s.b.data() + g16, 4);
+          const __m512 a = _mm512_load_ps(at + g16 * 16), b = _mm512_load_ps(bt + g16 * 16);
           acc[r] = quant_panels::scale_row(a, b, group_dots(lanes, finals, tr, (int)h), x.scale[r * groups + g],
                                            x.sums[r * groups + g], acc[r]);
         }
