@@ -102,7 +102,10 @@ def read_header(path: Path) -> GgufHeader:
     start = -(-cursor.at // alignment) * alignment
     tensors = []
     for name, dims, number, offset in table:
-        kind = GGMLQuantizationType(number) if number in GGMLQuantizationType._value2member_map_ else number
+        try:
+            kind = GGMLQuantizationType(number)
+        except ValueError:                         # a type gguf does not know: its number
+            kind = number
         shape = tuple(reversed(dims))              # torch's order
         if number in _VALUE_TYPES:
             dtype, count = np.dtype(_VALUE_TYPES[number]), int(np.prod(dims))

@@ -29,8 +29,7 @@ def _same_as_gguf(path: Path) -> None:
             continue
         value = field.contents()
         expected = len(value) if isinstance(value, list) and value and isinstance(value[0], str) else value
-        assert ours.metadata[key] == pytest.approx(expected) if isinstance(expected, float) \
-            else ours.metadata[key] == expected, key
+        assert ours.metadata[key] == (pytest.approx(expected) if isinstance(expected, float) else expected), key
     assert len(ours.metadata) == len([k for k in reader.fields if not k.startswith("GGUF.")])
 
 

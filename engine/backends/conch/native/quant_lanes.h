@@ -1,10 +1,11 @@
 // The int8 product for a few rows of x (quant_matmul.cpp: M <= kFewRows): the same result, bit for bit, as
 // quant_panels.h's panels, without their transposed copy of W (which costs more than a few rows' products).
 //
-// For 16 columns of W, a span of 256 of their values is unpacked into a small buffer; then for each row of x and
-// each 64 values of the span, VNNI multiplies each column's 64 q by the row's 64 xq into 16 int32 lanes of 4 products (G / 4 lanes a
-// group); a lane tree adds, across the 16 columns at once, each group's lanes into one int32 per column:
-// the group's exact dot, as a panel's product forms it. quant_panels' scale_row then takes it, group by group.
+// For 16 columns of W, a span of 256 of their values is unpacked into a small buffer (its a and b then laid
+// out group by group, 16 columns a vector); then for each row of x and each 64 values of the span, VNNI
+// multiplies each column's 64 q by the row's 64 xq into 16 int32 lanes of 4 products (G / 4 lanes a group); a
+// lane tree adds, across the 16 columns at once, each group's lanes into one int32 per column: the group's
+// exact dot, as a panel's product forms it. quant_panels' scale_row then takes it, group by group.
 //
 // The tree: 16 vectors of lane sums; at a level of bit b, vectors 2i and 2i + 1 become one whose lane k (bit b
 // clear: vector 2i's lanes k and k + b added; set: 2i + 1's lanes k - b and k) keeps half the columns. Over

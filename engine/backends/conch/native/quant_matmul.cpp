@@ -5,7 +5,8 @@
 //   Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14) -> (M, N) in x's dtype.
 // Two products, chosen by x's dtype (matmul_path names one: 'float32', 'vnni', 'amx'):
 //   int8 (bf16 x, on a CPU with AVX512-VNNI): x's rows rounded to int8 per 32 values (256 against K-quants),
-//     as llama.cpp rounds activations; each group's dot exact in int32, then scaled in float32 group by group (quant_panels.h).
+//     as llama.cpp rounds activations; each group's dot exact in int32, then scaled in float32 group by group
+//     (quant_panels.h).
 //     Its dots come from AMX tiles for whole tiles of 16 rows where the CPU has AMX-INT8, from VNNI over
 //     16-column panels for the other rows, and for a few rows from VNNI over row lanes (quant_lanes.h): the
 //     same bits every way, so the row count never changes a row.
