@@ -58,3 +58,21 @@ def test_a_file_cut_short_is_refused_by_name(tmp_path, keep):
     path.write_bytes(gguf_path().read_bytes()[:keep])
     with pytest.raises(BackendUnavailable, match="cut.gguf is not a readable GGUF file"):
         read_gguf(path)
+
+
+def test_a_tensor_type_gguf_does_not_know_is_refused_by_name(tmp_path):
+    import struct
+
+    from conch.engine.weights.gguf_file import check_loadable
+
+    path = write_llama_gguf(small_llama(hidden=256, inter=512, layers=1, vocab=64), tmp_path / "m.gguf", "Q8_0",
+                            vocabulary=False)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"blk.0.ffn_down.weight") + len("blk.0.ffn_down.weight")
+    dims = struct.unpack_from("<I", data, at)[0]
+    struct.pack_into("<I", data, at + 4 + 8 * dims, 99)              # its ggml type: a number gguf has no name for
+    path.write_bytes(bytes(data))
+    info = read_gguf(path)
+    assert "type 99" in info.tensor_types
+    with pytest.raises(BackendUnavailable, match=r"tensor type\(s\) type 99 cannot be read"):
+        check_loadable(info)
