@@ -8,6 +8,7 @@ array of strings is walked, not read: its value is its element count (transforme
 the same way, so one config builder serves both: gguf_config.py). Numeric arrays are lists."""
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,17 @@ class GgufHeader:
     metadata: dict[str, Any]     # key -> int / float / bool / str / list (numeric arrays) / int (a string
                                  # array's element count)
     tensors: tuple[GgufTensor, ...]
+    blob: np.ndarray             # the whole file, read-only, over `mapping`
+    mapping: mmap.mmap
+
+    def release(self, tensor: GgufTensor) -> None:
+        """The mapped pages under `tensor` (one of `tensors`) dropped from this process's resident memory (a
+        loader that copied it is done with them): read from the file again if touched later."""
+        offset = tensor.data.__array_interface__["data"][0] - self.blob.__array_interface__["data"][0]
+        if tensor.data.nbytes == 0 or not 0 <= offset <= self.blob.nbytes - tensor.data.nbytes:
+            raise ValueError(f"tensor {tensor.name} is not a view of this file")
+        start = offset // mmap.PAGESIZE * mmap.PAGESIZE
+        self.mapping.madvise(mmap.MADV_DONTNEED, start, offset + tensor.data.nbytes - start)
 
 
 class _Cursor:
@@ -81,7 +93,9 @@ def read_header(path: Path) -> GgufHeader:
     parse; a tensor of a type gguf does not know keeps its number (check_loadable names it)."""
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-    blob = np.memmap(path, dtype=np.uint8, mode="r")
+    with open(path, "rb") as file:
+        mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)   # the map outlives the descriptor
+    blob = np.frombuffer(mapping, dtype=np.uint8)
     if bytes(blob[:4]) != b"GGUF":
         raise ValueError("no GGUF magic")
     cursor = _Cursor(blob)
@@ -118,4 +132,4 @@ def read_header(path: Path) -> GgufHeader:
             continue
         view = blob[start + offset:start + offset + count * dtype.itemsize].view(dtype).reshape(shape)
         tensors.append(GgufTensor(name, kind, dims, view))
-    return GgufHeader(metadata, tuple(tensors))
+    return GgufHeader(metadata, tuple(tensors), blob, mapping)

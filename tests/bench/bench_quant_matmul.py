@@ -1,9 +1,11 @@
 """The GGUF int8 product alone (native/quant_matmul.cpp), each product path it has here, against the memory
 bandwidth floor: 30 random matrices of 8,192 x 2,048 in one ggml type (~290 MB of blocks for Q4_K, so none stays
-in cache), multiplied one after another by M rows of bf16 activations on 2 threads; the best of 3 passes.
+in cache), packed as a load packs them, multiplied one after another by M rows of bf16 activations on 2 threads;
+the best of 3 passes.
 
-  rows 1, 2     the row-lane path (quant_lanes.h)
-  rows >= 3     16-column panels: AMX-INT8 tiles for each 16 rows where the CPU has them, VNNI for the rest;
+  rows 1 .. 4   each panel's groups streamed through registers (quant_stream.h)
+  rows >= 5     a decoded Panel shared by the rows: AMX-INT8 tiles for each 16 rows where the CPU has them, VNNI
+                for the rest;
                 `vnni` forces VNNI for every row (CONCH_BENCH_QUANT_PATHS=amx,vnni)
   floor         the blocks' bytes / a plain read's bandwidth (torch summing 2 GiB on 2 threads)
 
@@ -39,7 +41,7 @@ def _best(fn: Callable[[], object], tries: int = 3) -> float:
 
 def _products(kernel, x: torch.Tensor, blocks: list[torch.Tensor], qtype: str, path: str) -> float:
     """Seconds for x times every matrix in `blocks`, the best of 3."""
-    return _best(lambda: [kernel.matmul_path(x, b, QUANT_TYPES[qtype], SHAPE[1], path) for b in blocks])
+    return _best(lambda: [kernel.matmul_path(x, b, QUANT_TYPES[qtype], SHAPE[1], SHAPE[0], path) for b in blocks])
 
 
 def main() -> None:
@@ -54,7 +56,7 @@ def main() -> None:
     print(f"CPU flags: {cpu_flags()}; plain read {bw / 1e9:.1f} GB/s; {MATRICES} matrices of {SHAPE[0]} x {SHAPE[1]}")
     for qtype in os.environ.get("CONCH_BENCH_QUANT_TYPES", "Q4_K,Q8_0,Q6_K").split(","):
         one = torch.from_numpy(random_blocks(qtype, *SHAPE, scale=0.01, rng=np.random.default_rng(0)))
-        blocks = [one.clone() for _ in range(MATRICES)]
+        blocks = [kernel.pack(one, QUANT_TYPES[qtype], SHAPE[1]) for _ in range(MATRICES)]
         size = sum(b.numel() for b in blocks)
         for rows in map(int, os.environ.get("CONCH_BENCH_QUANT_ROWS", "1,2,16,64").split(",")):
             x = torch.randn(rows, SHAPE[1]).bfloat16()

@@ -45,6 +45,32 @@ def test_each_tensor_type_reads_as_gguf_reads_it(tmp_path, qtype):
                                    vocabulary=False))
 
 
+def _mapped_resident(path: Path) -> int:
+    """Bytes of this process's maps of `path` that are resident (/proc/self/smaps' Rss of each)."""
+    total, counting = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if not line[:1].isupper() or line.split()[0].count("-") == 1:      # a mapping's header line
+            counting = line.endswith(str(path))
+        elif counting and line.startswith("Rss:"):
+            total += int(line.split()[1]) * 1024
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux's /proc/self/smaps reads the resident set")
+def test_a_released_tensor_leaves_the_resident_set_and_reads_the_same_after(tmp_path):
+    model = small_llama(hidden=256, inter=1024, layers=1, vocab=64)
+    path = write_llama_gguf(model, tmp_path / "m.gguf", "Q8_0", vocabulary=False)
+    header = read_header(path)
+    tensor = max(header.tensors, key=lambda t: t.data.nbytes)
+    before = tensor.data.copy()                              # every page under it touched
+    touched = _mapped_resident(path)
+    header.release(tensor)
+    assert touched - _mapped_resident(path) >= tensor.data.nbytes - 2 * 4096, (touched, tensor.data.nbytes)
+    assert np.array_equal(tensor.data, before)              # refaulted from the file: the same bytes
+    with pytest.raises(ValueError, match="is not a view of this file"):
+        header.release(type(tensor)("elsewhere", tensor.tensor_type, tensor.shape, before))
+
+
 def test_a_file_that_is_no_gguf_is_refused_by_name(tmp_path):
     path = tmp_path / "notes.gguf"
     path.write_text("hello, not a model")

@@ -1,14 +1,15 @@
 """A model loaded from a GGUF (engine/weights/gguf_file.py) without a dequantized copy of the file: its HF
 skeleton is built with its parameters on the meta device, then filled tensor by tensor from the memory-mapped
-file; each Linear whose GGUF matrix has a kernel type becomes a QuantLinear over the file's own blocks
+file; each Linear whose GGUF matrix has a kernel type becomes a QuantLinear over the file's own blocks, packed
 (quantized.py), the token embedding of such a type a QuantEmbedding (a tied head: a QuantLinear over the same
-blocks), every other tensor (norms, a matrix of a type without a kernel) is dequantized alone into the
-model's dtype. So the load's peak is about the file's size plus those tensors,
-never the whole model dequantized (transformers' GGUF loader dequantizes every tensor first).
+packed blocks), every other tensor (norms, a matrix of a type without a kernel) is dequantized alone into the
+model's dtype. Each tensor's mapped pages are released once it is copied, so the load's peak is about the
+file's size plus those tensors, never the whole model dequantized (transformers' GGUF loader dequantizes every
+tensor first) nor the file twice.
 
 Names: transformers' GGUF -> HF tensor map and its per-architecture tensor processors (llama's q/k rows
 permuted back, Gemma's norms less the 1 llama.cpp adds); a quantized llama q/k matrix gets the same row order
-(a copy of those rows' blocks, still quantized). ARCHS: the architectures whose Linears are kept quantized."""
+(its rows packed in HF's order). ARCHS: the architectures whose Linears are kept quantized."""
 from __future__ import annotations
 
 import contextlib
@@ -60,17 +61,19 @@ def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any) -> Any:
         module_name, _, attr = hf_name.rpartition(".")
         module = model.get_submodule(module_name)
         if attr == "weight" and isinstance(module, torch.nn.Linear) and tensor.tensor_type.name in QUANT_TYPES:
-            quantized.append((module_name, _matrix(read_matrix(tensor, kernel), tensor.name, architecture, config)))
-            continue
-        if attr == "weight" and isinstance(module, torch.nn.Embedding) and tensor.tensor_type.name in QUANT_TYPES:
+            matrix = read_matrix(tensor, kernel, _row_order(tensor, architecture, config))
+            assert isinstance(matrix, QuantizedMatrix)                      # a type in QUANT_TYPES
+            quantized.append((module_name, matrix))
+        elif attr == "weight" and isinstance(module, torch.nn.Embedding) and tensor.tensor_type.name in QUANT_TYPES:
             embedding = read_matrix(tensor, kernel)
-            assert isinstance(embedding, QuantizedMatrix)                   # a type in QUANT_TYPES
+            assert isinstance(embedding, QuantizedMatrix)
             _swap_embedding(model, module_name, embedding, dtype)
-            continue
-        weights = processor.process(weights=_dequantized(tensor), name=tensor.name).weights
-        value = torch.from_numpy(np.array(weights, dtype=np.float32)).to(dtype)     # a copy: the map is read-only
-        shape = getattr(module, attr).shape                                       # the skeleton's (meta)
-        module._parameters[attr] = torch.nn.Parameter(value.view(shape), requires_grad=False)
+        else:
+            weights = processor.process(weights=_dequantized(tensor), name=tensor.name).weights
+            value = torch.from_numpy(np.array(weights, dtype=np.float32)).to(dtype)     # a copy: the map is read-only
+            shape = getattr(module, attr).shape                                       # the skeleton's (meta)
+            module._parameters[attr] = torch.nn.Parameter(value.view(shape), requires_grad=False)
+        info.header.release(tensor)                                   # copied: its pages are the file's again
     for module_name, matrix in quantized:
         _swap(model, module_name, matrix)
     _tie_or_refuse(model, path)
@@ -107,11 +110,12 @@ def _real_buffers(model: Any) -> None:
         model._init_weights(owner)
 
 
-def _matrix(matrix: Any, name: str, architecture: str, config: Any) -> QuantizedMatrix:
-    kind = name.split(".")[-2]
+def _row_order(tensor: Any, architecture: str, config: Any) -> torch.Tensor | None:
+    """The file rows in HF's order for a llama q/k matrix (its blocks then packed in that order), else None."""
+    kind = tensor.name.split(".")[-2]
     if architecture == "llama" and kind in _PERMUTED:
-        return matrix.rows(_hf_rows(matrix.blocks.shape[0], getattr(config, _PERMUTED[kind])))
-    return matrix
+        return _hf_rows(int(tensor.data.shape[0]), getattr(config, _PERMUTED[kind]))
+    return None
 
 
 def _dequantized(tensor: Any) -> np.ndarray:

@@ -1,7 +1,9 @@
-"""A GGUF's quantized matrices as products (weights.py's Product), read in place: the file is memory-mapped
-(engine/weights/gguf_header.py) and each matrix stays in its ggml blocks; native/quant_matmul.cpp reads a
-block into registers for each product (bf16 x: an int8 product, as llama.cpp's; float32 x: the values a * q + b
-in float32, exact to the file), so no dequantized copy of the weights is ever made.
+"""A GGUF's quantized matrices as products (weights.py's Product): each matrix is read from the memory-mapped
+file (engine/weights/gguf_header.py) once, at load, and repacked into 16-column panels of the same bits
+(native/panel_blocks.h: the layout the products stream, about the file's size), and the file's pages are
+released; native/quant_matmul.cpp decodes a panel's groups in registers for each product (bf16 x: an int8
+product, as llama.cpp's; float32 x: the values a * q + b in float32, exact to the file), so no dequantized copy of
+the weights is ever made.
 
 Types with a kernel (QUANT_TYPES, read by native/ggml_blocks.h): Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
 what Q8_0, Q4_0, Q4_K_M and Q5_K_M files hold (Q5_0 is also llama-quantize's fallback for a K-quant's rows that
@@ -24,39 +26,52 @@ FLOAT_TYPES = frozenset({"F32", "F16", "BF16"})
 
 @dataclass(frozen=True)
 class QuantizedMatrix:
-    """W (out, in) in ggml blocks: y = x @ W^T, x (T, in) -> (T, out) in x's dtype; rows independent
+    """W (out, in) in ggml blocks, packed: y = x @ W^T, x (T, in) -> (T, out) in x's dtype; rows independent
     (quant_matmul.cpp: batch-invariant)."""
     kernel: Any                 # the compiled native/quant_matmul module
-    blocks: torch.Tensor        # (out, in / QK * block bytes) uint8, a view of the memory-mapped file
+    packed: torch.Tensor        # (ceil(out / 16), panel bytes) uint8: native/panel_blocks.h's panels
     qtype: int
     in_features: int
+    out_features: int
+
+    @classmethod
+    def pack(cls, kernel: Any, blocks: torch.Tensor, qtype: int, in_features: int) -> QuantizedMatrix:
+        """From `blocks` (out, in / QK * block bytes) uint8, W's rows as the file stores them (a copy)."""
+        return cls(kernel, kernel.pack(blocks, qtype, in_features), qtype, in_features, int(blocks.shape[0]))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.kernel.matmul(x.contiguous(), self.blocks, self.qtype, self.in_features)
+        return self.kernel.matmul(x.contiguous(), self.packed, self.qtype, self.in_features, self.out_features)
 
     def rows(self, index: torch.Tensor) -> QuantizedMatrix:
-        """The matrix with its rows in `index`'s order (a copy of those rows' blocks, still quantized)."""
-        return QuantizedMatrix(self.kernel, self.blocks[index].contiguous(), self.qtype, self.in_features)
+        """The matrix of rows W[index] (a copy, still packed)."""
+        return QuantizedMatrix(self.kernel, self.kernel.rows(self.packed, self.qtype, self.in_features,
+                                                             self.out_features, index),
+                               self.qtype, self.in_features, len(index))
+
+    def dequantized_rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """(len(ids), in) float32: rows `ids` of W, the values the kernel multiplies by."""
+        return self.kernel.dequantize_rows(self.packed, self.qtype, self.in_features, self.out_features, ids)
 
     def dequantized(self) -> torch.Tensor:
         """(out, in) float32: the values the kernel multiplies by (for references and tests)."""
-        return self.kernel.dequantize(self.blocks, self.qtype, self.in_features)
+        return self.kernel.dequantize(self.packed, self.qtype, self.in_features, self.out_features)
 
 
 def unsupported(types: frozenset[str]) -> list[str]:
     return sorted(types - FLOAT_TYPES - set(QUANT_TYPES))
 
 
-def read_matrix(tensor: Any, kernel: Any) -> QuantizedMatrix | torch.Tensor:
-    """A GGUF tensor (gguf_header.GgufTensor, or gguf's ReaderTensor): a QuantizedMatrix over its blocks (no
-    copy), or a float tensor (F32/F16/BF16) as (out, in)."""
+def read_matrix(tensor: Any, kernel: Any, rows: torch.Tensor | None = None) -> QuantizedMatrix | torch.Tensor:
+    """A GGUF tensor (gguf_header.GgufTensor, or gguf's ReaderTensor): a QuantizedMatrix packed from its blocks
+    (its rows in `rows`' order where given), or a float tensor (F32/F16/BF16) as (out, in), a view of the file."""
     name = tensor.tensor_type.name
     data = np.asarray(tensor.data)
     with warnings.catch_warnings():             # the map is read-only, and nothing here writes to it
         warnings.simplefilter("ignore", UserWarning)
         view = torch.from_numpy(data)
     if name in QUANT_TYPES:
-        return QuantizedMatrix(kernel, view, QUANT_TYPES[name], int(tensor.shape[0]))
+        return QuantizedMatrix.pack(kernel, view if rows is None else view[rows], QUANT_TYPES[name],
+                                    int(tensor.shape[0]))
     if name == "BF16":
         return view.view(torch.bfloat16)
     if name in FLOAT_TYPES:
@@ -72,7 +87,7 @@ class QuantLinear(torch.nn.Module):
         super().__init__()
         self.matrix = matrix
         self.bias = bias
-        self.in_features, self.out_features = matrix.in_features, matrix.blocks.shape[0]
+        self.in_features, self.out_features = matrix.in_features, matrix.out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.matrix(x.reshape(-1, self.in_features)).view(*x.shape[:-1], self.out_features)
@@ -82,7 +97,7 @@ class QuantLinear(torch.nn.Module):
 class QuantEmbedding(torch.nn.Module):
     """A token embedding kept in a GGUF's blocks (gguf_layers.py): a lookup dequantizes the rows it reads, in
     `dtype`; times `scale` in forward (the HF module's own: Gemma's hidden^1/2), never in `rows`. A tied model's
-    head is a QuantLinear over the same blocks, so neither holds a dequantized copy of the vocabulary."""
+    head is a QuantLinear over the same packed blocks, so neither holds a dequantized copy of the vocabulary."""
 
     def __init__(self, matrix: QuantizedMatrix, dtype: torch.dtype, scale: torch.Tensor | None) -> None:
         super().__init__()
@@ -91,8 +106,7 @@ class QuantEmbedding(torch.nn.Module):
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
         """(*ids.shape, hidden) in dtype: the rows `ids` name, as the kernel's float32 product reads them."""
-        flat = self.matrix.blocks[ids.reshape(-1)]
-        values = self.matrix.kernel.dequantize(flat, self.matrix.qtype, self.matrix.in_features)
+        values = self.matrix.dequantized_rows(ids.reshape(-1))
         return values.to(self.dtype).view(*ids.shape, self.matrix.in_features)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:

@@ -1,17 +1,18 @@
-// y = x @ W^T for W held in a GGUF's quantized blocks, read in place (no dequantized copy of W).
+// y = x @ W^T for W held in a GGUF's quantized blocks, repacked once at load into 16-column panels of the same
+// bits (panel_blocks.h: no dequantized copy of W).
 //
-// matmul(x, blocks, qtype, K): x (M, K) bf16 or float32, contiguous; blocks (N, row_bytes) uint8: row n of W
-//   as the file stores it (K / QK blocks of ggml's layout, ggml_blocks.h); qtype: ggml's type number (Q4_0 2,
-//   Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14) -> (M, N) in x's dtype.
-// Two products, chosen by x's dtype (matmul_path names one: 'float32', 'vnni', 'amx'):
+// pack(blocks, qtype, K): blocks (N, row_bytes) uint8, row n of W as the file stores it (ggml_blocks.h); qtype:
+//   ggml's type number (Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14) -> packed
+//   (ceil(N / 16), K / QK * panel block bytes) uint8.
+// matmul(x, packed, qtype, K, N): x (M, K) bf16 or float32 -> (M, N) in x's dtype. Two products, chosen by x's
+//   dtype (matmul_path names one: 'float32', 'vnni', 'amx'):
 //   int8 (bf16 x, on a CPU with AVX512-VNNI): x's rows rounded to int8 per 32 values (256 against K-quants),
 //     as llama.cpp rounds activations; each group's dot exact in int32, then scaled in float32 group by group
-//     (quant_panels.h).
-//     Its dots come from AMX tiles for whole tiles of 16 rows where the CPU has AMX-INT8, from VNNI over
-//     16-column panels for the other rows, and for a few rows from VNNI over row lanes (quant_lanes.h): the
-//     same bits every way, so the row count never changes a row.
-//   float32 (float32 x, or no VNNI): each weight row dequantized once into float32 (a * q + b) and dotted with
-//     every row of x in 16 lanes reduced in one fixed order; exact to the file's values.
+//     (quant_panels.h). A few rows stream each panel's groups through registers (quant_stream.h); more rows
+//     share a decoded Panel, by AMX tiles for whole tiles of 16 rows where the CPU has AMX-INT8 and VNNI for
+//     the others: the same bits every way, so the row count never changes a row.
+//   float32 (float32 x, or no VNNI): each value a * q + b in float32, dotted with each row of x in 16 column
+//     lanes, in value order; exact to the file's values.
 // Both are batch-invariant: a row's result depends on that row and W only.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
@@ -22,65 +23,68 @@
 #include <vector>
 
 #include "ggml_blocks.h"
-#include "quant_lanes.h"
+#include "panel_blocks.h"
 #include "quant_panels.h"
+#include "quant_stream.h"
 
 namespace {
 
-using ggml_blocks::Type;
+using panel_blocks::kPanel;
+using quant_panels::Panel;
 
-// One weight row unpacked (ggml_blocks.h), reused by a thread for every column it computes
-struct RowScratch {
-  std::vector<uint8_t> q;
-  std::vector<float> a, b;
-  explicit RowScratch(int64_t K) : q(K + 64), a(K / 16 + 16), b(K / 16 + 16) {}
-  void unpack(const Type& t, const uint8_t* row, int64_t K) {
-    ggml_blocks::unpack_values(t, row, 0, K, q.data(), a.data(), b.data());
+int64_t panels_of(int64_t N) { return (N + kPanel - 1) / kPanel; }
+
+// ---- float32: a panel's values a * q + b, dotted with each row of x ----
+
+void float_panel(const Panel& p, const float* x, int64_t M, float* y, int64_t N, int cols) {
+  const int64_t K = p.K, words = p.G / 4;
+  const __m512i byte = _mm512_set1_epi32(0xFF);
+  for (int64_t m = 0; m < M; ++m) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t g = 0; g < K / p.G; ++g) {
+      const __m512 a = _mm512_loadu_ps(p.a.data() + g * kPanel), b = _mm512_loadu_ps(p.b.data() + g * kPanel);
+      for (int64_t kk = g * words; kk < (g + 1) * words; ++kk) {
+        const __m512i w = _mm512_loadu_si512(p.words.data() + kk * kPanel);
+        for (int j = 0; j < 4; ++j) {
+          const __m512 q = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(w, 8 * j), byte));
+          acc = _mm512_fmadd_ps(_mm512_fmadd_ps(a, q, b), _mm512_set1_ps(x[m * K + 4 * kk + j]), acc);
+        }
+      }
+    }
+    _mm512_mask_storeu_ps(y + m * N, (__mmask16)((1u << cols) - 1), acc);
   }
-};
+}
 
-// ---- float32: W's row dequantized, dotted with each row of x ----
-
-void float_columns(const Type& t, const uint8_t* w, int64_t row_bytes, int64_t lo, int64_t hi, const float* x,
-                   int64_t M, int64_t K, float* y, int64_t N) {
-  RowScratch row(K);
-  std::vector<float> wf(K);
-  for (int64_t n = lo; n < hi; ++n) {
-    row.unpack(t, w + n * row_bytes, K);
-    for (int64_t v = 0; v < K; v += 16) {
-      const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(row.q.data() + v))));
-      _mm512_storeu_ps(wf.data() + v, _mm512_fmadd_ps(_mm512_set1_ps(row.a[v / 16]), q, _mm512_set1_ps(row.b[v / 16])));
-    }
-    for (int64_t m = 0; m < M; ++m) {
-      __m512 acc = _mm512_setzero_ps();
-      for (int64_t v = 0; v < K; v += 16)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(wf.data() + v), _mm512_loadu_ps(x + m * K + v), acc);
-      y[m * N + n] = _mm512_reduce_add_ps(acc);
-    }
+template <class F>
+void float_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const float* x, int64_t M, int64_t K, float* y,
+                  int64_t N) {
+  Panel panel(K, F::G);
+  const int64_t stride = K / F::qk * F::bytes;
+  for (int64_t p = lo; p < hi; ++p) {
+    panel.fill(f, packed + p * stride);
+    float_panel(panel, x, M, y + p * kPanel, N, (int)std::min<int64_t>(kPanel, N - p * kPanel));
   }
 }
 
 #ifdef __AVX512VNNI__
-// ---- int8: x rounded per 32 values, W's panels of 16 columns (quant_panels.h) ----
+// ---- int8: x rounded per 32 values (256 against K-quants) ----
 
-void int8_panels(const Type& t, const uint8_t* w, int64_t row_bytes, int64_t lo, int64_t hi,
-                 const quant_panels::Int8Rows& x, int64_t M, int64_t K, float* y, int64_t N, bool amx) {
-  using quant_panels::kPanel;
-  quant_panels::Panel panel(M <= quant_lanes::kFewRows ? 0 : K, x.G);   // few rows: no panel, a span
-  quant_lanes::Span span;
+template <class F>
+void int8_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const quant_panels::Int8Rows& x, int64_t M,
+                 float* y, int64_t N, bool amx) {
+  const int64_t K = x.K, stride = K / F::qk * F::bytes;
+  Panel panel(amx ? K : 0, F::G);   // VNNI alone: streamed, no Panel
 #ifdef CONCH_AMX_INT8
-  if (amx) quant_panels::configure_int8(x.G);
+  if (amx) quant_panels::configure_int8(F::G);
 #endif
   for (int64_t p = lo; p < hi; ++p) {
-    const int64_t n0 = p * kPanel;
-    const int cols = (int)std::min<int64_t>(kPanel, N - n0);
-    const int ahead = p + 1 < hi ? (int)std::min<int64_t>(kPanel, N - n0 - kPanel) : 0;
-    if (M <= quant_lanes::kFewRows) {
-      quant_lanes::few_rows(t, w + n0 * row_bytes, row_bytes, cols, ahead, x, (int)M, span, y + n0, N);
+    const int cols = (int)std::min<int64_t>(kPanel, N - p * kPanel);
+    if (!amx) {
+      quant_stream::all_rows(f, packed + p * stride, x, M, y + p * kPanel, N, cols);
       continue;
     }
-    panel.fill(t, w + n0 * row_bytes, row_bytes, cols, ahead);
-    quant_panels::rows_panel(panel, x, M, y + n0, N, cols, amx);
+    panel.fill(f, packed + p * stride);
+    quant_panels::rows_panel(panel, x, M, y + p * kPanel, N, cols, amx);
   }
 #ifdef CONCH_AMX_INT8
   if (amx) _tile_release();
@@ -115,72 +119,165 @@ Path named(const std::string& name) {
   return name == "vnni" ? Path::kVnni : Path::kAmx;
 }
 
-Type checked(const torch::Tensor& x, const torch::Tensor& blocks, int64_t qtype, int64_t K) {
-  Type t;
+ggml_blocks::Type type_of(int64_t qtype) {
+  ggml_blocks::Type t;
   TORCH_CHECK(ggml_blocks::lookup(qtype, &t), "quant_matmul: ggml type ", qtype, " is not supported");
-  TORCH_CHECK(x.dim() == 2 && x.size(1) == K && K % t.qk == 0, "quant_matmul: x must be (M, K), K a multiple of ",
-              t.qk);
-  TORCH_CHECK(blocks.dtype() == torch::kUInt8 && blocks.dim() == 2 && blocks.size(1) == K / t.qk * t.bytes,
-              "quant_matmul: blocks must be (N, K / QK * block bytes) uint8");
   return t;
 }
 
-torch::Tensor product(const torch::Tensor& x, const torch::Tensor& blocks, int64_t qtype, int64_t K, Path path) {
-  const Type t = checked(x, blocks, qtype, K);
-  const int64_t M = x.size(0), N = blocks.size(0), row_bytes = blocks.size(1);
+int64_t panel_block_bytes(int64_t qtype) {
+  int bytes = 0;
+  panel_blocks::with_format(qtype, [&](auto f) { bytes = decltype(f)::bytes; });
+  return bytes;
+}
+
+void check_packed(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N) {
+  const auto t = type_of(qtype);
+  TORCH_CHECK(K % t.qk == 0, "quant_matmul: K must be a multiple of ", t.qk);
+  TORCH_CHECK(packed.dtype() == torch::kUInt8 && packed.dim() == 2 && packed.is_contiguous() &&
+                  packed.size(0) == panels_of(N) && packed.size(1) == K / t.qk * panel_block_bytes(qtype),
+              "quant_matmul: packed must be (ceil(N / 16), K / QK * panel block bytes) uint8, as pack makes it");
+}
+
+torch::Tensor pack(const torch::Tensor& blocks, int64_t qtype, int64_t K) {
+  const auto t = type_of(qtype);
+  TORCH_CHECK(K % t.qk == 0 && blocks.dtype() == torch::kUInt8 && blocks.dim() == 2 &&
+                  blocks.size(1) == K / t.qk * t.bytes,
+              "quant_matmul: blocks must be (N, K / QK * block bytes) uint8, K a multiple of ", t.qk);
+  const torch::Tensor rows = blocks.contiguous();
+  const int64_t N = rows.size(0), row_bytes = rows.size(1), P = panels_of(N);
+  auto out = torch::empty({P, K / t.qk * panel_block_bytes(qtype)}, torch::kUInt8);
+  const uint8_t* w = rows.data_ptr<uint8_t>();
+  uint8_t* o = out.data_ptr<uint8_t>();
+  pybind11::gil_scoped_release unlocked;
+  panel_blocks::with_format(qtype, [&](auto f) {
+    using F = decltype(f);
+    at::parallel_for(0, P, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<uint8_t> q(kPanel * F::qk);
+      const uint8_t* col[kPanel];
+      for (int64_t p = lo; p < hi; ++p)
+        for (int64_t i = 0; i < K / F::qk; ++i) {
+          for (int c = 0; c < kPanel; ++c)
+            col[c] = p * kPanel + c < N ? w + (p * kPanel + c) * row_bytes + i * t.bytes : nullptr;
+          F::pack(col, q.data(), o + (p * (K / F::qk) + i) * F::bytes);
+        }
+    });
+  });
+  return out;
+}
+
+// packed's rows `ids` (W[ids]), packed
+torch::Tensor rows(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N, const torch::Tensor& ids) {
+  check_packed(packed, qtype, K, N);
+  const torch::Tensor index = ids.to(torch::kLong).contiguous();
+  const int64_t R = index.numel(), P = panels_of(R);
+  const int64_t* id = index.data_ptr<int64_t>();
+  for (int64_t r = 0; r < R; ++r) TORCH_CHECK(id[r] >= 0 && id[r] < N, "quant_matmul: row ", id[r], " of ", N);
+  auto out = torch::empty({P, packed.size(1)}, torch::kUInt8);
+  const uint8_t* w = packed.data_ptr<uint8_t>();
+  uint8_t* o = out.data_ptr<uint8_t>();
+  panel_blocks::with_format(qtype, [&](auto f) {
+    using F = decltype(f);
+    const int64_t blocks = K / F::qk;
+    at::parallel_for(0, P, 1, [&](int64_t lo, int64_t hi) {
+      const uint8_t* src[kPanel];
+      int from[kPanel];
+      for (int64_t p = lo; p < hi; ++p)
+        for (int64_t i = 0; i < blocks; ++i) {
+          for (int c = 0; c < kPanel; ++c) {
+            const int64_t r = p * kPanel + c;
+            src[c] = r < R ? w + (id[r] / kPanel * blocks + i) * F::bytes : nullptr;
+            from[c] = r < R ? (int)(id[r] % kPanel) : 0;
+          }
+          F::gather(src, from, o + (p * blocks + i) * F::bytes);
+        }
+    });
+  });
+  return out;
+}
+
+torch::Tensor product(const torch::Tensor& x, const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N,
+                      Path path) {
+  check_packed(packed, qtype, K, N);
+  TORCH_CHECK(x.dim() == 2 && x.size(1) == K, "quant_matmul: x must be (M, K)");
+  const int64_t M = x.size(0);
   const torch::Tensor xf = x.to(torch::kFloat32).contiguous();
   auto out = torch::empty({M, N}, torch::kFloat32);
-  const uint8_t* w = blocks.data_ptr<uint8_t>();
+  const uint8_t* w = packed.data_ptr<uint8_t>();
   float* y = out.data_ptr<float>();
   {
     pybind11::gil_scoped_release unlocked;
+    panel_blocks::with_format(qtype, [&](auto f) {
 #ifdef __AVX512VNNI__
-    if (path != Path::kFloat32) {
-      const quant_panels::Int8Rows xq(xf.data_ptr<float>(), M, K, quant_panels::group_of(t),
-                                      quant_panels::activation_block(t));
-      const int64_t panels = (N + quant_panels::kPanel - 1) / quant_panels::kPanel;
-      const bool amx = path == Path::kAmx && M >= quant_panels::kTileRows;
-      at::parallel_for(0, panels, 1, [&](int64_t lo, int64_t hi) {
-        int8_panels(t, w, row_bytes, lo, hi, xq, M, K, y, N, amx);
-      });
-    } else
+      if (path != Path::kFloat32) {
+        const quant_panels::Int8Rows xq(xf.data_ptr<float>(), M, K, decltype(f)::G, decltype(f)::qk == 256 ? 256 : 32);
+        const bool amx = path == Path::kAmx && M >= quant_panels::kTileRows;
+        at::parallel_for(0, panels_of(N), 1, [&](int64_t lo, int64_t hi) {
+          int8_panels(f, w, lo, hi, xq, M, y, N, amx);
+        });
+        return;
+      }
 #endif
-      at::parallel_for(0, N, 8, [&](int64_t lo, int64_t hi) {
-        float_columns(t, w, row_bytes, lo, hi, xf.data_ptr<float>(), M, K, y, N);
+      at::parallel_for(0, panels_of(N), 1, [&](int64_t lo, int64_t hi) {
+        float_panels(f, w, lo, hi, xf.data_ptr<float>(), M, K, y, N);
       });
+    });
   }
   return x.scalar_type() == torch::kFloat32 ? out : out.to(x.scalar_type());
 }
 
-torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& blocks, int64_t qtype, int64_t K) {
-  return product(x, blocks, qtype, K, fastest(x));
+torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N) {
+  return product(x, packed, qtype, K, N, fastest(x));
 }
 
-torch::Tensor matmul_path(const torch::Tensor& x, const torch::Tensor& blocks, int64_t qtype, int64_t K,
+torch::Tensor matmul_path(const torch::Tensor& x, const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N,
                           const std::string& path) {
-  return product(x, blocks, qtype, K, named(path));
+  return product(x, packed, qtype, K, N, named(path));
 }
 
 bool supported(int64_t qtype) {
-  Type t;
+  ggml_blocks::Type t;
   return ggml_blocks::lookup(qtype, &t);
 }
 
-torch::Tensor dequantize(const torch::Tensor& blocks, int64_t qtype, int64_t K) {
-  Type t;
-  TORCH_CHECK(ggml_blocks::lookup(qtype, &t), "quant_matmul: ggml type ", qtype, " is not supported");
-  const int64_t N = blocks.size(0);
-  auto out = torch::empty({N, K}, torch::kFloat32);
-  const uint8_t* w = blocks.data_ptr<uint8_t>();
+// Rows `ids` of W, (len(ids), K) float32: each value a * q + b
+torch::Tensor dequantize_rows(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N,
+                              const torch::Tensor& ids) {
+  check_packed(packed, qtype, K, N);
+  const torch::Tensor index = ids.to(torch::kLong).contiguous();
+  const int64_t R = index.numel();
+  const int64_t* id = index.data_ptr<int64_t>();
+  for (int64_t r = 0; r < R; ++r) TORCH_CHECK(id[r] >= 0 && id[r] < N, "quant_matmul: row ", id[r], " of ", N);
+  auto out = torch::empty({R, K}, torch::kFloat32);
+  const uint8_t* w = packed.data_ptr<uint8_t>();
   float* y = out.data_ptr<float>();
-  at::parallel_for(0, N, 16, [&](int64_t lo, int64_t hi) {
-    RowScratch row(K);
-    for (int64_t n = lo; n < hi; ++n) {
-      row.unpack(t, w + n * blocks.size(1), K);
-      for (int64_t v = 0; v < K; ++v) y[n * K + v] = row.a[v / 16] * row.q[v] + row.b[v / 16];
-    }
+  panel_blocks::with_format(qtype, [&](auto f) {
+    using F = decltype(f);
+    at::parallel_for(0, R, 16, [&](int64_t lo, int64_t hi) {
+      alignas(64) uint8_t q[F::words * 64];
+      alignas(64) float a[kPanel], b[kPanel];
+      for (int64_t r = lo; r < hi; ++r) {
+        const int c = (int)(id[r] % kPanel);
+        const uint8_t* panel = w + id[r] / kPanel * (K / F::qk * F::bytes);
+        for (int64_t g = 0; g < K / F::G; ++g) {
+          const uint8_t* blk = panel + g / F::groups * F::bytes;
+          __m512i wv[F::words];
+          F::words_of(blk, (int)(g % F::groups), wv);
+          for (int kk = 0; kk < F::words; ++kk) _mm512_store_si512(q + 64 * kk, wv[kk]);
+          __m512 av, bv;
+          F::scales_of(blk, (int)(g % F::groups), av, bv);
+          _mm512_store_ps(a, av);
+          _mm512_store_ps(b, bv);
+          for (int v = 0; v < F::G; ++v) y[r * K + g * F::G + v] = a[c] * q[64 * (v / 4) + 4 * c + v % 4] + b[c];
+        }
+      }
+    });
   });
   return out;
+}
+
+torch::Tensor dequantize(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N) {
+  return dequantize_rows(packed, qtype, K, N, torch::arange(N, torch::kLong));
 }
 
 }  // namespace
@@ -189,9 +286,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("supported", &supported, "whether this ggml type has a kernel");
   m.def("int8_available", [] { return kInt8; }, "whether the int8 (AVX512-VNNI) product was built");
   m.def("amx_available", &amx_usable, "whether the int8 product's AMX tiles run here");
-  m.def("dequantize", &dequantize, "blocks (N, row bytes) -> W (N, K) float32 (the values a * q + b)");
-  m.def("matmul", &matmul, "x (M, K) @ W^T for W in ggml blocks -> (M, N) in x's dtype: int8 for bf16 x",
-        py::arg("x"), py::arg("blocks"), py::arg("qtype"), py::arg("K"));
+  m.def("pack", &pack, "blocks (N, row bytes) as the file stores them -> packed (ceil(N / 16), panel bytes)",
+        py::arg("blocks"), py::arg("qtype"), py::arg("K"));
+  m.def("rows", &rows, "packed, ids -> W[ids] packed", py::arg("packed"), py::arg("qtype"), py::arg("K"),
+        py::arg("N"), py::arg("ids"));
+  m.def("dequantize", &dequantize, "packed -> W (N, K) float32 (the values a * q + b)", py::arg("packed"),
+        py::arg("qtype"), py::arg("K"), py::arg("N"));
+  m.def("dequantize_rows", &dequantize_rows, "packed, ids -> W[ids] (len(ids), K) float32", py::arg("packed"),
+        py::arg("qtype"), py::arg("K"), py::arg("N"), py::arg("ids"));
+  m.def("matmul", &matmul, "x (M, K) @ W^T for W packed -> (M, N) in x's dtype: int8 for bf16 x", py::arg("x"),
+        py::arg("packed"), py::arg("qtype"), py::arg("K"), py::arg("N"));
   m.def("matmul_path", &matmul_path, "matmul with its product named: 'float32', 'vnni' or 'amx'", py::arg("x"),
-        py::arg("blocks"), py::arg("qtype"), py::arg("K"), py::arg("path"));
+        py::arg("packed"), py::arg("qtype"), py::arg("K"), py::arg("N"), py::arg("path"));
 }

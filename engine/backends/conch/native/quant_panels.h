@@ -5,8 +5,8 @@
 //   even; A = 256 for a K-quant's rows, 32 otherwise: llama.cpp's Q8_K and Q8_0), and per group of G values
 //   (the weight type's: 16 for Q6_K, 32 for the others) the row's scale and scale * sum(q) (the factor of the
 //   group's b term).
-// Panel: 16 rows of W unpacked (ggml_blocks.h: value = a * q + b) and laid out as VNNI reads them: word kk of
-//   column c (its bytes 4kk..4kk+3) at words[kk * 16 + c]; a and b per group as 16-column vectors.
+// Panel: 16 rows of W decoded from their panel (panel_blocks.h: value = a * q + b) as VNNI and AMX read them:
+//   word kk of column c (its bytes 4kk..4kk+3) at words[kk * 16 + c]; a and b per group as 16-column vectors.
 // The product, per row of x and group g, for the panel's 16 columns at once:
 //   dot = sum over the group of q * xq            (int32, exact: VNNI's 4 products a lane, or an AMX tile)
 //   acc = fma(float(dot), a_g * scale_g, acc)     then   acc = fma(b_g, sum_g, acc)
@@ -24,10 +24,11 @@
 
 #include "amx_tiles.h"
 #include "ggml_blocks.h"
+#include "panel_blocks.h"
 
 namespace quant_panels {
 
-constexpr int kPanel = 16;   // columns of W a panel holds: one register's lanes
+using panel_blocks::kPanel;
 
 inline int group_of(const ggml_blocks::Type& t) { return t.id == 14 ? 16 : 32; }   // Q6_K's scales: per 16
 
@@ -71,78 +72,30 @@ struct Int8Rows {
 // the activations' block for weights of type t: llama.cpp's (Q8_K's 256 for the K-quants, Q8_0's 32 otherwise)
 inline int64_t activation_block(const ggml_blocks::Type& t) { return t.qk == 256 ? 256 : 32; }
 
-inline void prefetch(const uint8_t* p, int64_t bytes) {
-  for (int64_t at = 0; at < bytes; at += 64) _mm_prefetch((const char*)(p + at), _MM_HINT_T0);
-}
-
-// rows i and i | b of a 16 x 16 int32 matrix exchange their off-diagonal b x b blocks; over b = 8, 4, 2, 1 the
-// matrix is transposed
-struct SwapIndex {
-  alignas(64) int32_t lo[4][16], hi[4][16];   // level l: b = 8 >> l; permutex2var's picks for rows i and i | b
-  SwapIndex() {
-    for (int l = 0; l < 4; ++l)
-      for (int k = 0, b = 8 >> l; k < 16; ++k) {
-        lo[l][k] = (k & b) ? 16 + (k ^ b) : k;
-        hi[l][k] = (k & b) ? 16 + k : (k | b);
-      }
-  }
-};
-
-inline void transpose16(__m512i* r) {
-  static const SwapIndex index;
-  for (int l = 0, b = 8; l < 4; ++l, b /= 2) {
-    const __m512i il = _mm512_load_si512(index.lo[l]), ih = _mm512_load_si512(index.hi[l]);
-    for (int i = 0; i < 16; ++i) {
-      if (i & b) continue;
-      const __m512i top = r[i], bottom = r[i | b];
-      r[i] = _mm512_permutex2var_epi32(top, il, bottom);
-      r[i | b] = _mm512_permutex2var_epi32(top, ih, bottom);
-    }
-  }
-}
-
+// W's 16 columns of one panel (panel_blocks.h) decoded for the rows of x to share: the word vectors of every
+// group in order (words[kk * 16 + c] = column c's word kk) and each group's a and b
 struct Panel {
-  std::vector<uint8_t> q;         // (16, K + 64): the rows unpacked
-  std::vector<float> a16, b16;    // (16, K / 16)
   std::vector<int32_t> words;     // (K / 4, 16)
   std::vector<float> a, b;        // (K / G, 16)
   int64_t K, G;
 
-  Panel(int64_t K, int64_t G)
-      : q(kPanel * (K + 64)), a16(kPanel * K / 16), b16(kPanel * K / 16), words(K / 4 * kPanel + 64),
-        a(K / G * kPanel), b(K / G * kPanel), K(K), G(G) {}
+  Panel(int64_t K, int64_t G) : words(K / 4 * kPanel), a(K / G * kPanel), b(K / G * kPanel), K(K), G(G) {}
 
-  // W's rows n0..n0 + cols - 1 (cols <= 16; the others zero); the next panel's `ahead` rows are fetched
-  // meanwhile, a row as each row is unpacked (the prefetcher alone left the bus idle while a product ran)
-  void fill(const ggml_blocks::Type& t, const uint8_t* w, int64_t row_bytes, int cols, int ahead) {
-    const int64_t stride = K + 64, groups16 = K / 16;
-    for (int c = 0; c < kPanel; ++c) {
-      if (c < ahead) prefetch(w + (kPanel + c) * row_bytes, row_bytes);
-      ggml_blocks::unpack_values(t, c < cols ? w + c * row_bytes : nullptr, 0, K, q.data() + c * stride,
-                                 a16.data() + c * groups16, b16.data() + c * groups16);
-    }
-    interleave(stride);
-    for (int64_t g = 0; g < K / G; ++g)
-      for (int c = 0; c < kPanel; ++c) {
-        a[g * kPanel + c] = a16[c * groups16 + g * G / 16];
-        b[g * kPanel + c] = b16[c * groups16 + g * G / 16];
+  // from `panel`: its K / QK panel blocks
+  template <class F>
+  void fill(F, const uint8_t* panel) {
+    for (int64_t i = 0; i < K / F::qk; ++i)
+      for (int h = 0; h < F::groups; ++h) {
+        const uint8_t* blk = panel + i * F::bytes;
+        const int64_t g = i * F::groups + h;
+        __m512i w[F::words];
+        F::words_of(blk, h, w);
+        for (int kk = 0; kk < F::words; ++kk) _mm512_storeu_si512(words.data() + (g * F::words + kk) * kPanel, w[kk]);
+        __m512 av, bv;
+        F::scales_of(blk, h, av, bv);
+        _mm512_storeu_ps(a.data() + g * kPanel, av);
+        _mm512_storeu_ps(b.data() + g * kPanel, bv);
       }
-  }
-
-  // words[kk * 16 + c] = column c's word kk: 16 x 16 word blocks transposed (a last block of 8 words: K % 64 == 32)
-  void interleave(int64_t stride) {
-    int64_t kk = 0;
-    for (; kk + 16 <= K / 4; kk += 16) interleave_block<16>(stride, kk);
-    if (kk < K / 4) interleave_block<8>(stride, kk);
-  }
-
-  template <int kWords>
-  void interleave_block(int64_t stride, int64_t kk) {
-    constexpr __mmask16 m = (__mmask16)((1u << kWords) - 1);
-    __m512i r[kPanel];
-    for (int c = 0; c < kPanel; ++c) r[c] = _mm512_maskz_loadu_epi32(m, q.data() + c * stride + 4 * kk);
-    transpose16(r);
-    for (int i = 0; i < kWords; ++i) _mm512_storeu_si512(words.data() + (kk + i) * kPanel, r[i]);
   }
 };
 

@@ -26,7 +26,7 @@ def _matrix(kernel, qtype: str, out: int = 96, K: int = 512, seed: int = 0):
 
     blocks = random_blocks(qtype, out, K, scale=0.01, rng=np.random.default_rng(seed))
     reference = torch.from_numpy(dequantize(blocks, GGMLQuantizationType[qtype]).astype(np.float32))
-    return QuantizedMatrix(kernel, torch.from_numpy(blocks), QUANT_TYPES[qtype], K), reference
+    return QuantizedMatrix.pack(kernel, torch.from_numpy(blocks), QUANT_TYPES[qtype], K), reference
 
 
 def _int8_rows(x: torch.Tensor, block: int) -> torch.Tensor:
@@ -56,7 +56,7 @@ def test_products_equal_the_product_of_ggufs_dequantized_matrix(kernel, qtype):
     want = x.double() @ reference.double().T
     assert _close(matrix(x), want, 1e-4)                          # float32 x: the float32 product
     for path in _paths(kernel):
-        got = kernel.matmul_path(x, matrix.blocks, matrix.qtype, K, path)
+        got = kernel.matmul_path(x, matrix.packed, matrix.qtype, K, matrix.out_features, path)
         exact = x if path == "float32" else _int8_rows(x, 256 if K == 512 else 32)   # what that product multiplies
         assert _close(got, exact.double() @ reference.double().T, 1e-5), path
     # bf16 x (the int8 product where built): within x's int8 rounding (<= max|x| / 254 per value) of the float one
@@ -82,5 +82,27 @@ def test_the_int8_products_give_the_same_bits(kernel, qtype):
         pytest.skip("no AMX here: one int8 product")
     matrix, _ = _matrix(kernel, qtype, out=40)                     # a last panel of 8 columns
     x = torch.randn(48, 512).bfloat16()
-    assert torch.equal(kernel.matmul_path(x, matrix.blocks, matrix.qtype, 512, "vnni"),
-                       kernel.matmul_path(x, matrix.blocks, matrix.qtype, 512, "amx"))
+    assert torch.equal(kernel.matmul_path(x, matrix.packed, matrix.qtype, 512, 40, "vnni"),
+                       kernel.matmul_path(x, matrix.packed, matrix.qtype, 512, 40, "amx"))
+
+
+@pytest.mark.parametrize("qtype", sorted(QUANT_TYPES))
+def test_rows_picked_from_a_packed_matrix_are_those_rows(kernel, qtype):
+    """rows(index) regroups packed columns across panels (a q/k matrix's RoPE pair order): W[index] exactly, and
+    the product of the picked matrix is the picked columns of the product."""
+    K = 512 if QUANT_TYPES[qtype] >= 12 else 544
+    matrix, _ = _matrix(kernel, qtype, out=40, K=K)
+    index = torch.tensor([39, 0, 17, 16, 5, 5, 33, 1, 20, 2, 3, 38, 4, 6, 7, 8, 9, 30, 31])   # 19: a part panel
+    picked = matrix.rows(index)
+    assert picked.out_features == 19 and torch.equal(picked.dequantized(), matrix.dequantized()[index])
+    assert torch.equal(picked.dequantized_rows(torch.tensor([3, 18])), matrix.dequantized()[index[[3, 18]]])
+    x = torch.randn(3, K).bfloat16()
+    assert torch.equal(picked(x), matrix(x)[:, index])
+
+
+def test_a_packed_matrix_of_the_wrong_shape_is_refused(kernel):
+    matrix, _ = _matrix(kernel, "Q4_K", out=40)
+    with pytest.raises(RuntimeError, match="packed must be"):
+        kernel.matmul(torch.randn(1, 512), matrix.packed, matrix.qtype, 512, 64)
+    with pytest.raises(RuntimeError, match="row 40 of 40"):
+        matrix.rows(torch.tensor([40]))
