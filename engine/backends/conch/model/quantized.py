@@ -13,7 +13,7 @@ which."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -125,10 +125,23 @@ def embedding_rows(module: torch.nn.Module) -> tuple[Any, torch.dtype]:
 @dataclass(frozen=True)
 class Stacked:
     """Products side by side: x -> [p(x) for p in parts] concatenated along the output (q | k | v when their
-    types differ, as in a Q4_K_M file)."""
+    types differ, as in a Q4_K_M file). Parts that are all QuantizedMatrix of one kernel run as one native
+    product (quant_matmul.cpp's matmul_parts: one pass over all their panels, the same bits as each alone)."""
     parts: tuple[Any, ...]
     bias: torch.Tensor | None = None
+    _native: bool = field(init=False, repr=False, default=False)
+
+    def __post_init__(self) -> None:
+        quantized = all(isinstance(p, QuantizedMatrix) for p in self.parts)
+        one = quantized and len({(id(p.kernel), p.in_features) for p in self.parts}) == 1
+        object.__setattr__(self, "_native", one)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.cat([p(x) for p in self.parts], dim=-1)
+        if self._native:
+            first = self.parts[0]
+            y = first.kernel.matmul_parts(x.contiguous(), [p.packed for p in self.parts],
+                                          [p.qtype for p in self.parts], first.in_features,
+                                          [p.out_features for p in self.parts])
+        else:
+            y = torch.cat([p(x) for p in self.parts], dim=-1)
         return y if self.bias is None else y + self.bias

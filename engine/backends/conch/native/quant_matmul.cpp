@@ -13,6 +13,8 @@
 //     the others: the same bits every way, so the row count never changes a row.
 //   float32 (float32 x, or no VNNI): each value a * q + b in float32, dotted with each row of x in 16 column
 //     lanes, in value order; exact to the file's values.
+// matmul_parts(x, [packed...], [qtype...], K, [N...]): x @ [W_0 | W_1 | ...]^T, the matrices' panels in one
+//   parallel pass, each matrix's columns the bits its own matmul gives them (q | k | v of types that differ).
 // Both are batch-invariant: a row's result depends on that row and W only.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
@@ -20,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ggml_blocks.h"
@@ -55,14 +58,15 @@ void float_panel(const Panel& p, const float* x, int64_t M, float* y, int64_t N,
   }
 }
 
+// Panels [lo, hi) of a matrix of N rows: y's columns 16 lo .. (row stride ld)
 template <class F>
 void float_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const float* x, int64_t M, int64_t K, float* y,
-                  int64_t N) {
+                  int64_t N, int64_t ld) {
   Panel panel(K, F::G);
   const int64_t stride = K / F::qk * F::bytes;
   for (int64_t p = lo; p < hi; ++p) {
     panel.fill(f, packed + p * stride);
-    float_panel(panel, x, M, y + p * kPanel, N, (int)std::min<int64_t>(kPanel, N - p * kPanel));
+    float_panel(panel, x, M, y + p * kPanel, ld, (int)std::min<int64_t>(kPanel, N - p * kPanel));
   }
 }
 
@@ -71,7 +75,7 @@ void float_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const floa
 
 template <class F>
 void int8_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const quant_panels::Int8Rows& x, int64_t M,
-                 float* y, int64_t N, bool amx) {
+                 float* y, int64_t N, int64_t ld, bool amx) {
   const int64_t K = x.K, stride = K / F::qk * F::bytes;
   Panel panel(amx ? K : 0, F::G);   // VNNI alone: streamed, no Panel
 #ifdef CONCH_AMX_INT8
@@ -80,11 +84,11 @@ void int8_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const quant
   for (int64_t p = lo; p < hi; ++p) {
     const int cols = (int)std::min<int64_t>(kPanel, N - p * kPanel);
     if (!amx) {
-      quant_stream::all_rows(f, packed + p * stride, x, M, y + p * kPanel, N, cols);
+      quant_stream::all_rows(f, packed + p * stride, x, M, y + p * kPanel, ld, cols);
       continue;
     }
     panel.fill(f, packed + p * stride);
-    quant_panels::rows_panel(panel, x, M, y + p * kPanel, N, cols, amx);
+    quant_panels::rows_panel(panel, x, M, y + p * kPanel, ld, cols, amx);
   }
 #ifdef CONCH_AMX_INT8
   if (amx) _tile_release();
@@ -196,43 +200,95 @@ torch::Tensor rows(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_
   return out;
 }
 
-torch::Tensor product(const torch::Tensor& x, const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N,
-                      Path path) {
-  check_packed(packed, qtype, K, N);
+// One matrix of a product: its packed panels, its type and rows, and where its columns start in y
+struct Part {
+  const uint8_t* w;
+  int64_t qtype, N, col, first;   // first: its first panel in the product's numbering of all parts' panels
+};
+
+// x's int8 rows for each (group, block) the parts' types read (K-quants: 256-value blocks; Q6_K: groups of 16),
+// made before the parallel pass (add), read in it (of)
+struct Activations {
+  std::vector<std::unique_ptr<quant_panels::Int8Rows>> rows;
+
+  template <class F>
+  static int64_t block_of(F) { return F::qk == 256 ? 256 : 32; }
+
+  template <class F>
+  void add(F f, const float* x, int64_t M, int64_t K) {
+    if (find(F::G, block_of(f)) == nullptr)
+      rows.push_back(std::make_unique<quant_panels::Int8Rows>(x, M, K, F::G, block_of(f)));
+  }
+  template <class F>
+  const quant_panels::Int8Rows& of(F f) const { return *find(F::G, block_of(f)); }
+
+  const quant_panels::Int8Rows* find(int64_t G, int64_t A) const {
+    for (const auto& r : rows)
+      if (r->G == G && r->A == A) return r.get();
+    return nullptr;
+  }
+};
+
+// y = x @ [W_0 | W_1 | ...]^T: the parts' panels shared out in one parallel pass, each part's columns written
+// beside the others' (the same bits as a product per part)
+torch::Tensor product(const torch::Tensor& x, std::vector<Part> parts, int64_t K, Path path) {
   TORCH_CHECK(x.dim() == 2 && x.size(1) == K, "quant_matmul: x must be (M, K)");
   const int64_t M = x.size(0);
+  int64_t N = 0, panels = 0;
+  for (Part& part : parts) {
+    part.col = N, part.first = panels;
+    N += part.N, panels += panels_of(part.N);
+  }
   const torch::Tensor xf = x.to(torch::kFloat32).contiguous();
   auto out = torch::empty({M, N}, torch::kFloat32);
-  const uint8_t* w = packed.data_ptr<uint8_t>();
   float* y = out.data_ptr<float>();
   {
     pybind11::gil_scoped_release unlocked;
-    panel_blocks::with_format(qtype, [&](auto f) {
+    Activations xq;
+    if (kInt8 && path != Path::kFloat32)
+      for (const Part& part : parts)
+        panel_blocks::with_format(part.qtype, [&](auto f) { xq.add(f, xf.data_ptr<float>(), M, K); });
+    const bool amx = path == Path::kAmx && M >= quant_panels::kTileRows;
+    at::parallel_for(0, panels, 1, [&](int64_t lo, int64_t hi) {
+      for (const Part& part : parts) {
+        const int64_t plo = std::max(lo, part.first) - part.first;
+        const int64_t phi = std::min(hi, part.first + panels_of(part.N)) - part.first;
+        if (plo >= phi) continue;
+        panel_blocks::with_format(part.qtype, [&](auto f) {
 #ifdef __AVX512VNNI__
-      if (path != Path::kFloat32) {
-        const quant_panels::Int8Rows xq(xf.data_ptr<float>(), M, K, decltype(f)::G, decltype(f)::qk == 256 ? 256 : 32);
-        const bool amx = path == Path::kAmx && M >= quant_panels::kTileRows;
-        at::parallel_for(0, panels_of(N), 1, [&](int64_t lo, int64_t hi) {
-          int8_panels(f, w, lo, hi, xq, M, y, N, amx);
-        });
-        return;
-      }
+          if (path != Path::kFloat32) {
+            return int8_panels(f, part.w, plo, phi, xq.of(f), M, y + part.col, part.N, N, amx);
+          }
 #endif
-      at::parallel_for(0, panels_of(N), 1, [&](int64_t lo, int64_t hi) {
-        float_panels(f, w, lo, hi, xf.data_ptr<float>(), M, K, y, N);
-      });
+          float_panels(f, part.w, plo, phi, xf.data_ptr<float>(), M, K, y + part.col, part.N, N);
+        });
+      }
     });
   }
   return x.scalar_type() == torch::kFloat32 ? out : out.to(x.scalar_type());
 }
 
+Part part_of(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N) {
+  check_packed(packed, qtype, K, N);
+  return {packed.data_ptr<uint8_t>(), qtype, N, 0, 0};
+}
+
 torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N) {
-  return product(x, packed, qtype, K, N, fastest(x));
+  return product(x, {part_of(packed, qtype, K, N)}, K, fastest(x));
 }
 
 torch::Tensor matmul_path(const torch::Tensor& x, const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N,
                           const std::string& path) {
-  return product(x, packed, qtype, K, N, named(path));
+  return product(x, {part_of(packed, qtype, K, N)}, K, named(path));
+}
+
+torch::Tensor matmul_parts(const torch::Tensor& x, const std::vector<torch::Tensor>& packed,
+                           const std::vector<int64_t>& qtypes, int64_t K, const std::vector<int64_t>& Ns) {
+  TORCH_CHECK(!packed.empty() && packed.size() == qtypes.size() && packed.size() == Ns.size(),
+              "quant_matmul: one qtype and one N for each packed matrix");
+  std::vector<Part> parts;
+  for (size_t i = 0; i < packed.size(); ++i) parts.push_back(part_of(packed[i], qtypes[i], K, Ns[i]));
+  return product(x, parts, K, fastest(x));
 }
 
 bool supported(int64_t qtype) {
@@ -296,6 +352,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("qtype"), py::arg("K"), py::arg("N"), py::arg("ids"));
   m.def("matmul", &matmul, "x (M, K) @ W^T for W packed -> (M, N) in x's dtype: int8 for bf16 x", py::arg("x"),
         py::arg("packed"), py::arg("qtype"), py::arg("K"), py::arg("N"));
+  m.def("matmul_parts", &matmul_parts, "x @ [W_0 | W_1 | ...]^T for packed matrices of one K -> (M, sum N)",
+        py::arg("x"), py::arg("packed"), py::arg("qtypes"), py::arg("K"), py::arg("Ns"));
   m.def("matmul_path", &matmul_path, "matmul with its product named: 'float32', 'vnni' or 'amx'", py::arg("x"),
         py::arg("packed"), py::arg("qtype"), py::arg("K"), py::arg("N"), py::arg("path"));
 }

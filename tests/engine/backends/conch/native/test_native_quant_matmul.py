@@ -106,3 +106,19 @@ def test_a_packed_matrix_of_the_wrong_shape_is_refused(kernel):
         kernel.matmul(torch.randn(1, 512), matrix.packed, matrix.qtype, 512, 64)
     with pytest.raises(RuntimeError, match="row 40 of 40"):
         matrix.rows(torch.tensor([40]))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_matrices_of_different_types_side_by_side_equal_each_alone(kernel, dtype):
+    """matmul_parts (quantized.Stacked: q | k | v of a Q4_K_M file, Q4_K beside Q6_K; a 32-value type beside
+    them) gives each matrix's columns the bits its own product gives them."""
+    from conch.engine.backends.conch.model.quantized import Stacked
+
+    parts = tuple(_matrix(kernel, q, out=n, seed=i)[0] for i, (q, n) in enumerate([("Q4_K", 40), ("Q6_K", 24),
+                                                                                     ("Q8_0", 33)]))
+    for rows in (1, 3, 37):
+        x = torch.randn(rows, 512).to(dtype)
+        alone = torch.cat([p(x) for p in parts], dim=-1)
+        assert torch.equal(Stacked(parts)(x), alone)
+        bias = torch.randn(97).to(dtype)
+        assert torch.equal(Stacked(parts, bias)(x), alone + bias)
