@@ -3,10 +3,9 @@ bandwidth floor: 30 random matrices of 8,192 x 2,048 in one ggml type (~290 MB o
 in cache), packed as a load packs them, multiplied one after another by M rows of bf16 activations on 2 threads;
 the best of 3 passes.
 
-  rows 1 .. 4   each panel's groups streamed through registers (quant_stream.h)
-  rows >= 5     a decoded Panel shared by the rows: AMX-INT8 tiles for each 16 rows where the CPU has them, VNNI
-                for the rest;
-                `vnni` forces VNNI for every row (CONCH_BENCH_QUANT_PATHS=amx,vnni)
+  vnni          each panel's groups decoded in registers, 8 rows of x at a time (quant_stream.h)
+  amx           tiles of 16 rows over a panel decoded into memory, where the CPU has AMX-INT8 (VNNI for the
+                rest); CONCH_BENCH_QUANT_PATHS=amx,vnni measures both
   floor         the blocks' bytes / a plain read's bandwidth (torch summing 2 GiB on 2 threads)
 
 `python -m tests.bench bench_quant_matmul`; CONCH_BENCH_QUANT_TYPES (default Q4_K,Q8_0,Q6_K), CONCH_BENCH_QUANT_ROWS

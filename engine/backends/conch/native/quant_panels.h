@@ -1,5 +1,7 @@
 // The int8 product of quant_matmul.cpp: y = x @ W^T, x's rows rounded to int8, W in ggml blocks, 16 columns
-// of W at a time (a panel) in the int32 / float32 lanes of one register.
+// of W at a time (a panel) in the int32 / float32 lanes of one register. Here: x's int8 rows, the float steps
+// every int8 path shares (scale_row), and the products over a Panel decoded into memory (AMX tiles, the VNNI
+// rows beside them, the float32 product); quant_stream.h streams a panel through registers for VNNI alone.
 //
 // Int8Rows: each row of x rounded per block of A values (scale = the block's largest |x| / 127, to nearest
 //   even; A = 256 for a K-quant's rows, 32 otherwise: llama.cpp's Q8_K and Q8_0), and per group of G values
