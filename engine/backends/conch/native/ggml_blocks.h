@@ -10,12 +10,12 @@
 //   Q5_K  (256, 176)             q = nibble + 16 h
 //   Q6_K  (256, 210)             q = 6 bits
 //
-// unpack_quants(block, q): q receives the block's QK values' q in value order.
+// q4_0(block, q) ... q6_k(block, q): q receives the block's QK values' q in value order (panel_blocks.h's
+// Format names each type's).
 #pragma once
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -97,42 +97,6 @@ inline void q6_k(const uint8_t* blk, uint8_t* q) {
     store32(q + n + 32, _mm256_or_si256(low4(hi), two(1)));
     store32(q + n + 64, _mm256_or_si256(high4(lo), two(2)));
     store32(q + n + 96, _mm256_or_si256(high4(hi), two(3)));
-  }
-}
-
-struct Type {
-  int64_t id;  // ggml's type number
-  int qk;      // values a block holds (a multiple of 16)
-  int bytes;   // its size in the file
-};
-
-inline bool lookup(int64_t id, Type* t) {
-  switch (id) {
-    case 2: *t = {id, 32, 18}; return true;
-    case 3: *t = {id, 32, 20}; return true;
-    case 6: *t = {id, 32, 22}; return true;
-    case 7: *t = {id, 32, 24}; return true;
-    case 8: *t = {id, 32, 34}; return true;
-    case 12: *t = {id, 256, 144}; return true;
-    case 13: *t = {id, 256, 176}; return true;
-    case 14: *t = {id, 256, 210}; return true;
-    default: return false;
-  }
-}
-
-// One block's q (t.qk bytes); a block past the matrix (`blk` null: a panel's unused column) reads as zeros
-inline void unpack_quants(const Type& t, const uint8_t* blk, uint8_t* q) {
-  if (blk == nullptr) return (void)std::fill_n(q, t.qk, 0);
-  switch (t.id) {
-    case 2: return q4_0(blk, q);
-    case 3: return q4_1(blk, q);
-    case 6: return q5_0(blk, q);
-    case 7: return q5_1(blk, q);
-    case 8: return q8_0(blk, q);
-    case 12: return q4_k(blk, q);
-    case 13: return q5_k(blk, q);
-    case 14: return q6_k(blk, q);
-    default: return;
   }
 }
 

@@ -174,11 +174,14 @@ struct Scale6K : Fields<1, 16> {
 
 // ---- a ggml type's panel block ----
 
-template <int kId, int kQK, int kG, class Q, class S>
+// kFileBytes: a block's size in the file; kUnpack: its q (ggml_blocks.h); activations: the values of x one
+// int8 scale covers against this type (llama.cpp's Q8_K's 256 against K-quants, Q8_0's 32 otherwise)
+template <int kId, int kQK, int kFileBytes, void (*kUnpack)(const uint8_t*, uint8_t*), int kG, class Q, class S>
 struct Format {
   static constexpr int64_t id = kId;
-  static constexpr int qk = kQK, G = kG, words = kG / 4, groups = kQK / kG;
+  static constexpr int qk = kQK, file_bytes = kFileBytes, G = kG, words = kG / 4, groups = kQK / kG;
   static constexpr int bytes = groups * Q::bytes + S::bytes;   // a panel block
+  static constexpr int activations = kQK == 256 ? 256 : 32;
 
   // group h of panel block `blk`: its word vectors (w[words]) and its a and b
   static void words_of(const uint8_t* blk, int h, __m512i* w) { Q::decode(blk + h * Q::bytes, w); }
@@ -188,11 +191,14 @@ struct Format {
 
   // One panel block from 16 columns' GGUF blocks (col[c] null: a column past W, zeros). q: (16, QK) scratch.
   static void pack(const uint8_t* const* col, uint8_t* q, uint8_t* out) {
-    const ggml_blocks::Type t{kId, kQK, 0};
     std::memset(out + groups * Q::bytes, 0, S::bytes);
     for (int c = 0; c < kPanel; ++c) {
-      ggml_blocks::unpack_quants(t, col[c], q + c * kQK);
-      if (col[c] != nullptr) S::encode(col[c], c, out + groups * Q::bytes);
+      if (col[c] == nullptr) {
+        std::memset(q + c * kQK, 0, kQK);
+        continue;
+      }
+      kUnpack(col[c], q + c * kQK);
+      S::encode(col[c], c, out + groups * Q::bytes);
     }
     for (int h = 0; h < groups; ++h) {
       alignas(64) int32_t v[words][kPanel];   // word kk of column c: q[c][h * G + 4kk ..]
@@ -225,16 +231,16 @@ struct Format {
   }
 };
 
-using Q4_0 = Format<2, 32, 32, Bits4, ScaleD<-8>>;
-using Q4_1 = Format<3, 32, 32, Bits4, ScaleDM>;
-using Q5_0 = Format<6, 32, 32, Bits5, ScaleD<-16>>;
-using Q5_1 = Format<7, 32, 32, Bits5, ScaleDM>;
-using Q8_0 = Format<8, 32, 32, Bits8, ScaleD<-128>>;
-using Q4_K = Format<12, 256, 32, Bits4, ScaleK>;
-using Q5_K = Format<13, 256, 32, Bits5, ScaleK>;
-using Q6_K = Format<14, 256, 16, Bits6, Scale6K>;
+using Q4_0 = Format<2, 32, 18, ggml_blocks::q4_0, 32, Bits4, ScaleD<-8>>;
+using Q4_1 = Format<3, 32, 20, ggml_blocks::q4_1, 32, Bits4, ScaleDM>;
+using Q5_0 = Format<6, 32, 22, ggml_blocks::q5_0, 32, Bits5, ScaleD<-16>>;
+using Q5_1 = Format<7, 32, 24, ggml_blocks::q5_1, 32, Bits5, ScaleDM>;
+using Q8_0 = Format<8, 32, 34, ggml_blocks::q8_0, 32, Bits8, ScaleD<-128>>;
+using Q4_K = Format<12, 256, 144, ggml_blocks::q4_k, 32, Bits4, ScaleK>;
+using Q5_K = Format<13, 256, 176, ggml_blocks::q5_k, 32, Bits5, ScaleK>;
+using Q6_K = Format<14, 256, 210, ggml_blocks::q6_k, 16, Bits6, Scale6K>;
 
-// fn(F{}) with F the type's Format; false for a type without one
+// fn(F{}) with F the type's Format (the one table of the types the kernels take); false for a type without one
 template <typename Fn>
 inline bool with_format(int64_t id, Fn&& fn) {
   switch (id) {

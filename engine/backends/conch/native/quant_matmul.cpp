@@ -39,7 +39,8 @@ int64_t panels_of(int64_t N) { return (N + kPanel - 1) / kPanel; }
 
 // ---- float32: a panel's values a * q + b, dotted with each row of x ----
 
-void float_panel(const Panel& p, const float* x, int64_t M, float* y, int64_t N, int cols) {
+// y's row stride ld; the panel's first `cols` columns stored
+void float_panel(const Panel& p, const float* x, int64_t M, float* y, int64_t ld, int cols) {
   const int64_t K = p.K, words = p.G / 4;
   const __m512i byte = _mm512_set1_epi32(0xFF);
   for (int64_t m = 0; m < M; ++m) {
@@ -54,7 +55,7 @@ void float_panel(const Panel& p, const float* x, int64_t M, float* y, int64_t N,
         }
       }
     }
-    _mm512_mask_storeu_ps(y + m * N, (__mmask16)((1u << cols) - 1), acc);
+    _mm512_mask_storeu_ps(y + m * ld, (__mmask16)((1u << cols) - 1), acc);
   }
 }
 
@@ -123,34 +124,46 @@ Path named(const std::string& name) {
   return name == "vnni" ? Path::kVnni : Path::kAmx;
 }
 
-ggml_blocks::Type type_of(int64_t qtype) {
-  ggml_blocks::Type t;
-  TORCH_CHECK(ggml_blocks::lookup(qtype, &t), "quant_matmul: ggml type ", qtype, " is not supported");
-  return t;
+// A type's sizes (its Format's): values a block holds, a block's bytes in the file and in a panel
+struct Sizes {
+  int64_t qk, file_bytes, panel_bytes;
+};
+
+Sizes sizes_of(int64_t qtype) {
+  Sizes s{};
+  const bool known = panel_blocks::with_format(qtype, [&](auto f) {
+    using F = decltype(f);
+    s = {F::qk, F::file_bytes, F::bytes};
+  });
+  TORCH_CHECK(known, "quant_matmul: ggml type ", qtype, " is not supported");
+  return s;
 }
 
-int64_t panel_block_bytes(int64_t qtype) {
-  int bytes = 0;
-  panel_blocks::with_format(qtype, [&](auto f) { bytes = decltype(f)::bytes; });
-  return bytes;
+// ids as int64, each a row of W's N, or a refusal naming the first that is not
+torch::Tensor checked_ids(const torch::Tensor& ids, int64_t N) {
+  const torch::Tensor index = ids.to(torch::kLong).contiguous();
+  const int64_t* id = index.data_ptr<int64_t>();
+  for (int64_t r = 0; r < index.numel(); ++r)
+    TORCH_CHECK(id[r] >= 0 && id[r] < N, "quant_matmul: row ", id[r], " of ", N);
+  return index;
 }
 
 void check_packed(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N) {
-  const auto t = type_of(qtype);
+  const Sizes t = sizes_of(qtype);
   TORCH_CHECK(K % t.qk == 0, "quant_matmul: K must be a multiple of ", t.qk);
   TORCH_CHECK(packed.dtype() == torch::kUInt8 && packed.dim() == 2 && packed.is_contiguous() &&
-                  packed.size(0) == panels_of(N) && packed.size(1) == K / t.qk * panel_block_bytes(qtype),
+                  packed.size(0) == panels_of(N) && packed.size(1) == K / t.qk * t.panel_bytes,
               "quant_matmul: packed must be (ceil(N / 16), K / QK * panel block bytes) uint8, as pack makes it");
 }
 
 torch::Tensor pack(const torch::Tensor& blocks, int64_t qtype, int64_t K) {
-  const auto t = type_of(qtype);
+  const Sizes t = sizes_of(qtype);
   TORCH_CHECK(K % t.qk == 0 && blocks.dtype() == torch::kUInt8 && blocks.dim() == 2 &&
-                  blocks.size(1) == K / t.qk * t.bytes,
+                  blocks.size(1) == K / t.qk * t.file_bytes,
               "quant_matmul: blocks must be (N, K / QK * block bytes) uint8, K a multiple of ", t.qk);
   const torch::Tensor rows = blocks.contiguous();
   const int64_t N = rows.size(0), row_bytes = rows.size(1), P = panels_of(N);
-  auto out = torch::empty({P, K / t.qk * panel_block_bytes(qtype)}, torch::kUInt8);
+  auto out = torch::empty({P, K / t.qk * t.panel_bytes}, torch::kUInt8);
   const uint8_t* w = rows.data_ptr<uint8_t>();
   uint8_t* o = out.data_ptr<uint8_t>();
   pybind11::gil_scoped_release unlocked;
@@ -162,7 +175,7 @@ torch::Tensor pack(const torch::Tensor& blocks, int64_t qtype, int64_t K) {
       for (int64_t p = lo; p < hi; ++p)
         for (int64_t i = 0; i < K / F::qk; ++i) {
           for (int c = 0; c < kPanel; ++c)
-            col[c] = p * kPanel + c < N ? w + (p * kPanel + c) * row_bytes + i * t.bytes : nullptr;
+            col[c] = p * kPanel + c < N ? w + (p * kPanel + c) * row_bytes + i * F::file_bytes : nullptr;
           F::pack(col, q.data(), o + (p * (K / F::qk) + i) * F::bytes);
         }
     });
@@ -173,10 +186,9 @@ torch::Tensor pack(const torch::Tensor& blocks, int64_t qtype, int64_t K) {
 // packed's rows `ids` (W[ids]), packed
 torch::Tensor rows(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N, const torch::Tensor& ids) {
   check_packed(packed, qtype, K, N);
-  const torch::Tensor index = ids.to(torch::kLong).contiguous();
+  const torch::Tensor index = checked_ids(ids, N);
   const int64_t R = index.numel(), P = panels_of(R);
   const int64_t* id = index.data_ptr<int64_t>();
-  for (int64_t r = 0; r < R; ++r) TORCH_CHECK(id[r] >= 0 && id[r] < N, "quant_matmul: row ", id[r], " of ", N);
   auto out = torch::empty({P, packed.size(1)}, torch::kUInt8);
   const uint8_t* w = packed.data_ptr<uint8_t>();
   uint8_t* o = out.data_ptr<uint8_t>();
@@ -212,15 +224,12 @@ struct Activations {
   std::vector<std::unique_ptr<quant_panels::Int8Rows>> rows;
 
   template <class F>
-  static int64_t block_of(F) { return F::qk == 256 ? 256 : 32; }
-
-  template <class F>
-  void add(F f, const float* x, int64_t M, int64_t K) {
-    if (find(F::G, block_of(f)) == nullptr)
-      rows.push_back(std::make_unique<quant_panels::Int8Rows>(x, M, K, F::G, block_of(f)));
+  void add(F, const float* x, int64_t M, int64_t K) {
+    if (find(F::G, F::activations) == nullptr)
+      rows.push_back(std::make_unique<quant_panels::Int8Rows>(x, M, K, F::G, F::activations));
   }
   template <class F>
-  const quant_panels::Int8Rows& of(F f) const { return *find(F::G, block_of(f)); }
+  const quant_panels::Int8Rows& of(F) const { return *find(F::G, F::activations); }
 
   const quant_panels::Int8Rows* find(int64_t G, int64_t A) const {
     for (const auto& r : rows)
@@ -291,19 +300,15 @@ torch::Tensor matmul_parts(const torch::Tensor& x, const std::vector<torch::Tens
   return product(x, parts, K, fastest(x));
 }
 
-bool supported(int64_t qtype) {
-  ggml_blocks::Type t;
-  return ggml_blocks::lookup(qtype, &t);
-}
+bool supported(int64_t qtype) { return panel_blocks::with_format(qtype, [](auto) {}); }
 
 // Rows `ids` of W, (len(ids), K) float32: each value a * q + b
 torch::Tensor dequantize_rows(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N,
                               const torch::Tensor& ids) {
   check_packed(packed, qtype, K, N);
-  const torch::Tensor index = ids.to(torch::kLong).contiguous();
+  const torch::Tensor index = checked_ids(ids, N);
   const int64_t R = index.numel();
   const int64_t* id = index.data_ptr<int64_t>();
-  for (int64_t r = 0; r < R; ++r) TORCH_CHECK(id[r] >= 0 && id[r] < N, "quant_matmul: row ", id[r], " of ", N);
   auto out = torch::empty({R, K}, torch::kFloat32);
   const uint8_t* w = packed.data_ptr<uint8_t>();
   float* y = out.data_ptr<float>();

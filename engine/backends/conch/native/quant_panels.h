@@ -25,14 +25,11 @@
 #include <vector>
 
 #include "amx_tiles.h"
-#include "ggml_blocks.h"
 #include "panel_blocks.h"
 
 namespace quant_panels {
 
 using panel_blocks::kPanel;
-
-inline int group_of(const ggml_blocks::Type& t) { return t.id == 14 ? 16 : 32; }   // Q6_K's scales: per 16
 
 constexpr int kTileRows = 16;   // rows of x an AMX tile holds
 
@@ -70,9 +67,6 @@ struct Int8Rows {
     }
   }
 };
-
-// the activations' block for weights of type t: llama.cpp's (Q8_K's 256 for the K-quants, Q8_0's 32 otherwise)
-inline int64_t activation_block(const ggml_blocks::Type& t) { return t.qk == 256 ? 256 : 32; }
 
 // W's 16 columns of one panel (panel_blocks.h) decoded for the rows of x to share: the word vectors of every
 // group in order (words[kk * 16 + c] = column c's word kk) and each group's a and b

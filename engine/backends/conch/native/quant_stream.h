@@ -1,5 +1,5 @@
-// The int8 product for a few rows of x (quant_matmul.cpp: M <= kFewRows): each group of a panel (panel_blocks.h)
-// decoded into registers and multiplied by every row at once, so W's bytes are read once, in order, and nothing
+// The int8 product by VNNI alone (quant_matmul.cpp; AMX takes quant_panels.h's Panel): each group of a panel
+// (panel_blocks.h) decoded into registers and multiplied by kRows rows of x at once, so W's bytes are read once, in order, and nothing
 // is stored between: the same result, bit for bit, as quant_panels.h's rows over a decoded Panel (the same
 // exact int32 dots, then the same scale_row steps in group order).
 #pragma once
