@@ -34,7 +34,9 @@ def _int8_rows(x: torch.Tensor, block: int) -> torch.Tensor:
     (llama.cpp's blocks: 256 against K-quants, 32 otherwise)."""
     blocks = x.view(x.shape[0], -1, block)
     amax = blocks.abs().amax(dim=-1, keepdim=True)
-    inverse = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+    # an IEEE 127 / amax as the kernel divides: torch's `127.0 / amax` is amax.reciprocal() * 127, one rounding
+    # more, which rounds a value near a tie of x * inverse the other way
+    inverse = torch.where(amax > 0, torch.full_like(amax, 127.0).div(amax), torch.zeros_like(amax))
     return (torch.round(blocks * inverse) * (amax / 127.0)).view_as(x)
 
 
