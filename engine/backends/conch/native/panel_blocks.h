@@ -13,6 +13,9 @@
 //     Q4_1, Q5_1         d, m (fp16)                       a = d           b = m
 //     Q4_K, Q5_K         d, dmin (fp16), sc, m (u8 / group) a = d * sc      b = m * -dmin
 //     Q6_K               d (fp16), sc (i8 / group)         a = d * sc      b = -32 a
+// Q4_K / Q5_K's int8 product scales once per block of 256 (quant_panels.h: per_block): a group's values are
+// d * sc * q + e * m with its integer sc (sc_of) and m (min_pair_of, two groups' as int16 pairs), and the block's
+// d and e = -dmin per column (super_of).
 // B is the GGUF block's bytes times 16, but for Q4_K / Q5_K (their 6-bit scales kept as bytes: 148 / 180 a
 // column, not 144 / 176).
 #pragma once
@@ -104,8 +107,16 @@ struct Bits8 {
 // ---- the scales of one panel block: a and b of group h as 16-column vectors ----
 
 inline __m512 halves(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p)); }
-inline __m512 bytes_u8(const uint8_t* p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p))); }
+inline __m512i load_u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p)); }
+inline __m512 bytes_u8(const uint8_t* p) { return _mm512_cvtepi32_ps(load_u8(p)); }
 inline __m512 bytes_i8(const uint8_t* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p))); }
+
+// Two rows of 16 bytes (p[c], p[16 + c]) -> 16 lanes of int16 pairs (low: p[c], high: p[16 + c]), as VPDPWSSD
+// multiplies them
+inline __m512i byte_pairs(const uint8_t* p) {
+  const __m128i lo = _mm_loadu_si128((const __m128i*)p), hi = _mm_loadu_si128((const __m128i*)(p + 16));
+  return _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi)));
+}
 
 inline void put_half(uint8_t* field, int c, const uint8_t* blk, int at) { std::memcpy(field + 2 * c, blk + at, 2); }
 
@@ -113,6 +124,7 @@ inline void put_half(uint8_t* field, int c, const uint8_t* blk, int at) { std::m
 template <int kHalves, int kByteRows>
 struct Fields {
   static constexpr int bytes = 32 * kHalves + kPanel * kByteRows;
+  static constexpr bool per_block = false;   // scaled once per block (ScaleK), else group by group
   // column `from` of area s -> column `to` of area d
   static void copy_column(const uint8_t* s, int from, uint8_t* d, int to) {
     for (int f = 0; f < kHalves; ++f) std::memcpy(d + 32 * f + 2 * to, s + 32 * f + 2 * from, 2);
@@ -144,9 +156,16 @@ struct ScaleDM : Fields<2, 0> {
 
 // Q4_K / Q5_K: d, dmin, then sc and m as bytes (8 groups x 16 columns each)
 struct ScaleK : Fields<2, 16> {
+  static constexpr bool per_block = true;
   static void decode(const uint8_t* s, int h, __m512& a, __m512& b) {
     a = _mm512_mul_ps(bytes_u8(s + 64 + h * kPanel), halves(s));
     b = _mm512_mul_ps(bytes_u8(s + 64 + 8 * kPanel + h * kPanel), _mm512_sub_ps(_mm512_setzero_ps(), halves(s + 32)));
+  }
+  static __m512i sc(const uint8_t* s, int h) { return load_u8(s + 64 + h * kPanel); }
+  static __m512i min_pair(const uint8_t* s, int j) { return byte_pairs(s + 64 + 8 * kPanel + 2 * j * kPanel); }
+  static void super(const uint8_t* s, __m512& d, __m512& e) {
+    d = halves(s);
+    e = _mm512_sub_ps(_mm512_setzero_ps(), halves(s + 32));
   }
   static void encode(const uint8_t* blk, int c, uint8_t* s) {
     put_half(s, c, blk, 0);
@@ -182,12 +201,17 @@ struct Format {
   static constexpr int qk = kQK, file_bytes = kFileBytes, G = kG, words = kG / 4, groups = kQK / kG;
   static constexpr int bytes = groups * Q::bytes + S::bytes;   // a panel block
   static constexpr int activations = kQK == 256 ? 256 : 32;
+  static constexpr bool per_block = S::per_block;              // Q4_K / Q5_K: scaled per block (sc_of .. super_of)
 
   // group h of panel block `blk`: its word vectors (w[words]) and its a and b
   static void words_of(const uint8_t* blk, int h, __m512i* w) { Q::decode(blk + h * Q::bytes, w); }
   static void scales_of(const uint8_t* blk, int h, __m512& a, __m512& b) {
     S::decode(blk + groups * Q::bytes, h, a, b);
   }
+  // per_block's: group h's sc; groups 2j, 2j + 1's m as int16 pairs; the block's d and e
+  static __m512i sc_of(const uint8_t* blk, int h) { return S::sc(blk + groups * Q::bytes, h); }
+  static __m512i min_pair_of(const uint8_t* blk, int j) { return S::min_pair(blk + groups * Q::bytes, j); }
+  static void super_of(const uint8_t* blk, __m512& d, __m512& e) { S::super(blk + groups * Q::bytes, d, e); }
 
   // One panel block from 16 columns' GGUF blocks (col[c] null: a column past W, zeros). q: (16, QK) scratch.
   static void pack(const uint8_t* const* col, uint8_t* q, uint8_t* out) {

@@ -7,10 +7,11 @@
 // matmul(x, packed, qtype, K, N): x (M, K) bf16 or float32 -> (M, N) in x's dtype. Two products, chosen by x's
 //   dtype (matmul_path names one: 'float32', 'vnni', 'amx'):
 //   int8 (bf16 x, on a CPU with AVX512-VNNI): x's rows rounded to int8 per 32 values (256 against K-quants),
-//     as llama.cpp rounds activations; each group's dot exact in int32, then scaled in float32 group by group
-//     (quant_panels.h). A few rows stream each panel's groups through registers (quant_stream.h); more rows
-//     share a decoded Panel, by AMX tiles for whole tiles of 16 rows where the CPU has AMX-INT8 and VNNI for
-//     the others: the same bits every way, so the row count never changes a row.
+//     as llama.cpp rounds activations; each group's dot exact in int32, then scaled in float32 group by group,
+//     or for Q4_K / Q5_K block by block after exact integer sums over the block's groups (quant_panels.h). VNNI
+//     streams each panel's groups through registers, up to 8 rows at a time (quant_stream.h); where the CPU has
+//     AMX-INT8, whole tiles of 16 rows share a decoded Panel by AMX and the rest stream by VNNI: the same bits
+//     every way, so the row count never changes a row.
 //   float32 (float32 x, or no VNNI): each value a * q + b in float32, dotted with each row of x in 16 column
 //     lanes, in value order; exact to the file's values.
 // matmul_parts(x, [packed...], [qtype...], K, [N...]): x @ [W_0 | W_1 | ...]^T, the matrices' panels in one
@@ -84,12 +85,15 @@ void int8_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const quant
 #endif
   for (int64_t p = lo; p < hi; ++p) {
     const int cols = (int)std::min<int64_t>(kPanel, N - p * kPanel);
-    if (!amx) {
-      quant_stream::all_rows(f, packed + p * stride, x, M, y + p * kPanel, ld, cols);
-      continue;
+    int64_t r0 = 0;
+#ifdef CONCH_AMX_INT8
+    if (amx) {
+      panel.fill(f, packed + p * stride);
+      for (; r0 + quant_panels::kTileRows <= M; r0 += quant_panels::kTileRows)
+        quant_panels::amx_rows(f, panel, packed + p * stride, x, r0, y + p * kPanel, ld, cols);
     }
-    panel.fill(f, packed + p * stride);
-    quant_panels::rows_panel(panel, x, M, y + p * kPanel, ld, cols, amx);
+#endif
+    quant_stream::all_rows(f, packed + p * stride, x, r0, M, y + p * kPanel, ld, cols);
   }
 #ifdef CONCH_AMX_INT8
   if (amx) _tile_release();

@@ -1,19 +1,26 @@
 // The int8 product of quant_matmul.cpp: y = x @ W^T, x's rows rounded to int8, W in ggml blocks, 16 columns
 // of W at a time (a panel) in the int32 / float32 lanes of one register. Here: x's int8 rows, the float steps
-// every int8 path shares (scale_row), and the products over a Panel decoded into memory (AMX tiles, the VNNI
-// rows beside them, the float32 product); quant_stream.h streams a panel through registers for VNNI alone.
+// every int8 path shares (scale_row, super_step), and the products over a Panel decoded into memory (AMX tiles
+// for whole tiles of 16 rows, and the float32 product); quant_stream.h streams a panel through registers for
+// VNNI (every row where the CPU has no AMX, the rows past the last tile where it has).
 //
 // Int8Rows: each row of x rounded per block of A values (scale = the block's largest |x| / 127, to nearest
 //   even; A = 256 for a K-quant's rows, 32 otherwise: llama.cpp's Q8_K and Q8_0), and per group of G values
 //   (the weight type's: 16 for Q6_K, 32 for the others) the row's scale and scale * sum(q) (the factor of the
-//   group's b term).
-// Panel: 16 rows of W decoded from their panel (panel_blocks.h: value = a * q + b) as VNNI and AMX read them:
-//   word kk of column c (its bytes 4kk..4kk+3) at words[kk * 16 + c]; a and b per group as 16-column vectors.
-// The product, per row of x and group g, for the panel's 16 columns at once:
-//   dot = sum over the group of q * xq            (int32, exact: VNNI's 4 products a lane, or an AMX tile)
-//   acc = fma(float(dot), a_g * scale_g, acc)     then   acc = fma(b_g, sum_g, acc)
-// in group order. A row's result is these operations on that row alone: batch-invariant, and the same bits
-// whichever instructions form the exact int32 dot.
+//   group's b term); where A = 256 also each pair of groups' sum(q) as int16 pairs (Q4_K / Q5_K's m term).
+// Panel: 16 rows of W decoded from their panel (panel_blocks.h: value = a * q + b) as AMX and the float32
+//   product read them: word kk of column c (its bytes 4kk..4kk+3) at words[kk * 16 + c]; a and b per group as
+//   16-column vectors.
+// The product, per row of x, for the panel's 16 columns at once, from the exact int32 dots of each group
+//   dot_g = sum over group g of q * xq (VNNI's 4 products a lane, or an AMX tile):
+//   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q6_K, group by group:
+//     acc = fma(float(dot_g), a_g * scale_g, acc)   then   acc = fma(b_g, scale_g * sum_g, acc)
+//   Q4_K / Q5_K (one scale of x per block of 256; panel_blocks.h's d * sc * q + e * m), block by block:
+//     S = sum_g sc_g * dot_g,  Mn = sum_g m_g * sum_g        (int32, exact)
+//     acc = fma(float(S), d * scale, acc)   then   acc = fma(float(Mn), e * scale, acc)
+//   (Q6_K per block measured slower than per group when W streams from memory at one or two rows)
+// A row's result is these operations on that row alone: batch-invariant, and the same bits whichever
+// instructions form the exact integers.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -36,15 +43,20 @@ constexpr int kTileRows = 16;   // rows of x an AMX tile holds
 struct Int8Rows {
   std::vector<int8_t> q;          // (M, K)
   std::vector<float> scale, sums; // (M, K / G)
+  std::vector<int32_t> pairs;     // (M, K / G / 2) where A = 256: groups 2j, 2j + 1's sum(q), low and high int16
   int64_t K, G, A;                // A: values sharing one scale (32, or 256 for a K-quant's rows, as llama.cpp)
 
   Int8Rows(const float* x, int64_t M, int64_t K, int64_t G, int64_t A)
-      : q(M * K), scale(M * K / G), sums(M * K / G), K(K), G(G), A(A) {
+      : q(M * K), scale(M * K / G), sums(M * K / G), pairs(A == 256 ? M * K / G / 2 : 0), K(K), G(G), A(A) {
     at::parallel_for(0, M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m)
         for (int64_t v = 0; v < K; v += A) block(x + m * K + v, m * K + v);
     });
   }
+
+  // The group of row m that holds value v, in the (M, K / G) arrays (kG: G, a constant: no division here)
+  template <int kG>
+  int64_t group(int64_t m, int64_t v) const { return m * (K / kG) + v / kG; }
 
   // A values of x from value `at` of the whole (M, K): rounded with one scale; each group's scale and sum
   void block(const float* x, int64_t at) {
@@ -55,6 +67,7 @@ struct Int8Rows {
     // reproducible outside this kernel (the tests' reference rounds the same way)
     const float d = _mm_cvtss_f32(_mm_div_ss(_mm_set_ss(amax), _mm_set_ss(127.f)));
     const float inv = amax > 0.f ? _mm_cvtss_f32(_mm_div_ss(_mm_set_ss(127.f), _mm_set_ss(amax))) : 0.f;
+    int16_t group_sums[16];            // A / G <= 16; |sum| <= 127 G fits
     for (int64_t g = 0; g < A / G; ++g) {
       int32_t sum = 0;
       for (int64_t i = g * G; i < (g + 1) * G; i += 16) {
@@ -64,7 +77,9 @@ struct Int8Rows {
       }
       scale[at / G + g] = d;
       sums[at / G + g] = d * float(sum);
+      group_sums[g] = (int16_t)sum;
     }
+    if (A == 256) std::memcpy(pairs.data() + at / G / 2, group_sums, sizeof(int16_t) * (A / G));   // little-endian pairs
   }
 };
 
@@ -95,41 +110,26 @@ struct Panel {
   }
 };
 
-// A row's 16 sums after group g, given its exact int32 dots: the float steps every product path shares
+// A row's 16 sums after group g of a 32-value type, given its exact int32 dot
 inline __m512 scale_row(__m512 a, __m512 b, __m512i dot, float scale, float sum, __m512 acc) {
   acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(a, _mm512_set1_ps(scale)), acc);
   return _mm512_fmadd_ps(b, _mm512_set1_ps(sum), acc);
 }
 
-template <int R>
-inline void scale_group(const Panel& p, const Int8Rows& x, int64_t r0, int64_t g, const __m512i* dot, __m512* acc) {
-  const __m512 a = _mm512_loadu_ps(p.a.data() + g * kPanel), b = _mm512_loadu_ps(p.b.data() + g * kPanel);
-  const int64_t groups = x.K / x.G;
-  for (int r = 0; r < R; ++r)
-    acc[r] = scale_row(a, b, dot[r], x.scale[(r0 + r) * groups + g], x.sums[(r0 + r) * groups + g], acc[r]);
+// A row's 16 sums after a K-quant block, given its exact S and Mn
+inline __m512 super_step(__m512 d, __m512 e, __m512i S, __m512i Mn, float scale, __m512 acc) {
+  const __m512 s = _mm512_set1_ps(scale);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, s), acc);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(Mn), _mm512_mul_ps(e, s), acc);
 }
 
-// R rows of x (from r0) against a panel: y[r][n0 .. n0 + cols) (row stride N)
-template <int R>
-void vnni_rows(const Panel& p, const Int8Rows& x, int64_t r0, float* y, int64_t N, int cols) {
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  const int64_t K = x.K, words = x.G / 4;
-  for (int64_t g = 0; g < K / x.G; ++g) {
-    __m512i dot[R];
-    for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
-    for (int64_t kk = g * words; kk < (g + 1) * words; ++kk) {
-      const __m512i w = _mm512_loadu_si512(p.words.data() + kk * kPanel);
-      for (int r = 0; r < R; ++r) {
-        int32_t xw;
-        std::memcpy(&xw, x.q.data() + (r0 + r) * K + 4 * kk, 4);
-        dot[r] = _mm512_dpbusd_epi32(dot[r], w, _mm512_set1_epi32(xw));
-      }
-    }
-    scale_group<R>(p, x, r0, g, dot, acc);
-  }
-  const __mmask16 m = (__mmask16)((1u << cols) - 1);
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * N, m, acc[r]);
+// A Q4_K / Q5_K block's Mn for one row: sum_g m_g * sum_g by VPDPWSSD over the pairs of groups (pair[j]:
+// min_pair_of; g0: the block's first group in x's arrays)
+template <class F>
+inline __m512i block_mins(const __m512i* pair, const Int8Rows& x, int64_t g0) {
+  __m512i mn = _mm512_setzero_si512();
+  for (int j = 0; j < F::groups / 2; ++j) mn = _mm512_dpwssd_epi32(mn, pair[j], _mm512_set1_epi32(x.pairs[g0 / 2 + j]));
+  return mn;
 }
 
 #if defined(CONCH_AMX) && defined(__AMX_INT8__)
@@ -144,49 +144,58 @@ inline void configure_int8(int64_t G) {
   _tile_loadconfig(&c);
 }
 
-// 16 rows of x (from r0; a whole tile: rows_panel leaves the rest to VNNI) against a panel: each group's dots
-// as one tile product, then scale_row per row
-inline void amx_rows(const Panel& p, const Int8Rows& x, int64_t r0, float* y, int64_t N, int cols) {
+// Group g's dots of 16 rows of x (from r0) against the Panel, into dots (16 x 16 int32)
+inline void tile_dots(const Panel& p, const Int8Rows& x, int64_t r0, int64_t g, int32_t* dots) {
+  _tile_zero(0);
+  _tile_loadd(1, x.q.data() + r0 * x.K + g * x.G, x.K);
+  _tile_loadd(2, p.words.data() + g * (x.G / 4) * kPanel, 64);
+  _tile_dpbsud(0, 1, 2);
+  _tile_stored(0, dots, 64);
+}
+
+// 16 rows of x (from r0; a whole tile: the rest stream by VNNI) against the Panel decoded from `panel`: each
+// group's dots as one tile product, then the steps above per row
+template <class F>
+inline void amx_rows(F, const Panel& p, const uint8_t* panel, const Int8Rows& x, int64_t r0, float* y, int64_t N,
+                     int cols) {
   alignas(64) int32_t dots[kTileRows * kPanel];
   __m512 acc[kTileRows];
   for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_setzero_ps();
   const int64_t K = x.K, groups = K / x.G;
-  for (int64_t g = 0; g < groups; ++g) {
-    _tile_zero(0);
-    _tile_loadd(1, x.q.data() + r0 * K + g * x.G, K);
-    _tile_loadd(2, p.words.data() + g * (x.G / 4) * kPanel, 64);
-    _tile_dpbsud(0, 1, 2);
-    _tile_stored(0, dots, 64);
-    const __m512 a = _mm512_loadu_ps(p.a.data() + g * kPanel), b = _mm512_loadu_ps(p.b.data() + g * kPanel);
-    for (int r = 0; r < kTileRows; ++r)
-      acc[r] = scale_row(a, b, _mm512_load_si512(dots + r * kPanel), x.scale[(r0 + r) * groups + g],
-                         x.sums[(r0 + r) * groups + g], acc[r]);
+  for (int64_t i = 0; i < K / F::qk; ++i) {
+    const uint8_t* blk = panel + i * F::bytes;
+    if constexpr (F::per_block) {
+      __m512i S[kTileRows];
+      for (int r = 0; r < kTileRows; ++r) S[r] = _mm512_setzero_si512();
+      for (int h = 0; h < F::groups; ++h) {
+        tile_dots(p, x, r0, i * F::groups + h, dots);
+        const __m512i sc = F::sc_of(blk, h);
+        for (int r = 0; r < kTileRows; ++r)
+          S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(_mm512_load_si512(dots + r * kPanel), sc));
+      }
+      __m512i pair[F::groups / 2];
+      for (int j = 0; j < F::groups / 2; ++j) pair[j] = F::min_pair_of(blk, j);
+      __m512 d, e;
+      F::super_of(blk, d, e);
+      for (int r = 0; r < kTileRows; ++r) {
+        const int64_t g0 = x.group<F::G>(r0 + r, i * F::qk);
+        acc[r] = super_step(d, e, S[r], block_mins<F>(pair, x, g0), x.scale[g0], acc[r]);
+      }
+    } else {
+      for (int h = 0; h < F::groups; ++h) {
+        const int64_t g = i * F::groups + h;
+        tile_dots(p, x, r0, g, dots);
+        __m512 a, b;
+        F::scales_of(blk, h, a, b);
+        for (int r = 0; r < kTileRows; ++r)
+          acc[r] = scale_row(a, b, _mm512_load_si512(dots + r * kPanel), x.scale[(r0 + r) * groups + g],
+                             x.sums[(r0 + r) * groups + g], acc[r]);
+      }
+    }
   }
   const __mmask16 m = (__mmask16)((1u << cols) - 1);
   for (int r = 0; r < kTileRows; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * N, m, acc[r]);
 }
 #endif
-
-constexpr int kRows = 8;   // rows of x sharing each loaded weight word
-
-// M rows of x against a panel: tiles of 16 rows by AMX where `amx`, the rest by VNNI (the same bits either way)
-inline void rows_panel(const Panel& p, const Int8Rows& x, int64_t M, float* y, int64_t N, int cols, bool amx) {
-  int64_t r0 = 0;
-#ifdef CONCH_AMX_INT8
-  if (amx)
-    for (; r0 + kTileRows <= M; r0 += kTileRows) amx_rows(p, x, r0, y, N, cols);
-#endif
-  for (; r0 + kRows <= M; r0 += kRows) vnni_rows<kRows>(p, x, r0, y, N, cols);
-  switch (M - r0) {
-    case 1: return vnni_rows<1>(p, x, r0, y, N, cols);
-    case 2: return vnni_rows<2>(p, x, r0, y, N, cols);
-    case 3: return vnni_rows<3>(p, x, r0, y, N, cols);
-    case 4: return vnni_rows<4>(p, x, r0, y, N, cols);
-    case 5: return vnni_rows<5>(p, x, r0, y, N, cols);
-    case 6: return vnni_rows<6>(p, x, r0, y, N, cols);
-    case 7: return vnni_rows<7>(p, x, r0, y, N, cols);
-    default: return;
-  }
-}
 
 }  // namespace quant_panels

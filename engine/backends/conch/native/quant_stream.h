@@ -1,7 +1,7 @@
-// The int8 product by VNNI alone (quant_matmul.cpp; AMX takes quant_panels.h's Panel): each group of a panel
-// (panel_blocks.h) decoded into registers and multiplied by kRows rows of x at once, so W's bytes are read once, in order, and nothing
-// is stored between: the same result, bit for bit, as quant_panels.h's rows over a decoded Panel (the same
-// exact int32 dots, then the same scale_row steps in group order).
+// The int8 product by VNNI (quant_matmul.cpp: every row where the CPU has no AMX, the rows past the last whole
+// tile of 16 where it has): each group of a panel (panel_blocks.h) decoded into registers and multiplied by up
+// to kRows rows of x at once, so W's bytes are read once, in order, and nothing is stored between. The exact
+// int32 dots, then quant_panels.h's steps in the same order as its AMX rows: the same bits.
 #pragma once
 
 #include <immintrin.h>
@@ -22,40 +22,78 @@ inline __m512i word_of(const int8_t* x) {
   return _mm512_set1_epi32(v);
 }
 
+// A group's exact int32 dot with one row's xq: two dependency chains (the same sum as one)
+template <int kWords, int R>
+inline __m512i dot(const __m512i* w, const int8_t* xq) {
+  __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
+  for (int kk = 0; kk < kWords; kk += 2) {
+    even = _mm512_dpbusd_epi32(even, w[kk], word_of(xq + 4 * kk));
+    odd = _mm512_dpbusd_epi32(odd, w[kk + 1], word_of(xq + 4 * kk + 4));
+  }
+  return _mm512_add_epi32(even, odd);
+}
+
+// One block of Q4_K / Q5_K (of 256 values, from value v) of a panel against R rows of x (from r0): acc += its steps
+template <class F, int R>
+inline void kquant_block(const uint8_t* blk, const quant_panels::Int8Rows& x, int64_t r0, int64_t v, __m512* acc) {
+  __m512i S[R];
+  for (int r = 0; r < R; ++r) S[r] = _mm512_setzero_si512();
+  for (int h = 0; h < F::groups; ++h) {
+    __m512i w[F::words];
+    F::words_of(blk, h, w);
+    const __m512i sc = F::sc_of(blk, h);
+    for (int r = 0; r < R; ++r) {
+      const int8_t* xq = x.q.data() + (r0 + r) * x.K + v + h * F::G;
+      S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(dot<F::words, R>(w, xq), sc));
+    }
+  }
+  __m512i pair[F::groups / 2];
+  for (int j = 0; j < F::groups / 2; ++j) pair[j] = F::min_pair_of(blk, j);
+  __m512 d, e;
+  F::super_of(blk, d, e);
+  for (int r = 0; r < R; ++r) {
+    const int64_t g0 = x.group<F::G>(r0 + r, v);
+    acc[r] = quant_panels::super_step(d, e, S[r], quant_panels::block_mins<F>(pair, x, g0), x.scale[g0], acc[r]);
+  }
+}
+
+// One block (from value v) of a type scaled group by group (the 32-value types, Q6_K) of a panel against R rows
+// of x (from r0): acc += its steps
+template <class F, int R>
+inline void group_block(const uint8_t* blk, const quant_panels::Int8Rows& x, int64_t r0, int64_t v, __m512* acc) {
+  for (int h = 0; h < F::groups; ++h) {
+    __m512i w[F::words];
+    F::words_of(blk, h, w);
+    __m512 a, b;
+    F::scales_of(blk, h, a, b);
+    for (int r = 0; r < R; ++r) {
+      const int8_t* xq = x.q.data() + (r0 + r) * x.K + v + h * F::G;
+      const int64_t g = x.group<F::G>(r0 + r, v) + h;
+      acc[r] = quant_panels::scale_row(a, b, dot<F::words, R>(w, xq), x.scale[g], x.sums[g], acc[r]);
+    }
+  }
+}
+
 // R rows of x (from r0) against one panel: y[r][n0 .. n0 + cols) (row stride N)
 template <class F, int R>
 void rows(F, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, float* y, int64_t N, int cols) {
-  const int64_t K = x.K, groups = K / F::G;
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < K / F::qk; ++i) {
-    const uint8_t* blk = panel + i * F::bytes;
-    for (int h = 0; h < F::groups; ++h) {
-      const int64_t g = i * F::groups + h;
-      __m512i w[F::words];
-      F::words_of(blk, h, w);
-      __m512 a, b;
-      F::scales_of(blk, h, a, b);
-      for (int r = 0; r < R; ++r) {
-        const int8_t* xq = x.q.data() + (r0 + r) * K + g * F::G;
-        __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();   // two chains, one exact sum
-        for (int kk = 0; kk < F::words; kk += 2) {
-          even = _mm512_dpbusd_epi32(even, w[kk], word_of(xq + 4 * kk));
-          odd = _mm512_dpbusd_epi32(odd, w[kk + 1], word_of(xq + 4 * kk + 4));
-        }
-        acc[r] = quant_panels::scale_row(a, b, _mm512_add_epi32(even, odd), x.scale[(r0 + r) * groups + g],
-                                         x.sums[(r0 + r) * groups + g], acc[r]);
-      }
+  for (int64_t i = 0; i < x.K / F::qk; ++i) {
+    if constexpr (F::per_block) {
+      kquant_block<F, R>(panel + i * F::bytes, x, r0, i * F::qk, acc);
+    } else {
+      group_block<F, R>(panel + i * F::bytes, x, r0, i * F::qk, acc);
     }
   }
   const __mmask16 m = (__mmask16)((1u << cols) - 1);
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * N, m, acc[r]);
 }
 
-// M rows of x against one panel, kRows at a time (each chunk decodes the panel again, from cache)
+// Rows [r0, M) of x against one panel, kRows at a time (each chunk decodes the panel again, from cache)
 template <class F>
-void all_rows(F f, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t M, float* y, int64_t N, int cols) {
-  int64_t r0 = 0;
+void all_rows(F f, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, int64_t M, float* y, int64_t N,
+              int cols) {
   for (; r0 + kRows <= M; r0 += kRows) rows<F, kRows>(f, panel, x, r0, y, N, cols);
   switch (M - r0) {
     case 1: return rows<F, 1>(f, panel, x, r0, y, N, cols);
