@@ -11,6 +11,7 @@ Invariant: a copy is never moved or freed while the arena lives (the tensors vie
 from __future__ import annotations
 
 import ctypes
+import math
 import mmap
 
 import torch
@@ -41,7 +42,11 @@ class HugePageArena:
 
     def copy(self, t: torch.Tensor) -> torch.Tensor:
         """A contiguous copy of `t` in the arena, same shape and dtype."""
-        nbytes = t.numel() * t.element_size()
+        return self.empty(tuple(t.shape), t.dtype).copy_(t)
+
+    def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """A contiguous tensor in the arena (zeros until written: its pages are touched by the writer)."""
+        nbytes = math.prod(shape) * dtype.itemsize
         start = -(-self._used // LINE) * LINE
         if not self._segments or start + nbytes > self._size:
             self._open(max(SEGMENT, nbytes))
@@ -49,9 +54,7 @@ class HugePageArena:
         mapping, base = self._segments[-1]
         self._used = start + nbytes
         out = torch.frombuffer(mapping, dtype=torch.uint8, count=nbytes, offset=base + start)
-        out = out.view(t.dtype).view(t.shape)
-        out.copy_(t)
-        return out
+        return out.view(dtype).view(shape)
 
     def _open(self, size: int) -> None:
         size = -(-size // ALIGN) * ALIGN

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from conch.engine.backends.conch.kv.huge_pages import HugePageArena
 from conch.engine.backends.conch.model import hf_attention
 from conch.engine.backends.conch.model.quantized import (QUANT_TYPES, QuantEmbedding, QuantizedMatrix, QuantLinear,
                                                         read_matrix)
@@ -54,6 +55,7 @@ def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any) -> Any:
     with _name_maps_cached():
         names = get_gguf_hf_weights_map(model, processor)
     quantized: list[tuple[str, QuantizedMatrix]] = []
+    arena = HugePageArena()                              # the packed matrices, one after another in huge pages
     for tensor in info.header.tensors:
         hf_name = names.get(tensor.name)
         if hf_name is None:
@@ -61,11 +63,11 @@ def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any) -> Any:
         module_name, _, attr = hf_name.rpartition(".")
         module = model.get_submodule(module_name)
         if attr == "weight" and isinstance(module, torch.nn.Linear) and tensor.tensor_type.name in QUANT_TYPES:
-            matrix = read_matrix(tensor, kernel, _row_order(tensor, architecture, config))
+            matrix = read_matrix(tensor, kernel, _row_order(tensor, architecture, config), arena)
             assert isinstance(matrix, QuantizedMatrix)                      # a type in QUANT_TYPES
             quantized.append((module_name, matrix))
         elif attr == "weight" and isinstance(module, torch.nn.Embedding) and tensor.tensor_type.name in QUANT_TYPES:
-            embedding = read_matrix(tensor, kernel)
+            embedding = read_matrix(tensor, kernel, arena=arena)
             assert isinstance(embedding, QuantizedMatrix)
             _swap_embedding(model, module_name, embedding, dtype)
         else:

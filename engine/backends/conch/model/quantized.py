@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from conch.engine.backends.conch.kv.huge_pages import HugePageArena
+
 # name -> ggml type number (native/ggml_blocks.h reads each)
 QUANT_TYPES = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q4_K": 12, "Q5_K": 13, "Q6_K": 14}
 FLOAT_TYPES = frozenset({"F32", "F16", "BF16"})
@@ -35,17 +37,22 @@ class QuantizedMatrix:
     out_features: int
 
     @classmethod
-    def pack(cls, kernel: Any, blocks: torch.Tensor, qtype: int, in_features: int) -> QuantizedMatrix:
-        """From `blocks` (out, in / QK * block bytes) uint8, W's rows as the file stores them (a copy)."""
-        return cls(kernel, kernel.pack(blocks, qtype, in_features), qtype, in_features, int(blocks.shape[0]))
+    def pack(cls, kernel: Any, blocks: torch.Tensor, qtype: int, in_features: int,
+             arena: HugePageArena | None = None) -> QuantizedMatrix:
+        """From `blocks` (out, in / QK * block bytes) uint8, W's rows as the file stores them (a copy; in `arena`'s
+        huge pages where given: a decode step streams every matrix, and 4 KB pages cost a TLB miss each)."""
+        out = int(blocks.shape[0])
+        return cls(kernel, kernel.pack(blocks, qtype, in_features, _placed(kernel, arena, qtype, in_features, out)),
+                   qtype, in_features, out)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.kernel.matmul(x.contiguous(), self.packed, self.qtype, self.in_features, self.out_features)
 
-    def rows(self, index: torch.Tensor) -> QuantizedMatrix:
-        """The matrix of rows W[index] (a copy, still packed)."""
+    def rows(self, index: torch.Tensor, arena: HugePageArena | None = None) -> QuantizedMatrix:
+        """The matrix of rows W[index] (a copy, still packed; in `arena` where given)."""
+        into = _placed(self.kernel, arena, self.qtype, self.in_features, len(index))
         return QuantizedMatrix(self.kernel, self.kernel.rows(self.packed, self.qtype, self.in_features,
-                                                             self.out_features, index),
+                                                             self.out_features, index, into),
                                self.qtype, self.in_features, len(index))
 
     def dequantized_rows(self, ids: torch.Tensor) -> torch.Tensor:
@@ -61,9 +68,16 @@ def unsupported(types: frozenset[str]) -> list[str]:
     return sorted(types - FLOAT_TYPES - set(QUANT_TYPES))
 
 
-def read_matrix(tensor: Any, kernel: Any, rows: torch.Tensor | None = None) -> QuantizedMatrix | torch.Tensor:
+def _placed(kernel: Any, arena: HugePageArena | None, qtype: int, in_features: int, out: int) -> torch.Tensor | None:
+    """Room in `arena` for a packed (out, in_features) matrix of `qtype`, or None (the kernel allocates)."""
+    return None if arena is None else arena.empty(tuple(kernel.packed_shape(qtype, in_features, out)), torch.uint8)
+
+
+def read_matrix(tensor: Any, kernel: Any, rows: torch.Tensor | None = None,
+                arena: HugePageArena | None = None) -> QuantizedMatrix | torch.Tensor:
     """A GGUF tensor (gguf_header.GgufTensor, or gguf's ReaderTensor): a QuantizedMatrix packed from its blocks
-    (its rows in `rows`' order where given), or a float tensor (F32/F16/BF16) as (out, in), a view of the file."""
+    (its rows in `rows`' order where given; in `arena` where given), or a float tensor (F32/F16/BF16) as
+    (out, in), a view of the file."""
     name = tensor.tensor_type.name
     data = np.asarray(tensor.data)
     with warnings.catch_warnings():             # the map is read-only, and nothing here writes to it
@@ -71,7 +85,7 @@ def read_matrix(tensor: Any, kernel: Any, rows: torch.Tensor | None = None) -> Q
         view = torch.from_numpy(data)
     if name in QUANT_TYPES:
         return QuantizedMatrix.pack(kernel, view if rows is None else view[rows], QUANT_TYPES[name],
-                                    int(tensor.shape[0]))
+                                    int(tensor.shape[0]), arena)
     if name == "BF16":
         return view.view(torch.bfloat16)
     if name in FLOAT_TYPES:

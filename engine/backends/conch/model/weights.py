@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from conch.engine.backends.conch.model.families import Family
 from conch.engine.backends.conch.kv.huge_pages import HugePageArena
-from conch.engine.backends.conch.model.quantized import QuantLinear, Stacked
+from conch.engine.backends.conch.model.quantized import QuantizedMatrix, QuantLinear, Stacked
 
 PACK_HINT = 64       # the batch size oneDNN lays packed weights out for; measured best over decode 1..64 here
 
@@ -230,7 +230,7 @@ def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_
     order = [_pair_order(q.out_features, shape.heads, shape.rotary_dims),
              _pair_order(k.out_features, shape.kv_heads, shape.rotary_dims), torch.arange(v.out_features)]
     mods = list(zip((q, k, v), order, strict=True))
-    parts = tuple(mod.matrix.rows(rows) if isinstance(mod, QuantLinear) else
+    parts = tuple(_reordered(mod.matrix, rows, narrow) if isinstance(mod, QuantLinear) else
                   product(mod.weight[rows], None, pack, lone_row, narrow) for mod, rows in mods)
     biases = [None if mod.bias is None else mod.bias[rows] for mod, rows in mods]
     return Layer(qkv=Stacked(parts, _cat(biases, [torch.empty(len(r)) for r in order])),
@@ -239,6 +239,14 @@ def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_
                                   head_product(m.up_proj, pack, lone_row, narrow))),
                  down=head_product(m.down_proj, pack, lone_row, narrow),
                  **_norms(block, family, shape))
+
+
+def _reordered(matrix: QuantizedMatrix, rows: torch.Tensor, narrow: NarrowPacking | None) -> QuantizedMatrix:
+    """`matrix`'s rows in `rows`' order: itself where that is its own order, else a copy (in the forward's
+    huge-page arena where it has one)."""
+    if torch.equal(rows, torch.arange(matrix.out_features)):
+        return matrix
+    return matrix.rows(rows, None if narrow is None else narrow.arena)
 
 
 def norm_weight(weight: torch.Tensor, family: Family, scale: float = 1.0) -> torch.Tensor:

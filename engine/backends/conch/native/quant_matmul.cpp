@@ -1,9 +1,10 @@
 // y = x @ W^T for W held in a GGUF's quantized blocks, repacked once at load into 16-column panels of the same
 // bits (panel_blocks.h: no dequantized copy of W).
 //
-// pack(blocks, qtype, K): blocks (N, row_bytes) uint8, row n of W as the file stores it (ggml_blocks.h); qtype:
-//   ggml's type number (Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14) -> packed
-//   (ceil(N / 16), K / QK * panel block bytes) uint8.
+// pack(blocks, qtype, K, into=None): blocks (N, row_bytes) uint8, row n of W as the file stores it (ggml_blocks.h);
+//   qtype: ggml's type number (Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14) -> packed
+//   (ceil(N / 16), K / QK * panel block bytes) uint8 (packed_shape), written into `into` where given (a tensor
+//   the caller placed: the loader's huge-page arena).
 // matmul(x, packed, qtype, K, N): x (M, K) bf16 or float32 -> (M, N) in x's dtype. Two products, chosen by x's
 //   dtype (matmul_path names one: 'float32', 'vnni', 'amx'):
 //   int8 (bf16 x, on a CPU with AVX512-VNNI): x's rows rounded to int8 per 32 values (256 against K-quants),
@@ -24,6 +25,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "ggml_blocks.h"
@@ -160,14 +162,27 @@ void check_packed(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t
               "quant_matmul: packed must be (ceil(N / 16), K / QK * panel block bytes) uint8, as pack makes it");
 }
 
-torch::Tensor pack(const torch::Tensor& blocks, int64_t qtype, int64_t K) {
+// The packed form's shape for W (N, K) of a type: (ceil(N / 16), K / QK * panel block bytes)
+std::vector<int64_t> packed_shape(int64_t qtype, int64_t K, int64_t N) {
+  const Sizes t = sizes_of(qtype);
+  return {panels_of(N), K / t.qk * t.panel_bytes};
+}
+
+// `into`: where given, the packed form is written there (packed_shape's, uint8, contiguous) and returned
+torch::Tensor placed(std::optional<torch::Tensor> into, int64_t qtype, int64_t K, int64_t N) {
+  if (!into.has_value()) return torch::empty(packed_shape(qtype, K, N), torch::kUInt8);
+  check_packed(*into, qtype, K, N);
+  return *into;
+}
+
+torch::Tensor pack(const torch::Tensor& blocks, int64_t qtype, int64_t K, std::optional<torch::Tensor> into) {
   const Sizes t = sizes_of(qtype);
   TORCH_CHECK(K % t.qk == 0 && blocks.dtype() == torch::kUInt8 && blocks.dim() == 2 &&
                   blocks.size(1) == K / t.qk * t.file_bytes,
               "quant_matmul: blocks must be (N, K / QK * block bytes) uint8, K a multiple of ", t.qk);
   const torch::Tensor rows = blocks.contiguous();
   const int64_t N = rows.size(0), row_bytes = rows.size(1), P = panels_of(N);
-  auto out = torch::empty({P, K / t.qk * t.panel_bytes}, torch::kUInt8);
+  torch::Tensor out = placed(into, qtype, K, N);
   const uint8_t* w = rows.data_ptr<uint8_t>();
   uint8_t* o = out.data_ptr<uint8_t>();
   pybind11::gil_scoped_release unlocked;
@@ -188,12 +203,13 @@ torch::Tensor pack(const torch::Tensor& blocks, int64_t qtype, int64_t K) {
 }
 
 // packed's rows `ids` (W[ids]), packed
-torch::Tensor rows(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N, const torch::Tensor& ids) {
+torch::Tensor rows(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N, const torch::Tensor& ids,
+                   std::optional<torch::Tensor> into) {
   check_packed(packed, qtype, K, N);
   const torch::Tensor index = checked_ids(ids, N);
   const int64_t R = index.numel(), P = panels_of(R);
   const int64_t* id = index.data_ptr<int64_t>();
-  auto out = torch::empty({P, packed.size(1)}, torch::kUInt8);
+  torch::Tensor out = placed(into, qtype, K, R);
   const uint8_t* w = packed.data_ptr<uint8_t>();
   uint8_t* o = out.data_ptr<uint8_t>();
   panel_blocks::with_format(qtype, [&](auto f) {
@@ -351,10 +367,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("supported", &supported, "whether this ggml type has a kernel");
   m.def("int8_available", [] { return kInt8; }, "whether the int8 (AVX512-VNNI) product was built");
   m.def("amx_available", &amx_usable, "whether the int8 product's AMX tiles run here");
-  m.def("pack", &pack, "blocks (N, row bytes) as the file stores them -> packed (ceil(N / 16), panel bytes)",
-        py::arg("blocks"), py::arg("qtype"), py::arg("K"));
-  m.def("rows", &rows, "packed, ids -> W[ids] packed", py::arg("packed"), py::arg("qtype"), py::arg("K"),
-        py::arg("N"), py::arg("ids"));
+  m.def("packed_shape", &packed_shape, "the packed form's shape for W (N, K) of a ggml type", py::arg("qtype"),
+        py::arg("K"), py::arg("N"));
+  m.def("pack", &pack, "blocks (N, row bytes) as the file stores them -> packed (ceil(N / 16), panel bytes), "
+        "written into `into` where given", py::arg("blocks"), py::arg("qtype"), py::arg("K"), py::arg("into") = py::none());
+  m.def("rows", &rows, "packed, ids -> W[ids] packed (into `into` where given)", py::arg("packed"), py::arg("qtype"),
+        py::arg("K"), py::arg("N"), py::arg("ids"), py::arg("into") = py::none());
   m.def("dequantize", &dequantize, "packed -> W (N, K) float32 (the values a * q + b)", py::arg("packed"),
         py::arg("qtype"), py::arg("K"), py::arg("N"));
   m.def("dequantize_rows", &dequantize_rows, "packed, ids -> W[ids] (len(ids), K) float32", py::arg("packed"),

@@ -108,6 +108,26 @@ def test_a_packed_matrix_of_the_wrong_shape_is_refused(kernel):
         kernel.matmul(torch.randn(1, 512), matrix.packed, matrix.qtype, 512, 64)
     with pytest.raises(RuntimeError, match="row 40 of 40"):
         matrix.rows(torch.tensor([40]))
+    with pytest.raises(RuntimeError, match="packed must be"):                 # room of the wrong size
+        kernel.rows(matrix.packed, matrix.qtype, 512, 40, torch.arange(3), torch.empty(1, 8, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("qtype", ["Q4_K", "Q6_K", "Q8_0"])
+def test_matrices_packed_into_an_arena_are_the_same_bytes_there(kernel, qtype):
+    """pack and rows write into room the caller placed (the loader's huge-page arena): the same bytes as their
+    own allocation, held in the arena's mapping."""
+    from conch.engine.backends.conch.kv.huge_pages import HugePageArena
+
+    arena = HugePageArena()
+    blocks = torch.from_numpy(random_blocks(qtype, 40, 512, scale=0.01, rng=np.random.default_rng(3)))
+    plain = QuantizedMatrix.pack(kernel, blocks, QUANT_TYPES[qtype], 512)
+    placed = QuantizedMatrix.pack(kernel, blocks, QUANT_TYPES[qtype], 512, arena)
+    index = torch.tensor([7, 0, 39, 16])
+    assert torch.equal(placed.packed, plain.packed) and torch.equal(placed.rows(index, arena).packed,
+                                                                    plain.rows(index).packed)
+    mapping, base = arena._segments[0]
+    start = placed.packed.data_ptr() - torch.frombuffer(mapping, dtype=torch.uint8).data_ptr()
+    assert base <= start < base + arena._size
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
