@@ -159,6 +159,12 @@ class LlamaForward:
         if layer.q_norm is None:
             return qkv
         T, H, G, D = qkv.shape[0], self.heads, self.kv_heads, self.head_dim
+        fused = self.kernels.fused
+        if fused is not None and qkv.dtype == layer.q_norm.dtype == layer.k_norm.dtype == torch.bfloat16 \
+                and qkv.is_contiguous():                                # one call each, HF's RMSNorm rounding
+            fused.head_rms_norm(qkv, 0, H, D, layer.q_norm, self.eps)
+            fused.head_rms_norm(qkv, H, G, D, layer.k_norm, self.eps)
+            return qkv
         q, k = qkv[:, :H * D].view(T, H, D), qkv[:, H * D:(H + G) * D].view(T, G, D)
         q.copy_(F.rms_norm(q.to(layer.q_norm.dtype), (D,), layer.q_norm, self.eps))   # float32 weights: Gemma's
         k.copy_(F.rms_norm(k.to(layer.k_norm.dtype), (D,), layer.k_norm, self.eps))

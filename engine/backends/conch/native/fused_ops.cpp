@@ -4,6 +4,8 @@
 // add_rms_norm(x, delta, weight, eps): x += delta in place (the residual stream, rounded to bf16 as torch's
 //   bf16 add rounds), returns rms_norm(x) * weight: per row in float32, x / sqrt(mean(x^2) + eps) rounded to
 //   bf16, times the weight, rounded again (HF's LlamaRMSNorm order).
+// head_rms_norm(qkv, first, heads, D, weight, eps): in place, each of `heads` heads of D values from head
+//   `first` of every row of qkv (T, width) normed as add_rms_norm's rows (Qwen3's and Gemma 3's q/k norms).
 // silu_mul(h): h (T, 2I) = [gate | up] -> silu(gate) * up (T, I), silu rounded to bf16 before the product
 //   (torch's F.silu(gate) * up).
 // rope_store(qkv, rotation, positions, rows, k, v): a step's q/k rotated, its K/V written into a layer's store.
@@ -28,16 +30,18 @@ namespace {
 inline float f32(c10::BFloat16 x) { return static_cast<float>(x); }
 inline c10::BFloat16 bf(float x) { return c10::BFloat16(x); }        // round to nearest even
 
-void add_norm_row(c10::BFloat16* x, const c10::BFloat16* d, const c10::BFloat16* w, c10::BFloat16* out,
-                  int64_t H, float eps) {
+// out = rms_norm(x) * w over H values (out may be x: each value is read before it is written)
+void norm_row(const c10::BFloat16* x, const c10::BFloat16* w, c10::BFloat16* out, int64_t H, float eps) {
   float sum = 0.f;
-  for (int64_t i = 0; i < H; ++i) {
-    const float v = f32(bf(f32(x[i]) + f32(d[i])));
-    x[i] = bf(v);
-    sum += v * v;
-  }
+  for (int64_t i = 0; i < H; ++i) sum += f32(x[i]) * f32(x[i]);
   const float r = 1.f / std::sqrt(sum / static_cast<float>(H) + eps);
   for (int64_t i = 0; i < H; ++i) out[i] = bf(f32(w[i]) * f32(bf(f32(x[i]) * r)));
+}
+
+void add_norm_row(c10::BFloat16* x, const c10::BFloat16* d, const c10::BFloat16* w, c10::BFloat16* out,
+                  int64_t H, float eps) {
+  for (int64_t i = 0; i < H; ++i) x[i] = bf(f32(x[i]) + f32(d[i]));
+  norm_row(x, w, out, H, eps);
 }
 
 void silu_mul_row(const c10::BFloat16* h, c10::BFloat16* out, int64_t I) {
@@ -79,6 +83,24 @@ torch::Tensor add_rms_norm(torch::Tensor& x, const torch::Tensor& delta, const t
     for (int64_t t = lo; t < hi; ++t) add_norm_row(xp + t * H, dp + t * H, wp, op + t * H, H, static_cast<float>(eps));
   });
   return out;
+}
+
+// heads first .. first + heads - 1 of every row of qkv (T, width), D values each, normed in place
+void head_rms_norm(torch::Tensor& qkv, int64_t first, int64_t heads, int64_t D, const torch::Tensor& weight,
+                   double eps) {
+  check_rows(qkv, "qkv");
+  TORCH_CHECK(first >= 0 && heads >= 0 && D > 0 && (first + heads) * D <= qkv.size(1), "heads past the row");
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == D && weight.is_contiguous() &&
+              weight.scalar_type() == at::kBFloat16, "weight: (D,) bf16");
+  const int64_t width = qkv.size(1);
+  auto* x = qkv.data_ptr<at::BFloat16>() + first * D;
+  const auto* w = weight.data_ptr<at::BFloat16>();
+  at::parallel_for(0, qkv.size(0) * heads, 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) {
+      c10::BFloat16* head = x + (j / heads) * width + (j % heads) * D;
+      norm_row(head, w, head, D, static_cast<float>(eps));
+    }
+  });
 }
 
 torch::Tensor silu_mul(const torch::Tensor& h) {
@@ -159,6 +181,9 @@ torch::Tensor rope_store(const torch::Tensor& qkv, const torch::Tensor& rotation
 // let one in that the engine thread must then wait out (the attention kernels, ms long, release it).
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("add_rms_norm", &add_rms_norm, "x += delta in place; rms_norm(x) * weight (bf16)");
+  m.def("head_rms_norm", &head_rms_norm, "in place: heads first .. first + heads - 1 of each row of qkv, "
+        "D values each, rms_norm * weight (bf16)", py::arg("qkv"), py::arg("first"), py::arg("heads"), py::arg("D"),
+        py::arg("weight"), py::arg("eps"));
   m.def("silu_mul", &silu_mul, "silu(gate) * up over h = [gate | up] (bf16)");
   m.def("rope_store", &rope_store, "q/k rotated, K/V written at the store's rows; returns q (T, H, D) (bf16)",
         py::arg("qkv"), py::arg("rotation"), py::arg("positions"), py::arg("rows"), py::arg("k"), py::arg("v"),

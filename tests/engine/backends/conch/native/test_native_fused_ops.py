@@ -38,6 +38,28 @@ def test_add_rms_norm_updates_the_residual_and_normalises_as_hf(ops):
         assert torch.equal(ops.add_rms_norm(alone, torch.zeros_like(alone), weight, 1e-5)[0], out[row])
 
 
+def test_head_rms_norm_normalises_each_head_in_place_as_hf(ops):
+    """Qwen3's q and k norms: each head of D values of a token's qkv row normed as HF's RMSNorm, the values
+    (and the other heads) untouched, a row alone as in its batch."""
+    H, G, D = 4, 2, 64
+    qkv = _bf16(9, (H + 2 * G) * D, seed=7)
+    wq, wk = ((torch.rand(D, generator=torch.Generator().manual_seed(s)) + 0.5).to(torch.bfloat16) for s in (8, 9))
+    before = qkv.clone()
+    ops.head_rms_norm(qkv, 0, H, D, wq, 1e-6)
+    ops.head_rms_norm(qkv, H, G, D, wk, 1e-6)
+    want_q = _hf_rms_norm(before[:, :H * D].view(9, H, D), wq, 1e-6).view(9, H * D)
+    want_k = _hf_rms_norm(before[:, H * D:(H + G) * D].view(9, G, D), wk, 1e-6).view(9, G * D)
+    for got, want in ((qkv[:, :H * D], want_q), (qkv[:, H * D:(H + G) * D], want_k)):
+        assert (got == want).float().mean() > 0.999
+        torch.testing.assert_close(got, want, atol=0.02, rtol=0.02)
+    assert torch.equal(qkv[:, (H + G) * D:], before[:, (H + G) * D:])
+    alone = before[4:5].clone()
+    ops.head_rms_norm(alone, 0, H, D, wq, 1e-6)
+    assert torch.equal(alone[0, :H * D], qkv[4, :H * D])
+    with pytest.raises(RuntimeError, match="heads past the row"):
+        ops.head_rms_norm(qkv, H, 2 * G + 1, D, wk, 1e-6)
+
+
 def test_silu_mul_equals_torch(ops):
     h = _bf16(45, 2 * 1536, seed=3)
     gate, up = h.chunk(2, dim=-1)
