@@ -43,7 +43,7 @@ int64_t panels_of(int64_t N) { return (N + kPanel - 1) / kPanel; }
 // ---- float32: a panel's values a * q + b, dotted with each row of x ----
 
 // y's row stride ld; the panel's first `cols` columns stored
-void float_panel(const Panel& p, const float* x, int64_t M, float* y, int64_t ld, int cols) {
+void float_panel(const Panel& p, const float* x, int64_t M, const quant_panels::Out& y, int cols) {
   const int64_t K = p.K, words = p.G / 4;
   const __m512i byte = _mm512_set1_epi32(0xFF);
   for (int64_t m = 0; m < M; ++m) {
@@ -58,19 +58,19 @@ void float_panel(const Panel& p, const float* x, int64_t M, float* y, int64_t ld
         }
       }
     }
-    _mm512_mask_storeu_ps(y + m * ld, (__mmask16)((1u << cols) - 1), acc);
+    y.store(m, (__mmask16)((1u << cols) - 1), acc);
   }
 }
 
 // Panels [lo, hi) of a matrix of N rows: y's columns 16 lo .. (row stride ld)
 template <class F>
-void float_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const float* x, int64_t M, int64_t K, float* y,
-                  int64_t N, int64_t ld) {
+void float_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const float* x, int64_t M, int64_t K,
+                  const quant_panels::Out& y, int64_t N) {
   Panel panel(K, F::G);
   const int64_t stride = K / F::qk * F::bytes;
   for (int64_t p = lo; p < hi; ++p) {
     panel.fill(f, packed + p * stride);
-    float_panel(panel, x, M, y + p * kPanel, ld, (int)std::min<int64_t>(kPanel, N - p * kPanel));
+    float_panel(panel, x, M, y.from(p * kPanel), (int)std::min<int64_t>(kPanel, N - p * kPanel));
   }
 }
 
@@ -79,7 +79,7 @@ void float_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const floa
 
 template <class F>
 void int8_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const quant_panels::Int8Rows& x, int64_t M,
-                 float* y, int64_t N, int64_t ld, bool amx) {
+                 const quant_panels::Out& y, int64_t N, bool amx) {
   const int64_t K = x.K, stride = K / F::qk * F::bytes;
   Panel panel(amx ? K : 0, F::G);   // VNNI alone: streamed, no Panel
 #ifdef CONCH_AMX_INT8
@@ -92,10 +92,10 @@ void int8_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const quant
     if (amx) {
       panel.fill(f, packed + p * stride);
       for (; r0 + quant_panels::kTileRows <= M; r0 += quant_panels::kTileRows)
-        quant_panels::amx_rows(f, panel, packed + p * stride, x, r0, y + p * kPanel, ld, cols);
+        quant_panels::amx_rows(f, panel, packed + p * stride, x, r0, y.from(p * kPanel), cols);
     }
 #endif
-    quant_stream::all_rows(f, packed + p * stride, x, r0, M, y + p * kPanel, ld, cols);
+    quant_stream::all_rows(f, packed + p * stride, x, r0, M, y.from(p * kPanel), cols);
   }
 #ifdef CONCH_AMX_INT8
   if (amx) _tile_release();
@@ -243,8 +243,8 @@ struct Part {
 struct Activations {
   std::vector<std::unique_ptr<quant_panels::Int8Rows>> rows;
 
-  template <class F>
-  void add(F, const float* x, int64_t M, int64_t K) {
+  template <class F, class T>
+  void add(F, const T* x, int64_t M, int64_t K) {
     if (find(F::G, F::activations) == nullptr)
       rows.push_back(std::make_unique<quant_panels::Int8Rows>(x, M, K, F::G, F::activations));
   }
@@ -268,15 +268,21 @@ torch::Tensor product(const torch::Tensor& x, std::vector<Part> parts, int64_t K
     part.col = N, part.first = panels;
     N += part.N, panels += panels_of(part.N);
   }
-  const torch::Tensor xf = x.to(torch::kFloat32).contiguous();
-  auto out = torch::empty({M, N}, torch::kFloat32);
-  float* y = out.data_ptr<float>();
+  // bf16 x is read as it is and y written in bf16 by the int8 product; the float32 product reads float32
+  const bool int8 = kInt8 && path != Path::kFloat32, bf16 = x.scalar_type() == torch::kBFloat16;
+  const torch::Tensor xc = int8 && bf16 ? x.contiguous() : x.to(torch::kFloat32).contiguous();
+  auto out = torch::empty({M, N}, bf16 ? torch::kBFloat16 : torch::kFloat32);
+  const quant_panels::Out y{bf16 ? nullptr : out.data_ptr<float>(),
+                            bf16 ? reinterpret_cast<c10::BFloat16*>(out.data_ptr<at::BFloat16>()) : nullptr, N};
   {
     pybind11::gil_scoped_release unlocked;
     Activations xq;
-    if (kInt8 && path != Path::kFloat32)
+    if (int8)
       for (const Part& part : parts)
-        panel_blocks::with_format(part.qtype, [&](auto f) { xq.add(f, xf.data_ptr<float>(), M, K); });
+        panel_blocks::with_format(part.qtype, [&](auto f) {
+          if (bf16) return xq.add(f, reinterpret_cast<const c10::BFloat16*>(xc.data_ptr<at::BFloat16>()), M, K);
+          xq.add(f, xc.data_ptr<float>(), M, K);
+        });
     const bool amx = path == Path::kAmx && M >= quant_panels::kTileRows;
     at::parallel_for(0, panels, 1, [&](int64_t lo, int64_t hi) {
       for (const Part& part : parts) {
@@ -286,15 +292,15 @@ torch::Tensor product(const torch::Tensor& x, std::vector<Part> parts, int64_t K
         panel_blocks::with_format(part.qtype, [&](auto f) {
 #ifdef __AVX512VNNI__
           if (path != Path::kFloat32) {
-            return int8_panels(f, part.w, plo, phi, xq.of(f), M, y + part.col, part.N, N, amx);
+            return int8_panels(f, part.w, plo, phi, xq.of(f), M, y.from(part.col), part.N, amx);
           }
 #endif
-          float_panels(f, part.w, plo, phi, xf.data_ptr<float>(), M, K, y + part.col, part.N, N);
+          float_panels(f, part.w, plo, phi, xc.data_ptr<float>(), M, K, y.from(part.col), part.N);
         });
       }
     });
   }
-  return x.scalar_type() == torch::kFloat32 ? out : out.to(x.scalar_type());
+  return bf16 || x.scalar_type() == torch::kFloat32 ? out : out.to(x.scalar_type());
 }
 
 Part part_of(const torch::Tensor& packed, int64_t qtype, int64_t K, int64_t N) {

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -40,13 +41,40 @@ using panel_blocks::kPanel;
 
 constexpr int kTileRows = 16;   // rows of x an AMX tile holds
 
+// 16 values of x as float32: float32 as they are, bf16 widened (exact)
+inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
+inline __m512 load16(const c10::BFloat16* x) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)x)), 16));
+}
+
+// Where a product's rows go: y (M, ld) in float32 (f) or bf16 (b: rounded to nearest even, NaN as 0x7FC0, as
+// torch's .to(bfloat16) rounds)
+struct Out {
+  float* f;
+  c10::BFloat16* b;
+  int64_t ld;
+
+  Out from(int64_t col) const { return {f ? f + col : nullptr, b ? b + col : nullptr, ld}; }
+
+  // row `row`'s columns where m is set
+  void store(int64_t row, __mmask16 m, __m512 v) const {
+    if (f != nullptr) return _mm512_mask_storeu_ps(f + row * ld, m, v);
+    const __m512i bits = _mm512_castps_si512(v), one = _mm512_set1_epi32(1);
+    const __m512i bias = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(bits, 16), one), _mm512_set1_epi32(0x7FFF));
+    __m512i half = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
+    half = _mm512_mask_mov_epi32(half, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7FC0));
+    _mm256_mask_storeu_epi16(b + row * ld, m, _mm512_cvtepi32_epi16(half));
+  }
+};
+
 struct Int8Rows {
   std::vector<int8_t> q;          // (M, K)
   std::vector<float> scale, sums; // (M, K / G)
   std::vector<int32_t> pairs;     // (M, K / G / 2) where A = 256: groups 2j, 2j + 1's sum(q), low and high int16
   int64_t K, G, A;                // A: values sharing one scale (32, or 256 for a K-quant's rows, as llama.cpp)
 
-  Int8Rows(const float* x, int64_t M, int64_t K, int64_t G, int64_t A)
+  template <class T>   // float or c10::BFloat16
+  Int8Rows(const T* x, int64_t M, int64_t K, int64_t G, int64_t A)
       : q(M * K), scale(M * K / G), sums(M * K / G), pairs(A == 256 ? M * K / G / 2 : 0), K(K), G(G), A(A) {
     at::parallel_for(0, M, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t m = lo; m < hi; ++m)
@@ -59,9 +87,10 @@ struct Int8Rows {
   int64_t group(int64_t m, int64_t v) const { return m * (K / kG) + v / kG; }
 
   // A values of x from value `at` of the whole (M, K): rounded with one scale; each group's scale and sum
-  void block(const float* x, int64_t at) {
+  template <class T>
+  void block(const T* x, int64_t at) {
     __m512 amax16 = _mm512_setzero_ps();
-    for (int64_t i = 0; i < A; i += 16) amax16 = _mm512_max_ps(amax16, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+    for (int64_t i = 0; i < A; i += 16) amax16 = _mm512_max_ps(amax16, _mm512_abs_ps(load16(x + i)));
     const float amax = _mm512_reduce_max_ps(amax16);
     // IEEE divisions (the intrinsic: -ffast-math may make a '/' a reciprocal estimate), so the rounding is
     // reproducible outside this kernel (the tests' reference rounds the same way)
@@ -71,7 +100,7 @@ struct Int8Rows {
     for (int64_t g = 0; g < A / G; ++g) {
       int32_t sum = 0;
       for (int64_t i = g * G; i < (g + 1) * G; i += 16) {
-        const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(inv)));
+        const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(load16(x + i), _mm512_set1_ps(inv)));
         _mm_storeu_si128((__m128i*)(q.data() + at + i), _mm512_cvtsepi32_epi8(qi));
         sum += _mm512_reduce_add_epi32(qi);
       }
@@ -156,8 +185,7 @@ inline void tile_dots(const Panel& p, const Int8Rows& x, int64_t r0, int64_t g, 
 // 16 rows of x (from r0; a whole tile: the rest stream by VNNI) against the Panel decoded from `panel`: each
 // group's dots as one tile product, then the steps above per row
 template <class F>
-inline void amx_rows(F, const Panel& p, const uint8_t* panel, const Int8Rows& x, int64_t r0, float* y, int64_t N,
-                     int cols) {
+inline void amx_rows(F, const Panel& p, const uint8_t* panel, const Int8Rows& x, int64_t r0, const Out& y, int cols) {
   alignas(64) int32_t dots[kTileRows * kPanel];
   __m512 acc[kTileRows];
   for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_setzero_ps();
@@ -194,7 +222,7 @@ inline void amx_rows(F, const Panel& p, const uint8_t* panel, const Int8Rows& x,
     }
   }
   const __mmask16 m = (__mmask16)((1u << cols) - 1);
-  for (int r = 0; r < kTileRows; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * N, m, acc[r]);
+  for (int r = 0; r < kTileRows; ++r) y.store(r0 + r, m, acc[r]);
 }
 #endif
 

@@ -76,7 +76,7 @@ inline void group_block(const uint8_t* blk, const quant_panels::Int8Rows& x, int
 
 // R rows of x (from r0) against one panel: y[r][n0 .. n0 + cols) (row stride N)
 template <class F, int R>
-void rows(F, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, float* y, int64_t N, int cols) {
+void rows(F, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, const quant_panels::Out& y, int cols) {
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < x.K / F::qk; ++i) {
@@ -87,22 +87,22 @@ void rows(F, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, 
     }
   }
   const __mmask16 m = (__mmask16)((1u << cols) - 1);
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * N, m, acc[r]);
+  for (int r = 0; r < R; ++r) y.store(r0 + r, m, acc[r]);
 }
 
 // Rows [r0, M) of x against one panel, kRows at a time (each chunk decodes the panel again, from cache)
 template <class F>
-void all_rows(F f, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, int64_t M, float* y, int64_t N,
-              int cols) {
-  for (; r0 + kRows <= M; r0 += kRows) rows<F, kRows>(f, panel, x, r0, y, N, cols);
+void all_rows(F f, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, int64_t M,
+              const quant_panels::Out& y, int cols) {
+  for (; r0 + kRows <= M; r0 += kRows) rows<F, kRows>(f, panel, x, r0, y, cols);
   switch (M - r0) {
-    case 1: return rows<F, 1>(f, panel, x, r0, y, N, cols);
-    case 2: return rows<F, 2>(f, panel, x, r0, y, N, cols);
-    case 3: return rows<F, 3>(f, panel, x, r0, y, N, cols);
-    case 4: return rows<F, 4>(f, panel, x, r0, y, N, cols);
-    case 5: return rows<F, 5>(f, panel, x, r0, y, N, cols);
-    case 6: return rows<F, 6>(f, panel, x, r0, y, N, cols);
-    case 7: return rows<F, 7>(f, panel, x, r0, y, N, cols);
+    case 1: return rows<F, 1>(f, panel, x, r0, y, cols);
+    case 2: return rows<F, 2>(f, panel, x, r0, y, cols);
+    case 3: return rows<F, 3>(f, panel, x, r0, y, cols);
+    case 4: return rows<F, 4>(f, panel, x, r0, y, cols);
+    case 5: return rows<F, 5>(f, panel, x, r0, y, cols);
+    case 6: return rows<F, 6>(f, panel, x, r0, y, cols);
+    case 7: return rows<F, 7>(f, panel, x, r0, y, cols);
     default: return;
   }
 }
