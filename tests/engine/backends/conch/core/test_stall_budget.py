@@ -25,20 +25,20 @@ def _learned(stall: float = 3.0) -> StallBudget:
 
 def test_nothing_decoding_or_nothing_learned_yet_gives_the_cap():
     budget = StallBudget()
-    assert budget.allot(16).take(0, 1024) == 1024       # no step seen yet
+    assert budget.allot(16, waiting=1).take(0, 1024) == 1024   # no step seen yet
     budget.observe(16, [], 0.05)
-    assert budget.allot(16).take(0, 1024) == 1024       # a decode step seen, no prompt token cost yet
+    assert budget.allot(16, waiting=1).take(0, 1024) == 1024   # a decode step seen, no prompt token cost yet
     assert _learned().allot(0).take(0, 1024) == 1024    # nothing decoding
 
 
 def test_the_bound_keeps_a_prefilling_step_within_stall_decode_steps():
     budget = _learned(stall=3.0)
     limit = 2 * _seconds(16, [])                        # (3 - 1) x a decode-only step of 16 rows
-    early, late = budget.allot(16).take(0, 4096), budget.allot(16).take(1500, 4096)
+    early, late = budget.allot(16, waiting=1).take(0, 4096), budget.allot(16, waiting=1).take(1500, 4096)
     for start, n in ((0, early), (1500, late)):
         assert abs((_seconds(16, [(start, n)]) - _seconds(16, [])) - limit) <= 0.02 * limit
     assert late < early                                 # each late token attends to 1.5k more columns
-    assert budget.allot(16).take(0, 64) == 64           # never over what the chunk wants
+    assert budget.allot(16, waiting=1).take(0, 64) == 64           # never over what the chunk wants
 
 
 def test_an_allotment_shares_its_seconds_between_chunks_and_keeps_its_floor():
@@ -55,7 +55,12 @@ def test_decode_steps_getting_much_faster_leave_the_floor():
     for _ in range(60):
         budget.observe(16, [], 0.001)
         budget.observe(16, [(0, 100)], 0.001 + 100 * 0.0005 + 0.0002 * _columns(0, 100))
-    assert budget.allot(16).take(0, 1024) == 32
+    assert budget.allot(16, waiting=1).take(0, 1024) == 32
+
+
+def test_nothing_waiting_has_nothing_to_bound():
+    """A step with no prompt waiting allots no prompt tokens: no fit is made (most decode steps)."""
+    assert math.isinf(_learned().allot(16).seconds) and not math.isinf(_learned().allot(16, waiting=1).seconds)
 
 
 def test_more_prompts_waiting_than_rows_decoding_lift_the_bound():
@@ -70,7 +75,7 @@ def test_a_burst_growing_its_batch_does_not_shrink_the_bound():
     budget = _learned()
     for rows in range(1, 31):                           # every step has prompt tokens
         budget.observe(rows, [(960, 120)], _seconds(rows, [(960, 120)]))
-    n = budget.allot(30).take(960, 4096)
+    n = budget.allot(30, waiting=1).take(960, 4096)
     limit = 2 * _seconds(30, [])
     assert abs((_seconds(30, [(960, n)]) - _seconds(30, [])) - limit) <= 0.03 * limit
 
@@ -85,11 +90,11 @@ def test_learned_costs_are_never_negative():
         budget.observe(16, [(0, 1000)], 0.04 + 0.8)
     costs = budget.costs()
     assert costs is not None and costs[2] >= 0 and costs[3] >= 0
-    assert budget.allot(16).take(0, 4096) < 200
+    assert budget.allot(16, waiting=1).take(0, 4096) < 200
 
 
 def test_stall_zero_means_no_bound():
-    assert _learned(stall=0).allot(16).take(0, 1024) == 1024
+    assert _learned(stall=0).allot(16, waiting=1).take(0, 1024) == 1024
 
 
 def test_the_model_config_checks_prefill_stall():
@@ -112,4 +117,4 @@ def test_one_token_chunks_count_as_decode_rows():
     for _ in range(5):
         budget.observe(16, [], _seconds(16, []))
     assert budget.costs() is None                       # no prompt-token cost learned yet: not from those
-    assert budget.allot(16).take(0, 1024) == 1024
+    assert budget.allot(16, waiting=1).take(0, 1024) == 1024
