@@ -105,9 +105,9 @@ class StallBudget:
         their first token (prefilling or queued; none: no prompt to bound)."""
         costs = self.costs() if decode_rows and self.stall and 0 < waiting <= decode_rows else None
         if costs is None or costs[2] + costs[3] <= 0:      # (no cost learned for prompt tokens yet)
-            return Allotment(math.inf)     # no bound: stall 0, nothing decoding, nothing waiting (most steps: no
-                                           # fit, whose LAPACK call let the event loop take the GIL, ~1 ms a
-                                           # step in a server), a burst, or nothing learned yet
+            return Allotment(math.inf)     # no bound: stall 0, nothing decoding, nothing waiting (most steps:
+                                           # no fit, whose LAPACK call hands the GIL to the event loop), a
+                                           # burst, or nothing learned yet
         base, per_row, per_token, per_column = costs
         decode = max(base + per_row * decode_rows, 0.0)
         return Allotment((self.stall - 1) * decode, per_token, per_column, self.min_tokens)
