@@ -5,7 +5,9 @@ K-quants (which gguf cannot quantize) are random blocks with bounded scales: the
 says they are, which is all an accuracy test against gguf's own dequantizer needs."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,13 +54,20 @@ def _tensors(model) -> dict[str, np.ndarray]:
     return out
 
 
-def _copy_tokenizer(writer, source: Path) -> None:
+@functools.cache
+def _tokenizer_fields(source: Path) -> tuple[tuple[str, Any, Any, Any], ...]:
+    """`source`'s tokenizer.* keys as (name, value, type, array element type): read once per process (gguf's
+    reader takes seconds over a 49k-token vocabulary, and every file written here copies it)."""
     from gguf import GGUFReader, GGUFValueType
 
-    for name, field in GGUFReader(source).fields.items():
-        if name.startswith("tokenizer."):
-            sub = field.types[-1] if field.types[0] == GGUFValueType.ARRAY else None
-            writer.add_key_value(name, field.contents(), field.types[0], sub)
+    return tuple((name, field.contents(), field.types[0],
+                  field.types[-1] if field.types[0] == GGUFValueType.ARRAY else None)
+                 for name, field in GGUFReader(source).fields.items() if name.startswith("tokenizer."))
+
+
+def _copy_tokenizer(writer, source: Path) -> None:
+    for name, value, kind, sub in _tokenizer_fields(source):
+        writer.add_key_value(name, value, kind, sub)
 
 
 def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] | None = None,
