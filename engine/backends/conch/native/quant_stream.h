@@ -23,7 +23,7 @@ inline __m512i word_of(const int8_t* x) {
 }
 
 // A group's exact int32 dot with one row's xq: two dependency chains (the same sum as one)
-template <int kWords, int R>
+template <int kWords>
 inline __m512i dot(const __m512i* w, const int8_t* xq) {
   __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
   for (int kk = 0; kk < kWords; kk += 2) {
@@ -44,7 +44,7 @@ inline void kquant_block(const uint8_t* blk, const quant_panels::Int8Rows& x, in
     const __m512i sc = F::sc_of(blk, h);
     for (int r = 0; r < R; ++r) {
       const int8_t* xq = x.q.data() + (r0 + r) * x.K + v + h * F::G;
-      S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(dot<F::words, R>(w, xq), sc));
+      S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(dot<F::words>(w, xq), sc));
     }
   }
   __m512i pair[F::groups / 2];
@@ -69,12 +69,12 @@ inline void group_block(const uint8_t* blk, const quant_panels::Int8Rows& x, int
     for (int r = 0; r < R; ++r) {
       const int8_t* xq = x.q.data() + (r0 + r) * x.K + v + h * F::G;
       const int64_t g = x.group<F::G>(r0 + r, v) + h;
-      acc[r] = quant_panels::scale_row(a, b, dot<F::words, R>(w, xq), x.scale[g], x.sums[g], acc[r]);
+      acc[r] = quant_panels::scale_row(a, b, dot<F::words>(w, xq), x.scale[g], x.sums[g], acc[r]);
     }
   }
 }
 
-// R rows of x (from r0) against one panel: y[r][n0 .. n0 + cols) (row stride N)
+// R rows of x (from r0) against one panel: its `cols` columns of y's rows r0 .. r0 + R - 1
 template <class F, int R>
 void rows(F, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, const quant_panels::Out& y, int cols) {
   __m512 acc[R];
