@@ -42,7 +42,7 @@ int64_t panels_of(int64_t N) { return (N + kPanel - 1) / kPanel; }
 
 // ---- float32: a panel's values a * q + b, dotted with each row of x ----
 
-// y's row stride ld; the panel's first `cols` columns stored
+// M rows of x against a decoded panel: its first `cols` columns of y's rows
 void float_panel(const Panel& p, const float* x, int64_t M, const quant_panels::Out& y, int cols) {
   const int64_t K = p.K, words = p.G / 4;
   const __m512i byte = _mm512_set1_epi32(0xFF);
@@ -62,7 +62,7 @@ void float_panel(const Panel& p, const float* x, int64_t M, const quant_panels::
   }
 }
 
-// Panels [lo, hi) of a matrix of N rows: y's columns 16 lo .. (row stride ld)
+// Panels [lo, hi) of a matrix of N rows: y's columns 16 lo ..
 template <class F>
 void float_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const float* x, int64_t M, int64_t K,
                   const quant_panels::Out& y, int64_t N) {
@@ -273,14 +273,14 @@ torch::Tensor product(const torch::Tensor& x, std::vector<Part> parts, int64_t K
   const torch::Tensor xc = int8 && bf16 ? x.contiguous() : x.to(torch::kFloat32).contiguous();
   auto out = torch::empty({M, N}, bf16 ? torch::kBFloat16 : torch::kFloat32);
   const quant_panels::Out y{bf16 ? nullptr : out.data_ptr<float>(),
-                            bf16 ? reinterpret_cast<c10::BFloat16*>(out.data_ptr<at::BFloat16>()) : nullptr, N};
+                            bf16 ? out.data_ptr<c10::BFloat16>() : nullptr, N};
   {
     pybind11::gil_scoped_release unlocked;
     Activations xq;
     if (int8)
       for (const Part& part : parts)
         panel_blocks::with_format(part.qtype, [&](auto f) {
-          if (bf16) return xq.add(f, reinterpret_cast<const c10::BFloat16*>(xc.data_ptr<at::BFloat16>()), M, K);
+          if (bf16) return xq.add(f, xc.data_ptr<c10::BFloat16>(), M, K);
           xq.add(f, xc.data_ptr<float>(), M, K);
         });
     const bool amx = path == Path::kAmx && M >= quant_panels::kTileRows;

@@ -8,9 +8,9 @@
 //   even; A = 256 for a K-quant's rows, 32 otherwise: llama.cpp's Q8_K and Q8_0), and per group of G values
 //   (the weight type's: 16 for Q6_K, 32 for the others) the row's scale and scale * sum(q) (the factor of the
 //   group's b term); where A = 256 also each pair of groups' sum(q) as int16 pairs (Q4_K / Q5_K's m term).
-// Panel: 16 rows of W decoded from their panel (panel_blocks.h: value = a * q + b) as AMX and the float32
-//   product read them: word kk of column c (its bytes 4kk..4kk+3) at words[kk * 16 + c]; a and b per group as
-//   16-column vectors.
+// Panel: 16 rows of W decoded from their panel (panel_blocks.h: value = a * q + b): word kk of column c (its
+//   bytes 4kk..4kk+3) at words[kk * 16 + c] (what AMX tiles load), and a and b per group as 16-column vectors
+//   (what the float32 product reads; AMX rows read their scales from the packed block).
 // The product, per row of x, for the panel's 16 columns at once, from the exact int32 dots of each group
 //   dot_g = sum over group g of q * xq (VNNI's 4 products a lane, or an AMX tile):
 //   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q6_K, group by group:
