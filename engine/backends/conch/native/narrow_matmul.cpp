@@ -1,58 +1,71 @@
 // y = x @ W^T (+ bias), bf16, over a copy of W laid out for this kernel: the Llama layers' matmuls.
 //
-// pack(w): W (N, K) -> the same values as [N/64][K/2][64][2]: groups of 64 output columns; per group, each
-//   pair of input columns (2p, 2p + 1) holds the 64 columns' two weights side by side. A group's weights are
-//   one contiguous run, read front to back once per pass.
+// pack(w): W (N, K), N a multiple of 16 -> the same values as groups of 48 output columns, [N/48][K/2][48][2],
+//   then the last N % 48 columns (16 or 32) as one narrower group, [K/2][N % 48][2]: per group, each pair of
+//   input columns (2p, 2p + 1) holds the group's columns' two weights side by side. A group's weights are one
+//   contiguous run, read front to back once per pass.
 // matmul(x, packed, bias): x (M, K) bf16, contiguous -> (M, N) bf16. Output column j of row m is one float32
-//   sum in lane j % 16 of an accumulator: the pair products x[2p] w[2p][j] + x[2p+1] w[2p+1][j] added for
+//   sum in one lane of an accumulator: the pair products x[2p] w[2p][j] + x[2p+1] w[2p+1][j] added for
 //   p = 0, 1, ... in order (AVX512-BF16's dot-product instruction), the bias added, rounded to bf16 once.
 //   A row's result depends on its own values only, never on M, the tiling or the rows beside it (no
 //   horizontal sums: the 16 lanes are 16 columns).
 //
 // Why: a decode step streams every weight once; oneDNN's packed matmul read SmolLM2-135M's 270 MB at
 // ~16 GB/s for one row (15 ms a step on 2 cores); this reads them at ~40 GB/s in huge pages (6.5 ms). A tile
-// of up to 6 rows x 64 columns keeps 24 accumulators in registers, so more rows reuse each weight load:
-// 1.1-1.4x oneDNN's speed from 4 to 512 rows, 0.98x at 1,500 (measured on the model's 120 layer matrices).
+// keeps up to 24 accumulators in registers, so more rows reuse each weight load: up to 8 rows x 3 blocks of 16
+// columns (one group), or, for a pass of at most 4 rows, 6 blocks (two groups) a row, so a lone row still has
+// 6 independent sums in flight (the tile shapes measured: docs/performance-journal.md).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
 #include "packed_product.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <utility>
 #include <cstring>
 
 namespace {
 
 constexpr int64_t kLanes = 16;               // output columns per 512-bit accumulator
-constexpr int64_t kBlocks = 4;               // accumulators per row of x: a group of 64 output columns
+constexpr int64_t kBlocks = 3;               // accumulators per row of x in a group: 48 output columns
 constexpr int64_t kGroup = kLanes * kBlocks;
 constexpr int64_t kRowTile = 192;            // rows of x per pass over W: 192 x K bf16 stay in L2
+constexpr int64_t kMaxRows = 8;              // 8 x 3 accumulators + 3 weights + 1 broadcast: 28 of 32 registers
+constexpr int64_t kFewRows = 4;              // a pass of up to this many rows takes two groups a tile (4 x 6)
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
 #include <immintrin.h>
 constexpr bool kBuilt = true;
 
-// y[m][0..63] for MB rows of x (row stride K) and one group of W (pack()'s [K/2][4][16][2]); y row stride N.
-// Lane j of accumulator b sums column 16 b + j over the column pairs (2p, 2p + 1), p = 0, 1, ... in order.
-template <int MB>
-inline void tile(const at::BFloat16* x, int64_t K, const at::BFloat16* group, const float* bias, at::BFloat16* y,
-                 int64_t N) {
-  __m512 acc[MB][kBlocks];
+// Columns [c0, c0 + 16 NB) of W in pack()'s layout, NB blocks of 16 from `w`: a whole group's 3 (two groups' 6,
+// the second `next` elements on), or the narrower last group's 1 or 2 (kNarrow: its pairs are 16 NB wide)
+template <int NB, bool kNarrow>
+inline const at::BFloat16* block(const at::BFloat16* w, int64_t next, int64_t p, int b) {
+  if constexpr (kNarrow) return w + p * 2 * kLanes * NB + b * 2 * kLanes;
+  return w + p * 2 * kGroup + (b / kBlocks) * next + (b % kBlocks) * 2 * kLanes;
+}
+
+// y[m][c0 ..] for MB rows of x (row stride K) over NB blocks from w (block()); y row stride N.
+// Lane j of accumulator b sums column c0 + 16 b + j over the column pairs (2p, 2p + 1), p = 0, 1, ... in order.
+template <int MB, int NB, bool kNarrow>
+void tile(const at::BFloat16* x, int64_t K, const at::BFloat16* w, int64_t next, const float* bias, at::BFloat16* y,
+          int64_t N) {
+  __m512 acc[MB][NB];
   for (int m = 0; m < MB; ++m)
-    for (int b = 0; b < kBlocks; ++b) acc[m][b] = _mm512_setzero_ps();
+    for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_setzero_ps();
   for (int64_t p = 0; p < K / 2; ++p) {
-    const at::BFloat16* wp = group + p * kGroup * 2;
-    __m512bh w[kBlocks];
-    for (int b = 0; b < kBlocks; ++b) w[b] = (__m512bh)_mm512_loadu_si512(wp + b * kLanes * 2);
+    __m512bh wv[NB];
+    for (int b = 0; b < NB; ++b) wv[b] = (__m512bh)_mm512_loadu_si512(block<NB, kNarrow>(w, next, p, b));
     for (int m = 0; m < MB; ++m) {
       int32_t pair;
       std::memcpy(&pair, x + m * K + 2 * p, sizeof(pair));
       const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
-      for (int b = 0; b < kBlocks; ++b) acc[m][b] = _mm512_dpbf16_ps(acc[m][b], xv, w[b]);
+      for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_dpbf16_ps(acc[m][b], xv, wv[b]);
     }
   }
-  for (int b = 0; b < kBlocks; ++b) {
+  for (int b = 0; b < NB; ++b) {
     const __m512 bb = bias != nullptr ? _mm512_loadu_ps(bias + b * kLanes) : _mm512_setzero_ps();
     for (int m = 0; m < MB; ++m)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + m * N + b * kLanes),
@@ -60,22 +73,49 @@ inline void tile(const at::BFloat16* x, int64_t K, const at::BFloat16* group, co
   }
 }
 
-using Tile = void (*)(const at::BFloat16*, int64_t, const at::BFloat16*, const float*, at::BFloat16*, int64_t);
-constexpr Tile kTiles[] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>};
-constexpr int64_t kMaxRows = 6;              // 6 x 4 accumulators + 4 weights + 1 broadcast: 29 of 32 registers
+using Tile = void (*)(const at::BFloat16*, int64_t, const at::BFloat16*, int64_t, const float*, at::BFloat16*,
+                      int64_t);
+
+// [rows]: the tile of that many rows, 1 .. sizeof...(MB) (nullptr past them)
+template <int NB, bool kNarrow, int... MB>
+constexpr std::array<Tile, kMaxRows + 1> tiles(std::integer_sequence<int, MB...>) {
+  return {nullptr, tile<MB + 1, NB, kNarrow>...};
+}
+constexpr auto kRows = std::make_integer_sequence<int, kMaxRows>{};
+// a group's tiles; the narrower last group's, of 1 or 2 blocks; two groups' (rows 1 .. kFewRows)
+constexpr std::array<Tile, kMaxRows + 1> kGroupTiles = tiles<kBlocks, false>(kRows);
+constexpr std::array<Tile, kMaxRows + 1> kNarrowTiles[] = {{}, tiles<1, true>(kRows), tiles<2, true>(kRows)};
+constexpr std::array<Tile, kMaxRows + 1> kPairTiles =
+    tiles<2 * kBlocks, false>(std::make_integer_sequence<int, kFewRows>{});
+
+// Span i of W (N, K) in a pass: group i of 48 columns, or (`pairs`) groups 2i and 2i + 1 where both
+// are whole; the last span holds what is left (a group, or the narrower last group)
+struct Span {
+  const at::BFloat16* w;
+  int64_t c0;
+  const std::array<Tile, kMaxRows + 1>* tiles;   // by rows (a pair's: rows 1 .. kFewRows)
+};
+
+Span span_of(const at::BFloat16* w, int64_t K, int64_t N, int64_t i, bool pairs) {
+  const int64_t whole = N / kGroup, first = pairs ? 2 * i : i;
+  if (first >= whole) return {w + whole * kGroup * K, whole * kGroup, &kNarrowTiles[N % kGroup / kLanes]};
+  const bool two = pairs && first + 1 < whole;
+  return {w + first * kGroup * K, first * kGroup, two ? &kPairTiles : &kGroupTiles};
+}
 
 void run(const at::BFloat16* x, const at::BFloat16* w, const float* bias, at::BFloat16* y, int64_t M, int64_t K,
          int64_t N) {
+  const int64_t whole = N / kGroup, narrow = N % kGroup != 0;
   for (int64_t m0 = 0; m0 < M; m0 += kRowTile) {
     const int64_t m1 = std::min(M, m0 + kRowTile);
-    at::parallel_for(0, N / kGroup, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t g = lo; g < hi; ++g) {
-        const at::BFloat16* group = w + g * kGroup * K;
-        const float* bg = bias != nullptr ? bias + g * kGroup : nullptr;
-        for (int64_t m = m0; m < m1; m += kMaxRows) {
-          const int64_t rows = std::min(kMaxRows, m1 - m);
-          kTiles[rows](x + m * K, K, group, bg, y + m * N + g * kGroup, N);
-        }
+    const bool pairs = m1 - m0 <= kFewRows;
+    const int64_t spans = (pairs ? (whole + 1) / 2 : whole) + narrow;
+    at::parallel_for(0, spans, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const Span s = span_of(w, K, N, i, pairs);
+        const float* bs = bias != nullptr ? bias + s.c0 : nullptr;
+        for (int64_t m = m0; m < m1; m += kMaxRows)
+          (*s.tiles)[std::min(kMaxRows, m1 - m)](x + m * K, K, s.w, kGroup * K, bs, y + m * N + s.c0, N);
       }
     });
   }
@@ -90,15 +130,18 @@ void run(const at::BFloat16*, const at::BFloat16*, const float*, at::BFloat16*, 
 bool available() { return kBuilt; }
 
 bool fits(int64_t out_features, int64_t in_features) {
-  return out_features % kGroup == 0 && in_features % 2 == 0;
+  return out_features % kLanes == 0 && in_features % 2 == 0;
 }
 
 torch::Tensor pack(const torch::Tensor& w) {
   TORCH_CHECK(w.dim() == 2 && w.scalar_type() == at::kBFloat16, "w: an (out, in) bf16 matrix");
-  const int64_t N = w.size(0), K = w.size(1);
-  TORCH_CHECK(fits(N, K), "w: out a multiple of ", kGroup, ", in a multiple of 2");
-  // (N/64 groups, 64 columns, K/2 pairs, 2) -> (groups, K/2 pairs, 64 columns, 2)
-  return w.contiguous().view({N / kGroup, kGroup, K / 2, 2}).transpose(1, 2).contiguous().view({N, K});
+  const int64_t N = w.size(0), K = w.size(1), whole = N / kGroup * kGroup;
+  TORCH_CHECK(fits(N, K), "w: out a multiple of ", kLanes, ", in a multiple of 2");
+  const torch::Tensor c = w.contiguous();
+  // (N/48 groups, 48 columns, K/2 pairs, 2) -> (groups, K/2 pairs, 48 columns, 2); the rest (r, K/2, 2) -> (K/2, r, 2)
+  const torch::Tensor groups = c.narrow(0, 0, whole).view({whole / kGroup, kGroup, K / 2, 2}).transpose(1, 2);
+  const torch::Tensor rest = c.narrow(0, whole, N - whole).view({N - whole, K / 2, 2}).transpose(0, 1);
+  return torch::cat({groups.contiguous().view({-1}), rest.contiguous().view({-1})}).view({N, K});
 }
 
 torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& packed, const c10::optional<torch::Tensor>& bias) {

@@ -18,15 +18,21 @@ def kernel():
 
 
 @pytest.mark.parametrize(("rows", "out", "inner"), [(1, 960, 576), (2, 576, 1536), (5, 3072, 576), (9, 64, 96),
-                                                    (7, 128, 6), (50, 192, 64), (200, 64, 130)])
+                                                    (7, 128, 6), (50, 192, 64), (200, 64, 130), (1, 112, 64),
+                                                    (3, 144, 32), (4, 80, 128), (12, 16, 64)])
 def test_matmul_is_the_float32_product_rounded_once(kernel, rows, out, inner):
     assert_float32_product_rounded_once(kernel, rows, out, inner)
 
 
-def test_a_rows_bits_do_not_depend_on_its_neighbours(kernel):
-    x, packed = bf16(113, 1536, seed=3), kernel.pack(bf16(576, 1536, seed=4, scale=0.05))
+@pytest.mark.parametrize("out", [576, 592, 608])     # groups of 48 columns, and a last one of 16 or 32
+def test_a_rows_bits_do_not_depend_on_its_neighbours(kernel, out):
+    """A lone row (a pass of up to 4 rows: two groups a tile) and the same row among 113 (tiles of up to 8 rows
+    over one group) give the same bits."""
+    x, packed = bf16(113, 1536, seed=3), kernel.pack(bf16(out, 1536, seed=4, scale=0.05))
     together = kernel.matmul(x, packed)
-    for row in (0, 5, 6, 95, 96, 112):
+    for lo, hi in ((0, 3), (5, 9)):
+        assert torch.equal(kernel.matmul(x[lo:hi].contiguous(), packed), together[lo:hi])
+    for row in (0, 5, 6, 7, 8, 95, 96, 112):
         assert torch.equal(kernel.matmul(x[row:row + 1].contiguous(), packed)[0], together[row])
 
 
@@ -43,7 +49,7 @@ def test_a_product_takes_it_where_it_fits(kernel):
     fast = product(w, None, False, True, packing)
     assert isinstance(fast, Narrow)
     assert isinstance(product(w.float(), None, False, True, packing), Dense)             # bf16 only
-    assert isinstance(product(w[:40], None, False, True, packing), Dense)                # out not a multiple of 64
+    assert isinstance(product(w[:40], None, False, True, packing), Dense)                # out not a multiple of 16
     assert isinstance(product(w, None, False, True, None), Dense)                        # no kernel here
     for rows in (1, 8, 40, 300):
         x = bf16(rows, 128, seed=rows)
