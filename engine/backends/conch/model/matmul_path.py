@@ -1,7 +1,7 @@
 """Which product serves a model's matmuls (weights.py's `product`): one kernel path, chosen once at load.
 
   amx     native/tile_matmul.cpp: AMX tiles (TMUL), weights in the VNNI tile layout       bf16, a CPU with AMX
-  avx512  native/narrow_matmul.cpp: AVX512-BF16 registers over up to 6 rows              bf16, AVX512-BF16
+  avx512  native/narrow_matmul.cpp: AVX512-BF16 registers over up to 8 rows              bf16, AVX512-BF16
   onednn  oneDNN's linear over weights packed into its blocked layout                     any dtype oneDNN takes
   torch   aten's linear over the weights as loaded                                        any dtype
 

@@ -13,8 +13,7 @@
 // Why: a decode step streams every weight once; oneDNN's packed matmul read SmolLM2-135M's 270 MB at
 // ~16 GB/s for one row (15 ms a step on 2 cores); this reads them at ~40 GB/s in huge pages (6.5 ms). A tile
 // keeps up to 24 accumulators in registers, so more rows reuse each weight load: up to 8 rows x 3 blocks of 16
-// columns (one group), or, for a pass of at most 4 rows, 6 blocks (two groups) a row, so a lone row still has
-// 6 independent sums in flight (the tile shapes measured: docs/performance-journal.md).
+// columns (one group, one stream of weights a thread; the tile shapes measured: docs/performance-journal.md).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
@@ -33,31 +32,28 @@ constexpr int64_t kBlocks = 3;               // accumulators per row of x in a g
 constexpr int64_t kGroup = kLanes * kBlocks;
 constexpr int64_t kRowTile = 192;            // rows of x per pass over W: 192 x K bf16 stay in L2
 constexpr int64_t kMaxRows = 8;              // 8 x 3 accumulators + 3 weights + 1 broadcast: 28 of 32 registers
-constexpr int64_t kFewRows = 4;              // a pass of up to this many rows takes two groups a tile (4 x 6)
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
 #include <immintrin.h>
 constexpr bool kBuilt = true;
 
-// Columns [c0, c0 + 16 NB) of W in pack()'s layout, NB blocks of 16 from `w`: a whole group's 3 (two groups' 6,
-// the second `next` elements on), or the narrower last group's 1 or 2 (kNarrow: its pairs are 16 NB wide)
+// Block b (16 columns) of pair p in a group from `w` in pack()'s layout: a whole group's 3 blocks, or the
+// narrower last group's 1 or 2 (kNarrow: its pairs are 16 NB wide)
 template <int NB, bool kNarrow>
-inline const at::BFloat16* block(const at::BFloat16* w, int64_t next, int64_t p, int b) {
-  if constexpr (kNarrow) return w + p * 2 * kLanes * NB + b * 2 * kLanes;
-  return w + p * 2 * kGroup + (b / kBlocks) * next + (b % kBlocks) * 2 * kLanes;
+inline const at::BFloat16* block(const at::BFloat16* w, int64_t p, int b) {
+  return w + p * 2 * (kNarrow ? kLanes * NB : kGroup) + b * 2 * kLanes;
 }
 
 // y[m][c0 ..] for MB rows of x (row stride K) over NB blocks from w (block()); y row stride N.
 // Lane j of accumulator b sums column c0 + 16 b + j over the column pairs (2p, 2p + 1), p = 0, 1, ... in order.
 template <int MB, int NB, bool kNarrow>
-void tile(const at::BFloat16* x, int64_t K, const at::BFloat16* w, int64_t next, const float* bias, at::BFloat16* y,
-          int64_t N) {
+void tile(const at::BFloat16* x, int64_t K, const at::BFloat16* w, const float* bias, at::BFloat16* y, int64_t N) {
   __m512 acc[MB][NB];
   for (int m = 0; m < MB; ++m)
     for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_setzero_ps();
   for (int64_t p = 0; p < K / 2; ++p) {
     __m512bh wv[NB];
-    for (int b = 0; b < NB; ++b) wv[b] = (__m512bh)_mm512_loadu_si512(block<NB, kNarrow>(w, next, p, b));
+    for (int b = 0; b < NB; ++b) wv[b] = (__m512bh)_mm512_loadu_si512(block<NB, kNarrow>(w, p, b));
     for (int m = 0; m < MB; ++m) {
       int32_t pair;
       std::memcpy(&pair, x + m * K + 2 * p, sizeof(pair));
@@ -73,49 +69,41 @@ void tile(const at::BFloat16* x, int64_t K, const at::BFloat16* w, int64_t next,
   }
 }
 
-using Tile = void (*)(const at::BFloat16*, int64_t, const at::BFloat16*, int64_t, const float*, at::BFloat16*,
-                      int64_t);
+using Tile = void (*)(const at::BFloat16*, int64_t, const at::BFloat16*, const float*, at::BFloat16*, int64_t);
 
-// [rows]: the tile of that many rows, 1 .. sizeof...(MB) (nullptr past them)
+// [rows]: the tile of that many rows, 1 .. kMaxRows
 template <int NB, bool kNarrow, int... MB>
 constexpr std::array<Tile, kMaxRows + 1> tiles(std::integer_sequence<int, MB...>) {
   return {nullptr, tile<MB + 1, NB, kNarrow>...};
 }
 constexpr auto kRows = std::make_integer_sequence<int, kMaxRows>{};
-// a group's tiles; the narrower last group's, of 1 or 2 blocks; two groups' (rows 1 .. kFewRows)
+// a group's tiles; the narrower last group's, of 1 or 2 blocks
 constexpr std::array<Tile, kMaxRows + 1> kGroupTiles = tiles<kBlocks, false>(kRows);
 constexpr std::array<Tile, kMaxRows + 1> kNarrowTiles[] = {{}, tiles<1, true>(kRows), tiles<2, true>(kRows)};
-constexpr std::array<Tile, kMaxRows + 1> kPairTiles =
-    tiles<2 * kBlocks, false>(std::make_integer_sequence<int, kFewRows>{});
 
-// Span i of W (N, K) in a pass: group i of 48 columns, or (`pairs`) groups 2i and 2i + 1 where both
-// are whole; the last span holds what is left (a group, or the narrower last group)
+// Group i of W (N, K): its first column, where its weights start, and its tiles (i = N / 48: the narrower last)
 struct Span {
-  const at::BFloat16* w;
   int64_t c0;
-  const std::array<Tile, kMaxRows + 1>* tiles;   // by rows (a pair's: rows 1 .. kFewRows)
+  const at::BFloat16* w;
+  const std::array<Tile, kMaxRows + 1>* tiles;   // by rows
 };
 
-Span span_of(const at::BFloat16* w, int64_t K, int64_t N, int64_t i, bool pairs) {
-  const int64_t whole = N / kGroup, first = pairs ? 2 * i : i;
-  if (first >= whole) return {w + whole * kGroup * K, whole * kGroup, &kNarrowTiles[N % kGroup / kLanes]};
-  const bool two = pairs && first + 1 < whole;
-  return {w + first * kGroup * K, first * kGroup, two ? &kPairTiles : &kGroupTiles};
+Span span_of(const at::BFloat16* w, int64_t K, int64_t N, int64_t i) {
+  const int64_t whole = N / kGroup;
+  return {i * kGroup, w + i * kGroup * K, i < whole ? &kGroupTiles : &kNarrowTiles[N % kGroup / kLanes]};
 }
 
 void run(const at::BFloat16* x, const at::BFloat16* w, const float* bias, at::BFloat16* y, int64_t M, int64_t K,
          int64_t N) {
-  const int64_t whole = N / kGroup, narrow = N % kGroup != 0;
+  const int64_t groups = (N + kGroup - 1) / kGroup;
   for (int64_t m0 = 0; m0 < M; m0 += kRowTile) {
     const int64_t m1 = std::min(M, m0 + kRowTile);
-    const bool pairs = m1 - m0 <= kFewRows;
-    const int64_t spans = (pairs ? (whole + 1) / 2 : whole) + narrow;
-    at::parallel_for(0, spans, 1, [&](int64_t lo, int64_t hi) {
+    at::parallel_for(0, groups, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        const Span s = span_of(w, K, N, i, pairs);
+        const Span s = span_of(w, K, N, i);
         const float* bs = bias != nullptr ? bias + s.c0 : nullptr;
         for (int64_t m = m0; m < m1; m += kMaxRows)
-          (*s.tiles)[std::min(kMaxRows, m1 - m)](x + m * K, K, s.w, kGroup * K, bs, y + m * N + s.c0, N);
+          (*s.tiles)[std::min(kMaxRows, m1 - m)](x + m * K, K, s.w, bs, y + m * N + s.c0, N);
       }
     });
   }

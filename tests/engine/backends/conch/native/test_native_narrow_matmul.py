@@ -26,8 +26,8 @@ def test_matmul_is_the_float32_product_rounded_once(kernel, rows, out, inner):
 
 @pytest.mark.parametrize("out", [576, 592, 608])     # groups of 48 columns, and a last one of 16 or 32
 def test_a_rows_bits_do_not_depend_on_its_neighbours(kernel, out):
-    """A lone row (a pass of up to 4 rows: two groups a tile) and the same row among 113 (tiles of up to 8 rows
-    over one group) give the same bits."""
+    """A row alone, among 3 or 4 (a tile of that many rows) and among 113 (tiles of 8 and a last of 1) gives
+    the same bits."""
     x, packed = bf16(113, 1536, seed=3), kernel.pack(bf16(out, 1536, seed=4, scale=0.05))
     together = kernel.matmul(x, packed)
     for lo, hi in ((0, 3), (5, 9)):
