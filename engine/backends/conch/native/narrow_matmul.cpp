@@ -22,8 +22,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <utility>
 #include <cstring>
+#include <utility>
 
 namespace {
 
