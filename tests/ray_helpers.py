@@ -4,6 +4,7 @@ it, so that a test can also reach the replicas' actors."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
 from tests.conftest import Server, free_port, start_server
 
@@ -31,11 +33,19 @@ class RayHead:
     port: int | None = None       # Ray Serve's HTTP port, once a server has started on this head
 
     def stop(self) -> None:
-        self.process.terminate()  # `ray start --block` stops the node's processes when it is terminated
+        """The node's processes killed, the head's command and every descendant (GCS, raylet, the actors'
+        workers, which start sessions of their own but stay its descendants): a throwaway cluster has nothing
+        to drain, and `ray start --block` answers SIGTERM by waiting ~30 s on live Serve replicas."""
         try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+            procs = [psutil.Process(self.process.pid)]
+            procs += procs[0].children(recursive=True)
+        except psutil.NoSuchProcess:
+            procs = []
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        psutil.wait_procs(procs, timeout=30)
+        self.process.wait(30)
 
 
 def start_ray_head(log_dir: Path, num_cpus: int = 8) -> RayHead:
