@@ -13,9 +13,9 @@
 //     Q4_1, Q5_1         d, m (fp16)                       a = d           b = m
 //     Q4_K, Q5_K         d, dmin (fp16), sc, m (u8 / group) a = d * sc      b = m * -dmin
 //     Q6_K               d (fp16), sc (i8 / group)         a = d * sc      b = -32 a
-// Q4_K / Q5_K's int8 product scales once per block of 256 (quant_panels.h: per_block): a group's values are
-// d * sc * q + e * m with its integer sc (sc_of) and m (min_pair_of, two groups' as int16 pairs), and the block's
-// d and e = -dmin per column (super_of).
+// Q4_K / Q5_K / Q6_K's int8 product scales once per block of 256 (quant_panels.h: per_block): a group's values
+// are d * sc * q + e * m with its integer sc (sc_of) and m (min_pair_of, two groups' as int16 pairs; Q6_K's m is
+// its sc, e = -32 d), and the block's d and e per column (super_of).
 // B is the GGUF block's bytes times 16, but for Q4_K / Q5_K (their 6-bit scales kept as bytes: 148 / 180 a
 // column, not 144 / 176).
 #pragma once
@@ -179,15 +179,33 @@ struct ScaleK : Fields<2, 16> {
   }
 };
 
-// Q6_K: d, then sc as int8 (16 groups x 16 columns)
+// Q6_K: d, then sc as int8 pairs: row j (32 bytes) holds groups 2j and 2j + 1, column c's at bytes 2c, 2c + 1
+// (min_pair: one widening load; sc: shifts of it). A value is d * sc * (q - 32): per block, m = sc and e = -32 d
 struct Scale6K : Fields<1, 16> {
+  static constexpr bool per_block = true;
+  static __m512i pair(const uint8_t* s, int j) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i*)(s + 32 + 32 * j)));
+  }
+  static __m512i sc(const uint8_t* s, int h) {
+    const __m512i p = pair(s, h / 2);
+    return h % 2 ? _mm512_srai_epi32(p, 16) : _mm512_srai_epi32(_mm512_slli_epi32(p, 16), 16);
+  }
+  static __m512i min_pair(const uint8_t* s, int j) { return pair(s, j); }
+  static void super(const uint8_t* s, __m512& d, __m512& e) {
+    d = halves(s);
+    e = _mm512_mul_ps(d, _mm512_set1_ps(-32.f));
+  }
   static void decode(const uint8_t* s, int h, __m512& a, __m512& b) {
-    a = _mm512_mul_ps(bytes_i8(s + 32 + h * kPanel), halves(s));
+    a = _mm512_mul_ps(_mm512_cvtepi32_ps(sc(s, h)), halves(s));
     b = _mm512_mul_ps(a, _mm512_set1_ps(-32.f));
   }
   static void encode(const uint8_t* blk, int c, uint8_t* s) {
     put_half(s, c, blk, 208);
-    for (int h = 0; h < 16; ++h) s[32 + h * kPanel + c] = blk[192 + h];
+    for (int h = 0; h < 16; ++h) s[32 + (h / 2) * 32 + 2 * c + h % 2] = blk[192 + h];
+  }
+  static void copy_column(const uint8_t* s, int from, uint8_t* d, int to) {
+    std::memcpy(d + 2 * to, s + 2 * from, 2);
+    for (int j = 0; j < 8; ++j) std::memcpy(d + 32 + 32 * j + 2 * to, s + 32 + 32 * j + 2 * from, 2);
   }
 };
 
@@ -201,7 +219,7 @@ struct Format {
   static constexpr int qk = kQK, file_bytes = kFileBytes, G = kG, words = kG / 4, groups = kQK / kG;
   static constexpr int bytes = groups * Q::bytes + S::bytes;   // a panel block
   static constexpr int activations = kQK == 256 ? 256 : 32;
-  static constexpr bool per_block = S::per_block;              // Q4_K / Q5_K: scaled per block (sc_of .. super_of)
+  static constexpr bool per_block = S::per_block;              // K-quants: scaled per block (sc_of .. super_of)
 
   // group h of panel block `blk`: its word vectors (w[words]) and its a and b
   static void words_of(const uint8_t* blk, int h, __m512i* w) { Q::decode(blk + h * Q::bytes, w); }

@@ -13,12 +13,12 @@
 //   (what the float32 product reads; AMX rows read their scales from the packed block).
 // The product, per row of x, for the panel's 16 columns at once, from the exact int32 dots of each group
 //   dot_g = sum over group g of q * xq (VNNI's 4 products a lane, or an AMX tile):
-//   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q6_K, group by group:
+//   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, group by group:
 //     acc = fma(float(dot_g), a_g * scale_g, acc)   then   acc = fma(b_g, scale_g * sum_g, acc)
-//   Q4_K / Q5_K (one scale of x per block of 256; panel_blocks.h's d * sc * q + e * m), block by block:
+//   Q4_K / Q5_K / Q6_K (one scale of x per block of 256; panel_blocks.h's d * sc * q + e * m, Q6_K's m = sc
+//   and e = -32 d), block by block:
 //     S = sum_g sc_g * dot_g,  Mn = sum_g m_g * sum_g        (int32, exact)
 //     acc = fma(float(S), d * scale, acc)   then   acc = fma(float(Mn), e * scale, acc)
-//   (Q6_K per block measured slower than per group when W streams from memory at one or two rows)
 // A row's result is these operations on that row alone: batch-invariant, and the same bits whichever
 // instructions form the exact integers.
 #pragma once

@@ -22,18 +22,23 @@ inline __m512i word_of(const int8_t* x) {
   return _mm512_set1_epi32(v);
 }
 
-// A group's exact int32 dot with one row's xq: two dependency chains (the same sum as one)
-template <int kWords>
-inline __m512i dot(const __m512i* w, const int8_t* xq) {
-  __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
-  for (int kk = 0; kk < kWords; kk += 2) {
-    even = _mm512_dpbusd_epi32(even, w[kk], word_of(xq + 4 * kk));
-    odd = _mm512_dpbusd_epi32(odd, w[kk + 1], word_of(xq + 4 * kk + 4));
-  }
-  return _mm512_add_epi32(even, odd);
+// acc += the dot of each lane's 4 bytes of w (u8) with x's word at xq (s8), the word broadcast by the
+// instruction's own m32bcst operand: GCC keeps _mm512_set1_epi32 of a load as a separate VPBROADCASTD
+inline __m512i dpbusd_word(__m512i acc, __m512i w, const int8_t* xq) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(xq)));
+  return acc;
 }
 
-// One block of Q4_K / Q5_K (of 256 values, from value v) of a panel against R rows of x (from r0): acc += its steps
+// A group's exact int32 dot with one row's xq: one dependency chain (the rows beside it, and the next group,
+// are the independent work that hides its latency)
+template <int kWords>
+inline __m512i dot(const __m512i* w, const int8_t* xq) {
+  __m512i sum = _mm512_setzero_si512();
+  for (int kk = 0; kk < kWords; ++kk) sum = dpbusd_word(sum, w[kk], xq + 4 * kk);
+  return sum;
+}
+
+// One block of a type scaled per block (Q4_K, Q5_K, Q6_K: 256 values, from value v) of a panel against R rows of x (from r0): acc += its steps
 template <class F, int R>
 inline void kquant_block(const uint8_t* blk, const quant_panels::Int8Rows& x, int64_t r0, int64_t v, __m512* acc) {
   __m512i S[R];
@@ -57,7 +62,7 @@ inline void kquant_block(const uint8_t* blk, const quant_panels::Int8Rows& x, in
   }
 }
 
-// One block (from value v) of a type scaled group by group (the 32-value types, Q6_K) of a panel against R rows
+// One block (from value v) of a type scaled group by group (the 32-value types) of a panel against R rows
 // of x (from r0): acc += its steps
 template <class F, int R>
 inline void group_block(const uint8_t* blk, const quant_panels::Int8Rows& x, int64_t r0, int64_t v, __m512* acc) {
