@@ -1,4 +1,4 @@
-"""Issue 42: Conch serving GGUF files beside llama-server on the same files, in the same run, one server at a time.
+"""Issue 42: Conch serving GGUF files beside llama-server on the same files, in the same run, their runs alternated.
 
 Part `llama` and part `qwen3`: a Llama-3.2-1B-shaped and a Qwen3-1.7B-shaped model with RANDOM weights (decode
 speed does not depend on their values), each built here from a transformers config written with the published
@@ -8,14 +8,19 @@ vocabulary with [PADn] tokens, so the LM head has its real size), converted by l
 convert_hf_to_gguf.py (--outtype f16) and quantized by its llama-quantize to Q4_K_M and Q8_0. Cached under
 ~/.cache/conch/bench-gguf/ (CONCH_BENCH_GGUF_CACHE): a second run builds nothing. For each model x type,
 llama-server (16 slots of 256 tokens, --threads 2 --threads-batch 2, --jinja) and then `conch serve --model
-m=FILE` (its defaults: 2 threads here, kv_cache_mb 2048) on the same file (llama-server probed once first:
-where its AMX repacked product crashes, as on this machine, it is measured with --no-repack, and the run says so):
+m=FILE` (its defaults: 2 threads here, kv_cache_mb 2048) on the same file, both kept up (llama-server probed
+once first: where its AMX repacked product crashes, as on some AMX machines, it is measured with --no-repack,
+and the run says so). The host's memory bandwidth can move by half from one minute to the next, so one server
+measured after the other gave c1 ratios 0.80x and 1.20x on the same file within 10 minutes: the decode runs
+are taken in CONCH_BENCH_GGUF_ROUNDS (default 3) rounds, each a c1 run of one server then the other, then a
+c16 run of each (which server goes first alternates by round); a server's figure is its median over the
+rounds, a ratio the median of the rounds' ratios:
   load     process start until it answers a first chat request (1 token); Conch's native kernels are built
            (or found cached) before any server starts, and that time is printed apart
   c1, c16  decode tokens/s: streamed chat completions over HTTP with the openai SDK, short prompts, greedy
            (temperature 0), ignore_eos, CONCH_BENCH_GGUF_TOKENS (default 64) new tokens each, counted from the
            stream's usage; c1: CONCH_BENCH_GGUF_C1_REQUESTS (default 4) one after another; c16: 16 at once;
-           after a warm-up of 16 requests of 4 tokens at once
+           after a warm-up of 16 requests of 4 tokens at once (the other server idle meanwhile)
   RSS      VmRSS of the server process (and its children) after the decode runs: mapped pages of the file
            that were read count, for both servers; set against the file's size + the server's KV budget
            (llama-server: its 4,096 cells x the f16 K and V a cell holds, allocated at start; Conch: kv_cache_mb,
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -58,6 +64,7 @@ CONVERTER_PY = os.environ.get("CONCH_BENCH_CONVERTER_PY") or next(
     (str(p) for p in [LLAMA_CPP.parent / ".venv-llama-cpp" / "bin" / "python"] if p.exists()), sys.executable)
 TOKENS = int(os.environ.get("CONCH_BENCH_GGUF_TOKENS", "64"))
 C1_REQUESTS = int(os.environ.get("CONCH_BENCH_GGUF_C1_REQUESTS", "4"))
+ROUNDS = int(os.environ.get("CONCH_BENCH_GGUF_ROUNDS", "3"))
 SLOTS, SLOT_TOKENS = 16, 256                 # llama-server's: one slot per c16 request, a short prompt + 64 new
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_tile")
 TOKENIZER_IDS = dict(bos_token_id=1, eos_token_id=2)          # SmolLM2's <|im_start|>, <|im_end|>
@@ -236,6 +243,40 @@ def measure(start: Callable[[Path], Server], path: Path) -> dict[str, float]:
         stop(server)
 
 
+def measure_pair(path: Path) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """llama-server and Conch on `path`, both up at once: each one's load (started one after the other, the
+    other idle), warm-up, then ROUNDS rounds of c1 and c16 runs, the two servers' runs alternated (which goes
+    first alternates too), so a minute when the host's memory is slower weighs on both; then each one's RSS.
+    Returns each server's medians over the rounds and the medians of the rounds' Conch / llama-server ratios."""
+    llama, llama_load = _loaded(start_llama, path)
+    try:
+        conch, conch_load = _loaded(start_conch, path)
+        try:
+            return _rounds({"llama": llama, "conch": conch}, {"llama": llama_load, "conch": conch_load})
+        finally:
+            stop(conch)
+    finally:
+        stop(llama)
+
+
+def _rounds(servers: dict[str, Server], loads: dict[str, float]) -> tuple[dict, dict, dict]:
+    for server in servers.values():
+        asyncio.run(decode(server.url, 16, 16, max_tokens=4))
+    runs: dict[str, dict[str, list[float]]] = {name: {"c1": [], "c16": []} for name in servers}
+    for i in range(ROUNDS):
+        order = list(servers) if i % 2 == 0 else list(reversed(servers))
+        for kind, requests, concurrency in (("c1", C1_REQUESTS, 1), ("c16", 16, 16)):
+            for name in order:
+                runs[name][kind].append(asyncio.run(decode(servers[name].url, requests, concurrency)))
+    figures = {name: {"load": loads[name], "rss": rss(server.process.pid),
+                      **{kind: statistics.median(v) for kind, v in runs[name].items()}}
+               for name, server in servers.items()}
+    ratios = {kind: statistics.median(ours / theirs for ours, theirs in
+                                      zip(runs["conch"][kind], runs["llama"][kind], strict=True))
+              for kind in ("c1", "c16")}
+    return figures["llama"], figures["conch"], ratios
+
+
 def start_conch(path: Path) -> Server:
     """`conch serve --model m=PATH` with its defaults (threads: every core; kv_cache_mb 2048)."""
     log_dir = CACHE / "logs"
@@ -269,30 +310,29 @@ def _print_run(label: str, server: str, f: dict[str, float]) -> None:
           f"RSS {f['rss'] / 2**20:7.0f} MiB", flush=True)
 
 
-def _model_part(part: str, types: list[str]) -> list[tuple[str, FileFacts, dict, dict]]:
+def _model_part(part: str, types: list[str]) -> list[tuple[str, FileFacts, dict, dict, dict]]:
     stem, config = CONFIGS[part]
     rows = []
     for qtype in types:
         path = _gguf(stem, config, qtype)
         label = f"{part} {qtype}"
-        llama = measure(start_llama, path)
+        llama, conch, ratios = measure_pair(path)
         _print_run(label, "llama-server", llama)
-        conch = measure(start_conch, path)
         _print_run(label, "conch", conch)
-        rows.append((label, _facts(path), llama, conch))
+        rows.append((label, _facts(path), llama, conch, ratios))
     return rows
 
 
-def _goals(rows: list[tuple[str, FileFacts, dict, dict]], bw: float) -> None:
+def _goals(rows: list[tuple[str, FileFacts, dict, dict, dict]], bw: float) -> None:
     print(f"\nread bandwidth {bw / 1e9:.2f} GB/s (torch sum, 2 threads, best of 5); KV budgets: llama-server "
           f"{SLOTS * SLOT_TOKENS} cells (f16, at start), Conch kv_cache_mb 2048 (a bound, grown as needed)")
     print(f"  {'file':15} {'MiB':>6} {'step MiB':>8} {'floor':>6} {'c1 C/L':>7} {'c16 C/L':>7} {'C1/floor':>8} "
           f"{'RSS C':>6} {'RSS L':>6} {'load C/L':>8} {'load C':>6} {'load L':>6}")
-    for label, facts, llama, conch in rows:
+    for label, facts, llama, conch, ratios in rows:
         floor = bw / facts.step_bytes
         kv_llama = SLOTS * SLOT_TOKENS * facts.kv_per_token
         print(f"  {label:15} {facts.size / 2**20:6.0f} {facts.step_bytes / 2**20:8.0f} {floor:6.2f} "
-              f"{conch['c1'] / llama['c1']:6.2f}x {conch['c16'] / llama['c16']:6.2f}x {conch['c1'] / floor:7.2f}x "
+              f"{ratios['c1']:6.2f}x {ratios['c16']:6.2f}x {conch['c1'] / floor:7.2f}x "
               f"{conch['rss'] / (facts.size + 2048 * 2**20):5.2f}x {llama['rss'] / (facts.size + kv_llama):5.2f}x "
               f"{conch['load'] / llama['load']:7.2f}x {conch['load']:6.1f} {llama['load']:6.1f}")
     print("  goals: c1 C/L >= 1.0x, c16 C/L >= 2x, C1/floor >= 0.67x, RSS C (Conch RSS / (file + its KV budget)) "

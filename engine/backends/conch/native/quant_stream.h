@@ -7,7 +7,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "panel_blocks.h"
 #include "quant_panels.h"
@@ -15,12 +14,6 @@
 namespace quant_stream {
 
 constexpr int kRows = 8;   // rows of x sharing each decoded group
-
-inline __m512i word_of(const int8_t* x) {
-  int32_t v;
-  std::memcpy(&v, x, 4);
-  return _mm512_set1_epi32(v);
-}
 
 // acc += the dot of each lane's 4 bytes of w (u8) with x's word at xq (s8), the word broadcast by the
 // instruction's own m32bcst operand: GCC keeps _mm512_set1_epi32 of a load as a separate VPBROADCASTD
@@ -38,7 +31,8 @@ inline __m512i dot(const __m512i* w, const int8_t* xq) {
   return sum;
 }
 
-// One block of a type scaled per block (Q4_K, Q5_K, Q6_K: 256 values, from value v) of a panel against R rows of x (from r0): acc += its steps
+// One block of a type scaled per block (Q4_K, Q5_K, Q6_K: 256 values, from value v) of a panel against R rows
+// of x (from r0): acc += its steps
 template <class F, int R>
 inline void kquant_block(const uint8_t* blk, const quant_panels::Int8Rows& x, int64_t r0, int64_t v, __m512* acc) {
   __m512i S[R];
