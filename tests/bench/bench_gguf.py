@@ -65,6 +65,7 @@ CONVERTER_PY = os.environ.get("CONCH_BENCH_CONVERTER_PY") or next(
 TOKENS = int(os.environ.get("CONCH_BENCH_GGUF_TOKENS", "64"))
 C1_REQUESTS = int(os.environ.get("CONCH_BENCH_GGUF_C1_REQUESTS", "4"))
 ROUNDS = int(os.environ.get("CONCH_BENCH_GGUF_ROUNDS", "3"))
+RUNS = (("c1", C1_REQUESTS, 1), ("c16", 16, 16))       # (kind, requests, at once)
 SLOTS, SLOT_TOKENS = 16, 256                 # llama-server's: one slot per c16 request, a short prompt + 64 new
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_tile")
 TOKENIZER_IDS = dict(bos_token_id=1, eos_token_id=2)          # SmolLM2's <|im_start|>, <|im_end|>
@@ -235,10 +236,7 @@ def measure(start: Callable[[Path], Server], path: Path) -> dict[str, float]:
     """load s, warm-up, c1 and c16 tokens/s, then the RSS, of the server `start` starts on `path`; stopped after."""
     server, load = _loaded(start, path)
     try:
-        asyncio.run(decode(server.url, 16, 16, max_tokens=4))
-        c1 = asyncio.run(decode(server.url, C1_REQUESTS, 1))
-        c16 = asyncio.run(decode(server.url, 16, 16))
-        return {"load": load, "c1": c1, "c16": c16, "rss": rss(server.process.pid)}
+        return _figures(server, load, _rounds({"one": server}, 1)["one"])
     finally:
         stop(server)
 
@@ -252,29 +250,34 @@ def measure_pair(path: Path) -> tuple[dict[str, float], dict[str, float], dict[s
     try:
         conch, conch_load = _loaded(start_conch, path)
         try:
-            return _rounds({"llama": llama, "conch": conch}, {"llama": llama_load, "conch": conch_load})
+            runs = _rounds({"llama": llama, "conch": conch}, ROUNDS)
+            ratios = {kind: statistics.median(ours / theirs for ours, theirs in
+                                              zip(runs["conch"][kind], runs["llama"][kind], strict=True))
+                      for kind, _, _ in RUNS}
+            return _figures(llama, llama_load, runs["llama"]), _figures(conch, conch_load, runs["conch"]), ratios
         finally:
             stop(conch)
     finally:
         stop(llama)
 
 
-def _rounds(servers: dict[str, Server], loads: dict[str, float]) -> tuple[dict, dict, dict]:
+def _rounds(servers: dict[str, Server], rounds: int) -> dict[str, dict[str, list[float]]]:
+    """Each server's tokens/s of each of RUNS, `rounds` times, after a warm-up each: within a round, each run
+    of every server in turn; which server goes first alternates by round."""
     for server in servers.values():
         asyncio.run(decode(server.url, 16, 16, max_tokens=4))
-    runs: dict[str, dict[str, list[float]]] = {name: {"c1": [], "c16": []} for name in servers}
-    for i in range(ROUNDS):
+    runs: dict[str, dict[str, list[float]]] = {name: {kind: [] for kind, _, _ in RUNS} for name in servers}
+    for i in range(rounds):
         order = list(servers) if i % 2 == 0 else list(reversed(servers))
-        for kind, requests, concurrency in (("c1", C1_REQUESTS, 1), ("c16", 16, 16)):
+        for kind, requests, concurrency in RUNS:
             for name in order:
                 runs[name][kind].append(asyncio.run(decode(servers[name].url, requests, concurrency)))
-    figures = {name: {"load": loads[name], "rss": rss(server.process.pid),
-                      **{kind: statistics.median(v) for kind, v in runs[name].items()}}
-               for name, server in servers.items()}
-    ratios = {kind: statistics.median(ours / theirs for ours, theirs in
-                                      zip(runs["conch"][kind], runs["llama"][kind], strict=True))
-              for kind in ("c1", "c16")}
-    return figures["llama"], figures["conch"], ratios
+    return runs
+
+
+def _figures(server: Server, load: float, runs: dict[str, list[float]]) -> dict[str, float]:
+    """load s, each run's median tokens/s, then the server's RSS."""
+    return {"load": load, **{kind: statistics.median(v) for kind, v in runs.items()}, "rss": rss(server.process.pid)}
 
 
 def start_conch(path: Path) -> Server:

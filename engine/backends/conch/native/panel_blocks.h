@@ -109,7 +109,6 @@ struct Bits8 {
 inline __m512 halves(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p)); }
 inline __m512i load_u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p)); }
 inline __m512 bytes_u8(const uint8_t* p) { return _mm512_cvtepi32_ps(load_u8(p)); }
-inline __m512 bytes_i8(const uint8_t* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p))); }
 
 // Two rows of 16 bytes (p[c], p[16 + c]) -> 16 lanes of int16 pairs (low: p[c], high: p[16 + c]), as VPDPWSSD
 // multiplies them
