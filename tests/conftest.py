@@ -10,12 +10,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import yaml
 
 from conch.engine.weights import DEFAULT_MODEL_ID
+from tests import server_fork
 from tests.mcp_servers import McpProcess, start as start_mcp
 
 
@@ -39,7 +41,7 @@ def response_head(sock: socket.socket) -> bytes:
 @dataclass
 class Server:
     url: str           # http://127.0.0.1:PORT
-    process: subprocess.Popen
+    process: Any       # subprocess.Popen, or server_fork.ForkedProcess (the same surface)
     grpc_port: int | None = None
     log: Path | None = None
 
@@ -67,8 +69,12 @@ def start_server(args: list[str], log_dir: Path, timeout: float = 240.0, env: di
                  port: int | None = None) -> Server:
     port = port or free_port()
     log = log_dir / f"server-{port}.log"
-    cmd = [sys.executable, "-m", "conch.gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
-    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    argv = ["serve", "--host", "127.0.0.1", "--port", str(port), *args]
+    if server_fork.enabled(env):          # forked from a process that has imported the server (server_fork.py)
+        proc: Any = server_fork.start(argv, log)
+    else:
+        proc = subprocess.Popen([sys.executable, "-m", "conch.gateway.cli", *argv], stdout=log.open("w"),
+                                stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     return wait_ready(proc, f"http://127.0.0.1:{port}", log, timeout)
 
 
