@@ -1,4 +1,2 @@
-"""The faces: HTTP (FastAPI) and gRPC servers, wire schemas, auth, rate limits, metrics exposition."""
-from conch.gateway.app import build_app
-
-__all__ = ["build_app"]
+"""The faces: HTTP (FastAPI) and gRPC servers, wire schemas, auth, rate limits, metrics exposition (the app:
+app.py's build_app; `conch serve`: cli.py)."""

@@ -10,7 +10,7 @@ from fastapi import Depends, FastAPI
 
 from conch.engine.engine import Engine
 from conch.engine.model_control import ModelControl
-from conch.gateway import anthropic, health, kserve, openai, playground
+from conch.gateway import anthropic, health, kserve, openai, playground, startup_gc
 from conch.gateway.auth import Gate, KeyFirst, guard
 from conch.gateway.bodies import BodyGuard
 from conch.gateway.errors import CatchAll, install_error_handlers
@@ -45,6 +45,7 @@ def build_app(engine: Engine | None = None, settings: Settings | None = None,
             if metrics and settings.metrics_port else None
         if side is not None:
             await side.start()
+        startup_gc.resume()             # started: the collector runs again (startup_gc.py)
         yield
         if side is not None:
             await side.stop()

@@ -10,6 +10,7 @@ from conch.engine.engine import Engine
 from conch.engine.model_control import ModelControl
 from conch.engine.repository import ModelRepository
 from conch.engine.repository.object_store import is_remote
+from conch.gateway import startup_gc
 from conch.gateway.header_timeout import DEFAULT_HEADER_TIMEOUT_S, header_timeout_protocol
 from conch.gateway.records.store import DEFAULT_MEMORY_MB, DEFAULT_TTL_S, open_records
 from conch.gateway.state import KEEP_ALIVE_S, Settings
@@ -263,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
                              "weights: PATH)")
         return _serve_ray(args)
     mcp = _mcp_config(args)
+    startup_gc.pause()                  # until the app has started: its models loaded (app.py's lifespan)
     import uvicorn
 
     from conch.gateway.app import build_app

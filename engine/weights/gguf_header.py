@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import mmap
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,18 @@ class GgufHeader:
     tensors: tuple[GgufTensor, ...]
     blob: np.ndarray             # the whole file, read-only, over `mapping`
     mapping: mmap.mmap
+    string_arrays: dict[str, int] = field(default_factory=dict)   # key of a string array -> its first
+                                                                  # element's offset (`strings` reads it)
+
+    def strings(self, key: str) -> list[str]:
+        """The elements of the string array `key` (a vocabulary, a merge table), read off the map."""
+        at, out = self.string_arrays[key], []
+        unpack, data = struct.unpack_from, self.mapping
+        for _ in range(self.metadata[key]):
+            (length,) = unpack("<Q", data, at)
+            out.append(data[at + 8:at + 8 + length].decode("utf-8", errors="replace"))
+            at += 8 + length
+        return out
 
     def release(self, tensor: GgufTensor) -> None:
         """The mapped pages under `tensor` (one of `tensors`) dropped from this process's resident memory (a
@@ -58,6 +70,7 @@ class _Cursor:
 
     def __init__(self, blob: np.ndarray) -> None:
         self.blob, self.bytes, self.at = blob, blob.data, 0
+        self.strings_at: int | None = None        # the last value's first string, where it was a string array
 
     def take(self, fmt: str) -> Any:
         (value,) = struct.unpack_from("<" + fmt, self.bytes, self.at)
@@ -70,6 +83,9 @@ class _Cursor:
         return bytes(self.blob[self.at - length:self.at]).decode("utf-8", errors="replace")
 
     def value(self, kind: int) -> Any:
+        """The value of type `kind` at the cursor; of a string array, its count (its first element's offset
+        in `strings_at`, else None)."""
+        self.strings_at = None
         if kind in _FORMATS:
             return self.take(_FORMATS[kind])
         if kind == 8:
@@ -83,6 +99,7 @@ class _Cursor:
             return values.tolist()
         if element != 8:
             raise ValueError(f"metadata array of element type {element}")
+        self.strings_at = self.at
         for _ in range(count):                     # strings: walked, their count kept
             self.at += 8 + self.take("Q")
         return count
@@ -103,10 +120,12 @@ def read_header(path: Path) -> GgufHeader:
     version, tensor_count, kv_count = cursor.take("I"), cursor.take("Q"), cursor.take("Q")
     if version not in _VERSIONS:
         raise ValueError(f"GGUF version {version} (read: {_VERSIONS})")
-    metadata = {}
+    metadata, arrays = {}, {}
     for _ in range(kv_count):
         key = cursor.string()
         metadata[key] = cursor.value(cursor.take("I"))
+        if cursor.strings_at is not None:
+            arrays[key] = cursor.strings_at
     table = []
     for _ in range(tensor_count):
         name = cursor.string()
@@ -132,4 +151,4 @@ def read_header(path: Path) -> GgufHeader:
             continue
         view = blob[start + offset:start + offset + count * dtype.itemsize].view(dtype).reshape(shape)
         tensors.append(GgufTensor(name, kind, dims, view))
-    return GgufHeader(metadata, tuple(tensors), blob, mapping)
+    return GgufHeader(metadata, tuple(tensors), blob, mapping, arrays)

@@ -27,7 +27,6 @@ from conch.engine.backends.conch import loader
 from conch.engine.backends.conch.core.commands import Abort, Add, Call
 from conch.engine.backends.conch.core.engine_core import MAX_FAILED_STEPS, EngineCore, settle
 from conch.engine.backends.conch.runners.flat_runner import FlatRunner
-from conch.engine.backends.conch.runners.hf_runner import HFRunner
 from conch.engine.backends.conch.model.matmul_path import cpu_flags
 from conch.engine.backends.conch.model.vision import TextView, VisionTower
 from conch.engine.backends.conch.kv.slot_store import StorePolicy
@@ -165,6 +164,8 @@ class ConchBackend:
             log.info("model %s: the HF runner (runner: hf)", c.name)
         if c.batch_invariant:
             log.warning("model %s: batch_invariant holds for the flattened runner only, not the HF runner", c.name)
+        from conch.engine.backends.conch.runners.hf_runner import HFRunner   # transformers' modeling: its user only
+
         return HFRunner(model, pad, prefixes, c.max_batch_size * self.context_length)
 
     async def stop(self) -> None:

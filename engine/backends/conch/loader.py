@@ -13,7 +13,8 @@ import torch
 
 from conch.engine.backends.conch import native
 from conch.engine.backends.conch.model import hf_attention
-from conch.engine.backends.conch.model.gguf_layers import ARCHS, build_quantized
+from conch.engine.backends.conch.kv.huge_pages import HugePageArena
+from conch.engine.backends.conch.model.gguf_layers import ARCHS, build_quantized, packing_arena
 from conch.engine.backends.conch.model.mmproj import load_mmproj
 from conch.engine.backends.conch.model.quantized import FLOAT_TYPES, unsupported
 from conch.engine.backends.conch.model.vision_families import is_vision
@@ -37,8 +38,6 @@ class Loaded:
 
 
 def load(config: ModelConfig) -> Loaded:
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
     if config.dtype not in _DTYPES:
         raise InvalidRequest(f"model '{config.name}': config key 'dtype' must be one of {sorted(_DTYPES)}",
                              param="dtype")
@@ -50,11 +49,15 @@ def load(config: ModelConfig) -> Loaded:
                              f"vision tower)", param="mmproj")
     if is_gguf(ref):
         info = read_gguf(Path(ref))
-        tokenizer = load_gguf_tokenizer(info, config.resolve(config.tokenizer))
-        model = _gguf_model(info, dtype)
+        kernel = native.load("quant_matmul") if info.tensor_types - FLOAT_TYPES else None
+        arena = packing_arena(info, kernel) if kernel is not None and info.architecture in ARCHS else None
+        tokenizer = load_gguf_tokenizer(info, config.resolve(config.tokenizer))    # (arena's pages faulted meanwhile)
+        model = _gguf_model(info, dtype, kernel, arena, flat=config.runner == "auto" and config.mmproj is None)
         if config.mmproj is not None:             # the vision tower beside it (model/mmproj.py)
             model, processor = load_mmproj(Path(config.resolve(config.mmproj)), model, tokenizer, dtype)
     else:
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
         tokenizer = AutoTokenizer.from_pretrained(config.resolve(config.tokenizer) or ref)
         if is_vision(AutoConfig.from_pretrained(ref).model_type):
             return _vision(config, ref, dtype, tokenizer)
@@ -74,12 +77,12 @@ def _vision(config: ModelConfig, ref: str, dtype: torch.dtype, tokenizer: Any) -
     return Loaded(model.eval(), tokenizer, generation_defaults(ref), AutoImageProcessor.from_pretrained(ref))
 
 
-def _gguf_model(info: GgufInfo, dtype: torch.dtype) -> Any:
+def _gguf_model(info: GgufInfo, dtype: torch.dtype, kernel: Any, arena: HugePageArena | None, flat: bool) -> Any:
     """The file's model: built from the file with its quantized matrices kept in their blocks where a kernel
     takes them (gguf_layers.py: no dequantized copy, the load's peak about the file's size); else dequantized
-    by transformers, and the log says why."""
+    by transformers, and the log says why. `flat`: the flattened runner may serve it (runner auto, no vision
+    tower), so a family it takes gets gguf_skeleton.py's module tree (no modeling import at load)."""
     quantized = info.tensor_types - FLOAT_TYPES
-    kernel = native.load("quant_matmul") if quantized else None
     if info.architecture not in ARCHS or (quantized and kernel is None):
         if quantized:
             log.warning("%s: served dequantized (%s), %s", info.path.name, ", ".join(sorted(quantized)),
@@ -91,4 +94,4 @@ def _gguf_model(info: GgufInfo, dtype: torch.dtype) -> Any:
     if left:
         log.warning("%s: matrices of type %s have no kernel and are served dequantized", info.path.name,
                     ", ".join(left))
-    return build_quantized(info, dtype, kernel)
+    return build_quantized(info, dtype, kernel, hf=not flat, arena=arena)

@@ -38,6 +38,34 @@ def test_the_packaged_file_reads_as_gguf_reads_it():
     assert read_header(gguf_path()).metadata["tokenizer.ggml.tokens"] == 49152
 
 
+def test_a_string_array_reads_on_request_as_gguf_reads_it():
+    from gguf import GGUFReader
+
+    header, reader = read_header(gguf_path()), GGUFReader(gguf_path())
+    assert {"tokenizer.ggml.tokens", "tokenizer.ggml.merges"} <= set(header.string_arrays)
+    assert set(header.string_arrays) == {k for k, f in reader.fields.items()
+                                         if isinstance(v := f.contents(), list) and v and isinstance(v[0], str)}
+    for key in header.string_arrays:
+        assert header.strings(key) == reader.fields[key].contents(), key
+
+
+def test_the_tokenizer_is_transformers_own_from_the_file():
+    """load_gguf_tokenizer answers transformers' metadata reads from the header: the tokenizer it builds is the
+    one transformers builds reading the file itself."""
+    from transformers import AutoTokenizer
+
+    from conch.engine.weights.gguf_file import load_gguf_tokenizer
+
+    path = gguf_path()
+    ours = load_gguf_tokenizer(read_gguf(path), None)
+    theirs = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    text = "Hello, world! <|im_start|>user\n def f(x):\n\treturn x ** 2  # ü 你好<|im_end|>"
+    assert type(ours) is type(theirs) and ours.get_vocab() == theirs.get_vocab()
+    assert ours(text).input_ids == theirs(text).input_ids
+    assert (ours.bos_token, ours.eos_token, ours.pad_token) == (theirs.bos_token, theirs.eos_token, theirs.pad_token)
+    assert ours.chat_template == theirs.chat_template
+
+
 @pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", "Q4_1", "Q4_K", "Q6_K"])
 def test_each_tensor_type_reads_as_gguf_reads_it(tmp_path, qtype):
     model = small_llama(hidden=256, inter=512, layers=1, vocab=64)

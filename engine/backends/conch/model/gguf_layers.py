@@ -7,6 +7,10 @@ model's dtype. Each tensor's mapped pages are released once it is copied, so the
 file's size plus those tensors, never the whole model dequantized (transformers' GGUF loader dequantizes every
 tensor first) nor the file twice.
 
+The module tree filled is gguf_skeleton.py's where the flattened runner serves the file (no import of
+transformers' modeling stack; hf_model.over builds the HF model over its tensors on first use), else transformers'
+own model of the config built on the meta device.
+
 Names: transformers' GGUF -> HF tensor map and its per-architecture tensor processors (llama's q/k rows
 permuted back, Gemma's norms less the 1 llama.cpp adds); a quantized llama q/k matrix gets the same row order
 (its rows packed in HF's order). ARCHS: the architectures whose Linears are kept quantized."""
@@ -15,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from conch.engine.backends.conch.kv.huge_pages import HugePageArena
-from conch.engine.backends.conch.model import hf_attention
+from conch.engine.backends.conch.kv.huge_pages import LINE, HugePageArena
+from conch.engine.backends.conch.model import hf_model
+from conch.engine.backends.conch.model.gguf_skeleton import skeleton
 from conch.engine.backends.conch.model.quantized import (QUANT_TYPES, QuantEmbedding, QuantizedMatrix, QuantLinear,
                                                         read_matrix)
 from conch.engine.weights.gguf_file import GgufInfo, load_gguf_config
@@ -40,22 +46,34 @@ def _hf_rows(n: int, heads: int) -> torch.Tensor:
     return torch.argsort(forward)
 
 
-def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any) -> Any:
+def packing_arena(info: GgufInfo, kernel: Any) -> HugePageArena:
+    """The arena build_quantized packs `info`'s matrices into, its room for all of them reserved (its pages
+    faulted in by a thread while the caller loads the tokenizer: HugePageArena.reserve)."""
+    arena = HugePageArena()
+    sizes = [math.prod(kernel.packed_shape(QUANT_TYPES[t.tensor_type.name], int(t.shape[0]), int(t.shape[1])))
+             for t in info.header.tensors if len(t.shape) == 2 and getattr(t.tensor_type, "name", "") in QUANT_TYPES]
+    if sizes:
+        arena.reserve(sum(-(-size // LINE) * LINE for size in sizes))
+    return arena
+
+
+def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any, hf: bool = True,
+                    arena: HugePageArena | None = None) -> Any:
     """The HF causal LM of the GGUF `info` reads in `dtype`, its Linears' matrices in the file's blocks where
-    `kernel` (native/quant_matmul) takes their type. Raises ValueError naming a tensor the file lacks."""
-    from transformers import AutoModelForCausalLM
+    `kernel` (native/quant_matmul) takes their type. `hf` False: gguf_skeleton.py's module tree where it has
+    the model type (the flattened runner's; its `hf()` the HF model, built on first use), without importing
+    transformers' modeling stack. `arena`: packing_arena's, else one of its own. Raises ValueError naming a tensor
+    the file lacks."""
     from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, TensorProcessor, get_gguf_hf_weights_map
 
     path, architecture = info.path, info.architecture
     config = load_gguf_config(info)
-    with torch.device("meta"):                           # no tensor allocated
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=hf_attention.register())
-    _real_buffers(model)
+    model = (None if hf else skeleton(config, dtype)) or hf_model.on_meta(config, dtype)
     processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=config.to_dict())
     with _name_maps_cached():
         names = get_gguf_hf_weights_map(model, processor)
     quantized: list[tuple[str, QuantizedMatrix]] = []
-    arena = HugePageArena()                              # the packed matrices, one after another in huge pages
+    arena = arena or HugePageArena()                     # the packed matrices, one after another in huge pages
     for tensor in info.header.tensors:
         hf_name = names.get(tensor.name)
         if hf_name is None:
@@ -69,7 +87,7 @@ def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any) -> Any:
         elif attr == "weight" and isinstance(module, torch.nn.Embedding) and tensor.tensor_type.name in QUANT_TYPES:
             embedding = read_matrix(tensor, kernel, arena=arena)
             assert isinstance(embedding, QuantizedMatrix)
-            _swap_embedding(model, module_name, embedding, dtype)
+            hf_model.swap_embedding(model, module_name, embedding, dtype)
         else:
             weights = processor.process(weights=_dequantized(tensor), name=tensor.name).weights
             value = torch.from_numpy(np.array(weights, dtype=np.float32)).to(dtype)     # a copy: the map is read-only
@@ -99,19 +117,6 @@ def _name_maps_cached() -> Iterator[None]:
         gguf.get_tensor_name_map = original
 
 
-def _real_buffers(model: Any) -> None:
-    """The non-persistent buffers (RoPE's inv_freq, Gemma's embed_scale) made real and initialised by the
-    model's own _init_weights, as transformers' from_pretrained does for a model built on meta."""
-    owners = {}
-    for key, buffer in list(model.named_non_persistent_buffers()):
-        owner_name, _, name = key.rpartition(".")
-        owner = model.get_submodule(owner_name)
-        owner.register_buffer(name, torch.empty_like(buffer, device="cpu"), persistent=False)
-        owners[owner_name] = owner
-    for owner in owners.values():
-        model._init_weights(owner)
-
-
 def _row_order(tensor: Any, architecture: str, config: Any) -> torch.Tensor | None:
     """The file rows in HF's order for a llama q/k matrix (its blocks then packed in that order), else None."""
     kind = tensor.name.split(".")[-2]
@@ -133,15 +138,6 @@ def _swap(model: Any, module_name: str, matrix: QuantizedMatrix) -> None:
     old = getattr(parent, attr)
     bias = None if old.bias is None or old.bias.is_meta else old.bias.detach()
     setattr(parent, attr, QuantLinear(matrix, bias))
-
-
-def _swap_embedding(model: Any, module_name: str, matrix: QuantizedMatrix, dtype: torch.dtype) -> None:
-    """The token embedding kept in its blocks (QuantEmbedding: a lookup dequantizes its rows), with the HF
-    module's own scale (Gemma's) for the HF forward."""
-    parent_name, _, attr = module_name.rpartition(".")
-    parent = model.get_submodule(parent_name) if parent_name else model
-    scale = getattr(getattr(parent, attr), "embed_scale", None)
-    setattr(parent, attr, QuantEmbedding(matrix, dtype, scale))
 
 
 def _tie_or_refuse(model: Any, path: Path) -> None:

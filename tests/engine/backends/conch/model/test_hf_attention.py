@@ -22,7 +22,8 @@ N_CTX, CHUNKS = 160, 3
 def _perplexity(dtype: str, tokens: list[int]) -> float:
     model = loader.load(ModelConfig.from_mapping("m", {"backend": "conch", "weights": str(gguf_path()),
                                                        "dtype": dtype})).model
-    assert model.config._attn_implementation == hf_attention.NAME
+    hf = model.hf()                 # the skeleton's HF model (gguf_skeleton.py), whose forward this scores
+    assert hf.config._attn_implementation == hf_attention.NAME
     nll, count = 0.0, 0
     with torch.no_grad():
         for i in range(CHUNKS):
