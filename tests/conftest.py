@@ -66,11 +66,13 @@ def write_repository(root: Path, models: dict[str, dict]) -> Path:
 
 
 def start_server(args: list[str], log_dir: Path, timeout: float = 240.0, env: dict | None = None,
-                 port: int | None = None) -> Server:
+                 port: int | None = None, fork: bool = True) -> Server:
+    """`conch serve ARGS` on loopback, ready; forked from the tests' zygote (server_fork.py) unless `env` or
+    `fork` False (a figure of the process itself, its resident memory: a fresh interpreter)."""
     port = port or free_port()
     log = log_dir / f"server-{port}.log"
     argv = ["serve", "--host", "127.0.0.1", "--port", str(port), *args]
-    if server_fork.enabled(env):          # forked from a process that has imported the server (server_fork.py)
+    if fork and server_fork.enabled(env):
         proc: Any = server_fork.start(argv, log)
     else:
         proc = subprocess.Popen([sys.executable, "-m", "conch.gateway.cli", *argv], stdout=log.open("w"),

@@ -145,7 +145,10 @@ def _zygote_main() -> None:
     import importlib
 
     for name in PRELOAD:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:            # another venv (.venv-vllm) without one of them: the child imports what it needs
+            pass
     logs: dict[int, str] = {}
     stdin = sys.stdin
     try:

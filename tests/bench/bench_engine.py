@@ -86,7 +86,7 @@ def _serve_over_http(prompts: list[str]) -> tuple[float, float]:
 
     from tests.conftest import start_server
 
-    server = start_server([], Path(tempfile.mkdtemp()))
+    server = start_server([], Path(tempfile.mkdtemp()), fork=False)      # its resident memory: a fresh process
     try:
         rss = psutil.Process(server.process.pid).memory_info().rss / 1e9
         asyncio.run(_http_run(server.url, prompts[:4], 4))          # warm-up

@@ -88,7 +88,8 @@ def start(root: Path) -> Server:
         DEFAULT_MODEL_ID: {"weights": "builtin:smollm2", "context_length": CONTEXT},
         EMBEDDING_MODEL_ID: {"backend": "embedding", "weights": "builtin:minilm", "dtype": "float32",
                              "max_batch_size": 32, "dynamic_batching": {}, "response_cache": False}})
-    return start_server(["--model-repository", str(root)], root, timeout=900)  # kernels may compile first
+    return start_server(["--model-repository", str(root)], root, timeout=900,    # kernels may compile first
+                        fork=False)                 # its RSS: a process started as `conch serve` starts
 
 
 def fuzz(client: httpx.Client, examples: int) -> int:
