@@ -118,3 +118,7 @@ def test_a_llama_cpp_file_gives_the_hf_logprobs(made, name, qtype):
         assert isinstance(served.model.layers[0].mlp.down_proj, QuantLinear)
     diff = (got - want).abs().max().item()
     assert diff <= TOLERANCE[qtype], (name, qtype, diff)
+    with torch.inference_mode():           # the HF forward prompt logprobs run (gguf_skeleton.py's, built now)
+        scored = torch.log_softmax(served(input_ids=torch.tensor([PROMPT])).logits[0].float(), -1)
+    diff = (scored - want).abs().max().item()
+    assert diff <= TOLERANCE[qtype], (name, qtype, "HF forward", diff)
