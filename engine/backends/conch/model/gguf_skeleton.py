@@ -10,7 +10,7 @@ embedding real (`Rotary`: transformers' RoPE functions, which need only the conf
 HF model over the same tensors, built on first use (prompt logprobs call the model): its modules are the
 skeleton's own, so no tensor is held twice.
 
-FAMILIES: the model types (of gguf_layers.ARCHS) a skeleton is built for, and their projections' biases."""
+LAYOUTS: the model types (of gguf_layers.ARCHS) a skeleton is built for, and their modules' differences."""
 from __future__ import annotations
 
 import threading
@@ -24,8 +24,9 @@ from conch.engine.backends.conch.model import families, hf_model
 
 
 @dataclass(frozen=True)
-class Biases:
-    """Which projections of a family's HF modules carry a bias, from its config."""
+class Layout:
+    """What a family's HF modules hold beyond Llama's: which projections carry a bias (from its config), which
+    extra norms."""
     qkv: Callable[[Any], bool]
     o: Callable[[Any], bool]
     mlp: Callable[[Any], bool] = lambda c: False
@@ -37,12 +38,12 @@ def _attention_bias(c: Any) -> bool:
     return bool(getattr(c, "attention_bias", False))
 
 
-FAMILIES: dict[str, Biases] = {
-    "llama": Biases(_attention_bias, _attention_bias, lambda c: bool(getattr(c, "mlp_bias", False))),
-    "mistral": Biases(lambda c: False, lambda c: False),
-    "qwen2": Biases(lambda c: True, lambda c: False),
-    "qwen3": Biases(_attention_bias, _attention_bias, qk_norm=True),
-    "gemma3_text": Biases(_attention_bias, _attention_bias, qk_norm=True, sandwich=True),
+LAYOUTS: dict[str, Layout] = {
+    "llama": Layout(_attention_bias, _attention_bias, lambda c: bool(getattr(c, "mlp_bias", False))),
+    "mistral": Layout(lambda c: False, lambda c: False),
+    "qwen2": Layout(lambda c: True, lambda c: False),
+    "qwen3": Layout(_attention_bias, _attention_bias, qk_norm=True),
+    "gemma3_text": Layout(_attention_bias, _attention_bias, qk_norm=True, sandwich=True),
 }
 
 
@@ -71,34 +72,34 @@ def _linear(inputs: int, outputs: int, bias: bool, dtype: torch.dtype) -> nn.Lin
 
 
 class _Attention(nn.Module):
-    def __init__(self, c: Any, family: Biases, head_dim: int, dtype: torch.dtype) -> None:
+    def __init__(self, c: Any, layout: Layout, head_dim: int, dtype: torch.dtype) -> None:
         super().__init__()
         q, kv = c.num_attention_heads * head_dim, c.num_key_value_heads * head_dim
-        self.q_proj = _linear(c.hidden_size, q, family.qkv(c), dtype)
-        self.k_proj = _linear(c.hidden_size, kv, family.qkv(c), dtype)
-        self.v_proj = _linear(c.hidden_size, kv, family.qkv(c), dtype)
-        self.o_proj = _linear(q, c.hidden_size, family.o(c), dtype)
-        if family.qk_norm:
+        self.q_proj = _linear(c.hidden_size, q, layout.qkv(c), dtype)
+        self.k_proj = _linear(c.hidden_size, kv, layout.qkv(c), dtype)
+        self.v_proj = _linear(c.hidden_size, kv, layout.qkv(c), dtype)
+        self.o_proj = _linear(q, c.hidden_size, layout.o(c), dtype)
+        if layout.qk_norm:
             self.q_norm, self.k_norm = _Norm(head_dim, dtype), _Norm(head_dim, dtype)
 
 
 class _Mlp(nn.Module):
-    def __init__(self, c: Any, family: Biases, dtype: torch.dtype) -> None:
+    def __init__(self, c: Any, layout: Layout, dtype: torch.dtype) -> None:
         super().__init__()
-        bias = family.mlp(c)
+        bias = layout.mlp(c)
         self.gate_proj = _linear(c.hidden_size, c.intermediate_size, bias, dtype)
         self.up_proj = _linear(c.hidden_size, c.intermediate_size, bias, dtype)
         self.down_proj = _linear(c.intermediate_size, c.hidden_size, bias, dtype)
 
 
 class _Block(nn.Module):
-    def __init__(self, c: Any, family: Biases, head_dim: int, dtype: torch.dtype) -> None:
+    def __init__(self, c: Any, layout: Layout, head_dim: int, dtype: torch.dtype) -> None:
         super().__init__()
-        self.self_attn = _Attention(c, family, head_dim, dtype)
-        self.mlp = _Mlp(c, family, dtype)
+        self.self_attn = _Attention(c, layout, head_dim, dtype)
+        self.mlp = _Mlp(c, layout, dtype)
         self.input_layernorm = _Norm(c.hidden_size, dtype)
         self.post_attention_layernorm = _Norm(c.hidden_size, dtype)
-        if family.sandwich:
+        if layout.sandwich:
             self.pre_feedforward_layernorm = _Norm(c.hidden_size, dtype)
             self.post_feedforward_layernorm = _Norm(c.hidden_size, dtype)
 
@@ -134,13 +135,13 @@ def _inv_freq(config: Any, kind: str | None) -> tuple[torch.Tensor, float]:
 
 
 class _Body(nn.Module):
-    def __init__(self, c: Any, family: Biases, dtype: torch.dtype) -> None:
+    def __init__(self, c: Any, layout: Layout, dtype: torch.dtype) -> None:
         super().__init__()
         head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size,        # given its weight: not initialised
                                          _weight=torch.empty(c.vocab_size, c.hidden_size, dtype=dtype, device="meta"),
                                          _freeze=True)
-        self.layers = nn.ModuleList(_Block(c, family, head_dim, dtype) for _ in range(c.num_hidden_layers))
+        self.layers = nn.ModuleList(_Block(c, layout, head_dim, dtype) for _ in range(c.num_hidden_layers))
         self.norm = _Norm(c.hidden_size, dtype)
         self.rotary_emb = Rotary(c)
 
@@ -149,14 +150,14 @@ class SkeletonModel(nn.Module):
     """An HF causal LM's module tree (model.embed_tokens, model.layers[i].self_attn.q_proj, ..., lm_head), its
     config, and `hf()`. Calling it runs the HF forward (prompt logprobs: the engine thread's, between steps)."""
 
-    def __init__(self, config: Any, family: Biases, dtype: torch.dtype) -> None:
+    def __init__(self, config: Any, layout: Layout, dtype: torch.dtype) -> None:
         super().__init__()
         self.config = config
         self.weights_dtype = dtype
         self.generation_config = _Generation(getattr(config, "eos_token_id", None))
-        self.model = _Body(config, family, dtype)
+        self.model = _Body(config, layout, dtype)
         self.lm_head: nn.Module = _linear(config.hidden_size, config.vocab_size, False, dtype)
-        self._hf: Any = None
+        self._hf: list[Any] = []            # hf()'s model, once built (a list: not registered as a submodule)
         self._hf_lock = threading.Lock()
 
     def get_input_embeddings(self) -> nn.Module:
@@ -171,18 +172,18 @@ class SkeletonModel(nn.Module):
     def hf(self) -> Any:
         """transformers' model of the config over this skeleton's modules (built once)."""
         with self._hf_lock:
-            if self._hf is None:
-                self._hf = hf_model.over(self)
-            return self._hf
+            if not self._hf:
+                self._hf.append(hf_model.over(self))
+            return self._hf[0]
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.hf()(*args, **kwargs)
 
 
 def skeleton(config: Any, dtype: torch.dtype) -> SkeletonModel | None:
-    """The config's module tree, parameters on meta; None for a model type outside FAMILIES or a config the
+    """The config's module tree, parameters on meta; None for a model type outside LAYOUTS or a config the
     flattened forward does not take (families.py: the HF runner then serves, and needs transformers' model)."""
-    biases = FAMILIES.get(config.model_type)
-    if biases is None or not isinstance(families.family(config), families.Family):
+    layout = LAYOUTS.get(config.model_type)
+    if layout is None or not isinstance(families.family(config), families.Family):
         return None
-    return SkeletonModel(config, biases, dtype)
+    return SkeletonModel(config, layout, dtype)

@@ -13,7 +13,7 @@ import torch
 import transformers
 
 from conch.engine.backends.conch import native
-from conch.engine.backends.conch.model.gguf_skeleton import FAMILIES, skeleton
+from conch.engine.backends.conch.model.gguf_skeleton import LAYOUTS, skeleton
 
 SMALL = dict(vocab_size=512, hidden_size=256, intermediate_size=384, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=512, bos_token_id=1, eos_token_id=2)
@@ -51,7 +51,7 @@ def _shapes(model) -> dict[str, tuple[str, tuple[int, ...]]]:
 def test_the_skeleton_has_transformers_names_classes_and_shapes(name):
     config = CONFIGS[name]()
     ours, theirs = skeleton(config, torch.bfloat16), _hf(config)
-    assert ours is not None and config.model_type in FAMILIES
+    assert ours is not None and config.model_type in LAYOUTS
     assert _shapes(ours) == _shapes(theirs)        # Linear and Embedding where HF has them, norms as "other"
     assert all(p.is_meta for p in ours.parameters())
 
@@ -97,6 +97,7 @@ LOAD = textwrap.dedent("""
         hf = served.hf()
         assert hf.model.layers[0].self_attn.q_proj is served.model.layers[0].self_attn.q_proj
         assert hf.model.norm.weight is served.model.norm.weight
+        assert not any(name.startswith("_hf") for name, _ in served.named_modules())   # not a submodule
         kernel = served.model.layers[0].self_attn.q_proj.matrix.kernel
         want = build_quantized(read_gguf(path), torch.float32, kernel)(input_ids=ids, use_cache=False).logits
     assert torch.equal(got, want), (got - want).abs().max()
