@@ -81,7 +81,7 @@ def start_server(args: list[str], log_dir: Path, timeout: float = 240.0, env: di
 
 
 def wait_ready(proc: subprocess.Popen, url: str, log: Path, timeout: float, what: str = "server",
-               poll: float = 0.3) -> Server:
+               poll: float = 0.1) -> Server:
     """The started server once its /health answers 200; its log's tail in the error if it exits or never does."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
