@@ -3,7 +3,7 @@ refuses a huge prompt, and is withheld from a tokenizer that may drop characters
 from __future__ import annotations
 
 import pytest
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from conch.engine.weights.tiny import ensure_tiny_model
@@ -34,3 +34,20 @@ def test_a_tokenizer_that_drops_whitespace_gets_no_bound():
     raw.pre_tokenizer = pre_tokenizers.Whitespace()                  # "a" + a million spaces is one token
     lossy = PreTrainedTokenizerFast(tokenizer_object=raw)
     assert max_token_span(lossy) is None and at_least_tokens(lossy, "a" + " " * 10**6) == 0
+
+
+def _byte_level_copy(tokenizer) -> PreTrainedTokenizerFast:
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(tokenizer.backend_tokenizer.to_str()))
+
+
+def test_the_span_is_the_longest_token_of_a_byte_level_vocabulary(tokenizer):
+    assert max_token_span(_byte_level_copy(tokenizer)) == max(map(len, tokenizer.get_vocab()))
+
+
+def test_a_normalizer_or_a_stripping_added_token_gets_no_bound(tokenizer):
+    normalized = _byte_level_copy(tokenizer)
+    normalized.backend_tokenizer.normalizer = normalizers.Strip()
+    stripping = _byte_level_copy(tokenizer)
+    stripping.add_tokens([AddedToken("<tool>", lstrip=True)])
+    assert max_token_span(_byte_level_copy(tokenizer)) is not None
+    assert max_token_span(normalized) is None and max_token_span(stripping) is None
