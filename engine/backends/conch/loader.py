@@ -13,8 +13,8 @@ import torch
 
 from conch.engine.backends.conch import native
 from conch.engine.backends.conch.model import hf_attention
-from conch.engine.backends.conch.kv.huge_pages import HugePageArena
-from conch.engine.backends.conch.model.gguf_layers import ARCHS, build_quantized, packing_arena
+from conch.engine.backends.conch.model.gguf_layers import ARCHS, build_quantized
+from conch.engine.backends.conch.model.gguf_packing import Packing
 from conch.engine.backends.conch.model.mmproj import load_mmproj
 from conch.engine.backends.conch.model.quantized import FLOAT_TYPES, unsupported
 from conch.engine.backends.conch.model.vision_families import is_vision
@@ -50,9 +50,10 @@ def load(config: ModelConfig) -> Loaded:
     if is_gguf(ref):
         info = read_gguf(Path(ref))
         kernel = native.load("quant_matmul") if info.tensor_types - FLOAT_TYPES else None
-        arena = packing_arena(info, kernel) if kernel is not None and info.architecture in ARCHS else None
-        tokenizer = load_gguf_tokenizer(info, config.resolve(config.tokenizer))    # (arena's pages faulted meanwhile)
-        model = _gguf_model(info, dtype, kernel, arena, flat=config.runner == "auto" and config.mmproj is None)
+        flat = config.runner == "auto" and config.mmproj is None
+        packing = Packing(info, kernel, flat) if kernel is not None and info.architecture in ARCHS else None
+        tokenizer = load_gguf_tokenizer(info, config.resolve(config.tokenizer))    # (the matrices packed meanwhile)
+        model = _gguf_model(info, dtype, packing, flat)
         if config.mmproj is not None:             # the vision tower beside it (model/mmproj.py)
             model, processor = load_mmproj(Path(config.resolve(config.mmproj)), model, tokenizer, dtype)
     else:
@@ -77,21 +78,21 @@ def _vision(config: ModelConfig, ref: str, dtype: torch.dtype, tokenizer: Any) -
     return Loaded(model.eval(), tokenizer, generation_defaults(ref), AutoImageProcessor.from_pretrained(ref))
 
 
-def _gguf_model(info: GgufInfo, dtype: torch.dtype, kernel: Any, arena: HugePageArena | None, flat: bool) -> Any:
+def _gguf_model(info: GgufInfo, dtype: torch.dtype, packing: Packing | None, flat: bool) -> Any:
     """The file's model: built from the file with its quantized matrices kept in their blocks where a kernel
-    takes them (gguf_layers.py: no dequantized copy, the load's peak about the file's size); else dequantized
+    takes them (`packing`'s: no dequantized copy, the load's peak about the file's size); else dequantized
     by transformers, and the log says why. `flat`: the flattened runner may serve it (runner auto, no vision
     tower), so a family it takes gets gguf_skeleton.py's module tree (no modeling import at load)."""
     quantized = info.tensor_types - FLOAT_TYPES
-    if info.architecture not in ARCHS or (quantized and kernel is None):
+    if info.architecture not in ARCHS or (quantized and packing is None):
         if quantized:
             log.warning("%s: served dequantized (%s), %s", info.path.name, ", ".join(sorted(quantized)),
-                        "no quantized kernel here (no C++ compiler, or CONCH_NATIVE_KERNELS=0)" if kernel is None
-                        else f"its architecture {info.architecture} keeps quantized matrices only for "
-                             f"{sorted(ARCHS)}")
+                        f"its architecture {info.architecture} keeps quantized matrices only for {sorted(ARCHS)}"
+                        if info.architecture not in ARCHS else
+                        "no quantized kernel here (no C++ compiler, or CONCH_NATIVE_KERNELS=0)")
         return load_gguf_dequantized(info, dtype, hf_attention.register())
     left = unsupported(quantized)
     if left:
         log.warning("%s: matrices of type %s have no kernel and are served dequantized", info.path.name,
                     ", ".join(left))
-    return build_quantized(info, dtype, kernel, hf=not flat, arena=arena)
+    return build_quantized(info, dtype, None, hf=not flat, packing=packing)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import math
 import mmap
-import threading
 
 import torch
 
@@ -58,17 +57,9 @@ class HugePageArena:
         return out.view(dtype).view(shape)
 
     def reserve(self, nbytes: int) -> None:
-        """Room for `nbytes` of copies mapped now, its pages faulted in by a thread of its own while the caller
-        goes on (a model's loader: its tokenizer, its imports). The kernel zeroes each page it hands out, and
-        under a hypervisor that first touch is slow (~1 GB/s here, ~1 s of a 1B model's load when the packing
-        itself touches them); the thread holds no GIL (ctypes) and runs no OpenMP region, so it takes the core
-        the loader's Python leaves idle. A copy that lands on a page before the thread has reached it faults
-        it itself: correct either way."""
+        """Room for `nbytes` of copies mapped now, as one segment (untouched: each page is faulted in, zeroed by
+        the kernel, by the copy that first writes it; gguf_packing.py's thread, off the loader's path)."""
         self._open(nbytes)
-        mapping, base = self._segments[-1]
-        start = ctypes.addressof(ctypes.c_char.from_buffer(mapping)) + base
-        threading.Thread(target=_populate, args=(mapping, start, self._size), name="arena-populate",
-                         daemon=True).start()
 
     def _open(self, size: int) -> None:
         size = -(-size // ALIGN) * ALIGN
@@ -76,16 +67,3 @@ class HugePageArena:
         address = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
         self._segments.append((mapping, -address % ALIGN))
         self._used, self._size = 0, size
-
-
-MADV_POPULATE_WRITE = 23     # Linux 5.14: fault the range in writable, as a write would, without writing
-
-
-def _populate(mapping: mmap.mmap, start: int, size: int) -> None:
-    """The pages of [start, start + size) of `mapping` (held mapped meanwhile) faulted in (best effort: an older
-    kernel refuses the advice, and the copies then fault their pages themselves)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(size), MADV_POPULATE_WRITE)
-    except (OSError, AttributeError):
-        pass

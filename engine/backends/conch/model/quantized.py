@@ -73,19 +73,21 @@ def _placed(kernel: Any, arena: HugePageArena | None, qtype: int, in_features: i
     return None if arena is None else arena.empty(tuple(kernel.packed_shape(qtype, in_features, out)), torch.uint8)
 
 
-def read_matrix(tensor: Any, kernel: Any, rows: torch.Tensor | None = None,
-                arena: HugePageArena | None = None) -> QuantizedMatrix | torch.Tensor:
-    """A GGUF tensor (gguf_header.GgufTensor, or gguf's ReaderTensor): a QuantizedMatrix packed from its blocks
-    (its rows in `rows`' order where given; in `arena` where given), or a float tensor (F32/F16/BF16) as
-    (out, in), a view of the file."""
-    name = tensor.tensor_type.name
-    data = np.asarray(tensor.data)
+def file_blocks(tensor: Any) -> torch.Tensor:
+    """A GGUF tensor's data (gguf_header.GgufTensor, or gguf's ReaderTensor) as a tensor over the read-only map:
+    (rows, bytes of a row) uint8 blocks, or the values of a float type."""
     with warnings.catch_warnings():             # the map is read-only, and nothing here writes to it
         warnings.simplefilter("ignore", UserWarning)
-        view = torch.from_numpy(data)
+        return torch.from_numpy(np.asarray(tensor.data))
+
+
+def read_matrix(tensor: Any, kernel: Any, arena: HugePageArena | None = None) -> QuantizedMatrix | torch.Tensor:
+    """A GGUF tensor: a QuantizedMatrix packed from its blocks as the file orders its rows (in `arena` where
+    given), or a float tensor (F32/F16/BF16) as (out, in), a view of the file."""
+    name = tensor.tensor_type.name
+    view = file_blocks(tensor)
     if name in QUANT_TYPES:
-        return QuantizedMatrix.pack(kernel, view if rows is None else view[rows], QUANT_TYPES[name],
-                                    int(tensor.shape[0]), arena)
+        return QuantizedMatrix.pack(kernel, view, QUANT_TYPES[name], int(tensor.shape[0]), arena)
     if name == "BF16":
         return view.view(torch.bfloat16)
     if name in FLOAT_TYPES:
@@ -95,16 +97,19 @@ def read_matrix(tensor: Any, kernel: Any, rows: torch.Tensor | None = None,
 
 class QuantLinear(torch.nn.Module):
     """An HF model's nn.Linear replaced by a QuantizedMatrix (gguf_layers.py): the HF forward (prompt
-    logprobs) computes through the same kernel as the flattened one."""
+    logprobs) computes through the same kernel as the flattened one. `order`: the HF row each of the matrix's
+    rows holds, where they were packed in another order (gguf_packing.py: q / k in RoPE's pairs); the forward
+    puts its outputs back in HF's order (the bias is in HF's order)."""
 
-    def __init__(self, matrix: QuantizedMatrix, bias: torch.Tensor | None) -> None:
+    def __init__(self, matrix: QuantizedMatrix, bias: torch.Tensor | None, order: torch.Tensor | None = None) -> None:
         super().__init__()
-        self.matrix = matrix
-        self.bias = bias
+        self.matrix, self.bias, self.order = matrix, bias, order
+        self._back = None if order is None else torch.argsort(order)     # HF row h: the matrix's row _back[h]
         self.in_features, self.out_features = matrix.in_features, matrix.out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.matrix(x.reshape(-1, self.in_features)).view(*x.shape[:-1], self.out_features)
+        y = self.matrix(x.reshape(-1, self.in_features))
+        y = (y if self._back is None else y[:, self._back]).view(*x.shape[:-1], self.out_features)
         return y if self.bias is None else y + self.bias
 
 

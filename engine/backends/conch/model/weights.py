@@ -140,7 +140,7 @@ def _bias(m: Any) -> torch.Tensor | None:
     return getattr(m, "bias", None)
 
 
-def _pair_order(n: int, heads: int, rotary: int) -> torch.Tensor:
+def pair_order(n: int, heads: int, rotary: int) -> torch.Tensor:
     """(n,) the rows of a q or k projection (n = heads x D), per head reordered from HF's halves of the first
     R dims (0..R/2-1 | R/2..R-1) to pairs (0, R/2, 1, R/2 + 1, ...), the D - R unrotated dims after them in
     order: RoPE then rotates adjacent pairs, a complex multiply (the unrotated ones by 1). q and k get the same
@@ -190,8 +190,8 @@ def fused_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: 
     a = block.self_attn
     weights, biases = _attention_rows(block, family.fused_qkv)
     q, k = weights[0].shape[0], weights[1].shape[0]
-    rows = torch.cat([_pair_order(q, shape.heads, shape.rotary_dims),
-                      q + _pair_order(k, shape.kv_heads, shape.rotary_dims),
+    rows = torch.cat([pair_order(q, shape.heads, shape.rotary_dims),
+                      q + pair_order(k, shape.kv_heads, shape.rotary_dims),
                       torch.arange(q + k, q + k + weights[2].shape[0])])    # fused q/k/v rows, q/k in pairs
     scale = torch.ones(q + k + weights[2].shape[0], dtype=torch.float32)
     scale[:q] = family.q_scale
@@ -227,10 +227,10 @@ def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_
         raise ValueError(f"{family.name}: quantized matrices with folded multipliers or fused qkv")
     a, m = block.self_attn, block.mlp
     q, k, v = a.q_proj, a.k_proj, a.v_proj
-    order = [_pair_order(q.out_features, shape.heads, shape.rotary_dims),
-             _pair_order(k.out_features, shape.kv_heads, shape.rotary_dims), torch.arange(v.out_features)]
+    order = [pair_order(q.out_features, shape.heads, shape.rotary_dims),
+             pair_order(k.out_features, shape.kv_heads, shape.rotary_dims), torch.arange(v.out_features)]
     mods = list(zip((q, k, v), order, strict=True))
-    parts = tuple(_reordered(mod.matrix, rows, narrow) if isinstance(mod, QuantLinear) else
+    parts = tuple(_reordered(mod, rows, narrow) if isinstance(mod, QuantLinear) else
                   product(mod.weight[rows], None, pack, lone_row, narrow) for mod, rows in mods)
     biases = [None if mod.bias is None else mod.bias[rows] for mod, rows in mods]
     return Layer(qkv=Stacked(parts, _cat(biases, [torch.empty(len(r)) for r in order])),
@@ -241,12 +241,14 @@ def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_
                  **_norms(block, family, shape))
 
 
-def _reordered(matrix: QuantizedMatrix, rows: torch.Tensor, narrow: NarrowPacking | None) -> QuantizedMatrix:
-    """`matrix`'s rows in `rows`' order: itself where that is its own order, else a copy (in the forward's
-    huge-page arena where it has one)."""
-    if torch.equal(rows, torch.arange(matrix.out_features)):
-        return matrix
-    return matrix.rows(rows, None if narrow is None else narrow.arena)
+def _reordered(module: QuantLinear, rows: torch.Tensor, narrow: NarrowPacking | None) -> QuantizedMatrix:
+    """The module's matrix with its rows holding HF's rows `rows`, in order: the matrix itself where it holds
+    them so (gguf_packing.py packs q / k so), else a copy (in the forward's huge-page arena where it has one)."""
+    held = torch.arange(module.out_features) if module.order is None else module.order
+    index = torch.argsort(held)[rows]                 # the matrix's row holding each of `rows`
+    if torch.equal(index, torch.arange(len(index))):
+        return module.matrix
+    return module.matrix.rows(index, None if narrow is None else narrow.arena)
 
 
 def norm_weight(weight: torch.Tensor, family: Family, scale: float = 1.0) -> torch.Tensor:
@@ -262,7 +264,7 @@ def _norms(block: Any, family: Family, shape: Shape) -> dict[str, Any]:
     folded into q's); the attention's and the MLP's output norms (sandwich_norms: Gemma's post_attention_layernorm
     is the attention's output norm, and pre_feedforward_layernorm the MLP's input one)."""
     a, sandwich = block.self_attn, family.sandwich_norms
-    head = _pair_order(shape.head_dim, 1, shape.rotary_dims)
+    head = pair_order(shape.head_dim, 1, shape.rotary_dims)
     pre_mlp = block.pre_feedforward_layernorm if sandwich else block.post_attention_layernorm
     return {"norm1": norm_weight(block.input_layernorm.weight, family),
             "norm2": norm_weight(pre_mlp.weight, family),

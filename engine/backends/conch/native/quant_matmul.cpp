@@ -1,10 +1,12 @@
 // y = x @ W^T for W held in a GGUF's quantized blocks, repacked once at load into 16-column panels of the same
 // bits (panel_blocks.h: no dequantized copy of W).
 //
-// pack(blocks, qtype, K, into=None): blocks (N, row_bytes) uint8, row n of W as the file stores it (ggml_blocks.h);
-//   qtype: ggml's type number (Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14) -> packed
-//   (ceil(N / 16), K / QK * panel block bytes) uint8 (packed_shape), written into `into` where given (a tensor
-//   the caller placed: the loader's huge-page arena).
+// pack(blocks, qtype, K, into=None, ids=None): blocks (rows, row_bytes) uint8, W's rows as the file stores them
+//   (ggml_blocks.h); qtype: ggml's type number (Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14)
+//   -> packed (ceil(N / 16), K / QK * panel block bytes) uint8 (packed_shape), written into `into` where given (a
+//   tensor the caller placed: the loader's huge-page arena); row r of W the file's row ids[r] where given (N of
+//   them; else N = rows). pack_each([(blocks, qtype, K, into, ids)], release_sources): the same for many
+//   matrices, one after another on the calling thread (gguf_packing.py's thread).
 // matmul(x, packed, qtype, K, N): x (M, K) bf16 or float32 -> (M, N) in x's dtype. Two products, chosen by x's
 //   dtype (matmul_path names one: 'float32', 'vnni', 'amx'):
 //   int8 (bf16 x, on a CPU with AVX512-VNNI): x's rows rounded to int8 per 32 values (256 against K-quants),
@@ -21,6 +23,8 @@
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -175,31 +179,77 @@ torch::Tensor placed(std::optional<torch::Tensor> into, int64_t qtype, int64_t K
   return *into;
 }
 
-torch::Tensor pack(const torch::Tensor& blocks, int64_t qtype, int64_t K, std::optional<torch::Tensor> into) {
-  const Sizes t = sizes_of(qtype);
-  TORCH_CHECK(K % t.qk == 0 && blocks.dtype() == torch::kUInt8 && blocks.dim() == 2 &&
-                  blocks.size(1) == K / t.qk * t.file_bytes,
-              "quant_matmul: blocks must be (N, K / QK * block bytes) uint8, K a multiple of ", t.qk);
-  const torch::Tensor rows = blocks.contiguous();
-  const int64_t N = rows.size(0), row_bytes = rows.size(1), P = panels_of(N);
-  torch::Tensor out = placed(into, qtype, K, N);
-  const uint8_t* w = rows.data_ptr<uint8_t>();
-  uint8_t* o = out.data_ptr<uint8_t>();
-  pybind11::gil_scoped_release unlocked;
-  panel_blocks::with_format(qtype, [&](auto f) {
+// One matrix to pack: W's rows as the file stores them (row r of the packed form: the file's row ids[r], or r
+// where ids is null), N rows of row_bytes, into `out` (packed_shape's bytes)
+struct PackJob {
+  const uint8_t* w;
+  int64_t qtype, K, N, row_bytes;
+  const int64_t* ids;
+  uint8_t* out;
+};
+
+// The panels [lo, hi) of a job
+void pack_panels(const PackJob& j, int64_t lo, int64_t hi) {
+  panel_blocks::with_format(j.qtype, [&](auto f) {
     using F = decltype(f);
-    at::parallel_for(0, P, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<uint8_t> q(kPanel * F::qk);
-      const uint8_t* col[kPanel];
-      for (int64_t p = lo; p < hi; ++p)
-        for (int64_t i = 0; i < K / F::qk; ++i) {
-          for (int c = 0; c < kPanel; ++c)
-            col[c] = p * kPanel + c < N ? w + (p * kPanel + c) * row_bytes + i * F::file_bytes : nullptr;
-          F::pack(col, q.data(), o + (p * (K / F::qk) + i) * F::bytes);
+    std::vector<uint8_t> q(kPanel * F::qk);
+    const uint8_t* col[kPanel];
+    for (int64_t p = lo; p < hi; ++p)
+      for (int64_t i = 0; i < j.K / F::qk; ++i) {
+        for (int c = 0; c < kPanel; ++c) {
+          const int64_t r = p * kPanel + c;
+          col[c] = r < j.N ? j.w + (j.ids ? j.ids[r] : r) * j.row_bytes + i * F::file_bytes : nullptr;
         }
-    });
+        F::pack(col, q.data(), j.out + (p * (j.K / F::qk) + i) * F::bytes);
+      }
   });
+}
+
+// A job from pack's arguments; `index` keeps the checked ids alive while the job runs
+PackJob pack_job(const torch::Tensor& blocks, int64_t qtype, int64_t K, const torch::Tensor& out,
+                 const std::optional<torch::Tensor>& ids, torch::Tensor& index) {
+  const Sizes t = sizes_of(qtype);
+  TORCH_CHECK(K % t.qk == 0 && blocks.dtype() == torch::kUInt8 && blocks.dim() == 2 && blocks.is_contiguous() &&
+                  blocks.size(1) == K / t.qk * t.file_bytes,
+              "quant_matmul: blocks must be contiguous (N, K / QK * block bytes) uint8, K a multiple of ", t.qk);
+  const int64_t rows = blocks.size(0), N = ids.has_value() ? ids->numel() : rows;
+  if (ids.has_value()) index = checked_ids(*ids, rows);
+  check_packed(out, qtype, K, N);
+  return {blocks.data_ptr<uint8_t>(), qtype, K, N, blocks.size(1),
+          ids.has_value() ? index.data_ptr<int64_t>() : nullptr, out.data_ptr<uint8_t>()};
+}
+
+torch::Tensor pack(const torch::Tensor& blocks, int64_t qtype, int64_t K, std::optional<torch::Tensor> into,
+                   std::optional<torch::Tensor> ids) {
+  torch::Tensor index;
+  const torch::Tensor rows = blocks.contiguous();
+  const torch::Tensor out = placed(into, qtype, K, ids.has_value() ? ids->numel() : rows.size(0));
+  const PackJob job = pack_job(rows, qtype, K, out, ids, index);
+  pybind11::gil_scoped_release unlocked;
+  at::parallel_for(0, panels_of(job.N), 1, [&](int64_t lo, int64_t hi) { pack_panels(job, lo, hi); });
   return out;
+}
+
+// Many matrices packed one after another on the calling thread alone (no OpenMP team: a loader's thread packs
+// while its main thread reads the tokenizer), the GIL released throughout. Each job: (blocks, qtype, K, into,
+// ids); where release_sources, each job's blocks, a view of a memory-mapped file, are dropped from resident
+// memory once packed (MADV_DONTNEED: read from the file again if touched).
+void pack_each(const std::vector<std::tuple<torch::Tensor, int64_t, int64_t, torch::Tensor,
+                                            std::optional<torch::Tensor>>>& jobs, bool release_sources) {
+  std::vector<PackJob> work;
+  std::vector<torch::Tensor> indexes(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const auto& [blocks, qtype, K, into, ids] = jobs[i];
+    work.push_back(pack_job(blocks, qtype, K, into, ids, indexes[i]));
+  }
+  pybind11::gil_scoped_release unlocked;
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  for (const PackJob& j : work) {
+    pack_panels(j, 0, panels_of(j.N));
+    if (!release_sources) continue;
+    const uintptr_t start = (uintptr_t)j.w / page * page, end = (uintptr_t)j.w + j.row_bytes * j.N;
+    madvise((void*)start, end - start, MADV_DONTNEED);
+  }
 }
 
 // packed's rows `ids` (W[ids]), packed
@@ -375,8 +425,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("amx_available", &amx_usable, "whether the int8 product's AMX tiles run here");
   m.def("packed_shape", &packed_shape, "the packed form's shape for W (N, K) of a ggml type", py::arg("qtype"),
         py::arg("K"), py::arg("N"));
-  m.def("pack", &pack, "blocks (N, row bytes) as the file stores them -> packed (ceil(N / 16), panel bytes), "
-        "written into `into` where given", py::arg("blocks"), py::arg("qtype"), py::arg("K"), py::arg("into") = py::none());
+  m.def("pack", &pack, "blocks (rows, row bytes) as the file stores them -> packed (ceil(N / 16), panel bytes), "
+        "written into `into` where given; row r the file's row ids[r] where ids are given (N of them)", py::arg("blocks"),
+        py::arg("qtype"), py::arg("K"), py::arg("into") = py::none(), py::arg("ids") = py::none());
+  m.def("pack_each", &pack_each, "[(blocks, qtype, K, into, ids)] packed one after another on this thread alone, "
+        "the GIL released; each job's source pages released after where release_sources", py::arg("jobs"),
+        py::arg("release_sources"));
   m.def("rows", &rows, "packed, ids -> W[ids] packed (into `into` where given)", py::arg("packed"), py::arg("qtype"),
         py::arg("K"), py::arg("N"), py::arg("ids"), py::arg("into") = py::none());
   m.def("dequantize", &dequantize, "packed -> W (N, K) float32 (the values a * q + b)", py::arg("packed"),

@@ -7,17 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from conch.engine.backends.conch import native
 from conch.engine.backends.conch.model.quantized import QUANT_TYPES, QuantizedMatrix
 from tests.gguf_files import random_blocks
 
 
 @pytest.fixture(scope="module")
-def kernel():
-    module = native.load("quant_matmul")
-    if module is None:
-        pytest.skip("no C++ compiler: the quantized kernels cannot be built here")
-    return module
+def kernel(quant_kernel):
+    return quant_kernel
 
 
 def _matrix(kernel, qtype: str, out: int = 96, K: int = 512, seed: int = 0):
@@ -144,3 +140,17 @@ def test_matrices_of_different_types_side_by_side_equal_each_alone(kernel, dtype
         assert torch.equal(Stacked(parts)(x), alone)
         bias = torch.randn(97).to(dtype)
         assert torch.equal(Stacked(parts, bias)(x), alone + bias)
+
+
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K", "Q6_K"])
+def test_pack_with_row_ids_and_pack_each_give_packs_bytes(kernel, qtype):
+    blocks = torch.from_numpy(random_blocks(qtype, 40, 256, 0.1, np.random.default_rng(1)))
+    ids = torch.randperm(40, generator=torch.Generator().manual_seed(2))[:33]
+    t = QUANT_TYPES[qtype]
+    want = kernel.pack(blocks[ids].contiguous(), t, 256)
+    assert torch.equal(kernel.pack(blocks, t, 256, None, ids), want)
+    into, plain = torch.empty_like(want), torch.empty(tuple(kernel.packed_shape(t, 256, 40)), dtype=torch.uint8)
+    kernel.pack_each([(blocks, t, 256, into, ids), (blocks, t, 256, plain, None)], release_sources=False)
+    assert torch.equal(into, want) and torch.equal(plain, kernel.pack(blocks, t, 256))
+    with pytest.raises(RuntimeError, match="row 40 of 40"):
+        kernel.pack(blocks, t, 256, None, torch.tensor([0, 40]))
