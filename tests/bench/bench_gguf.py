@@ -15,8 +15,9 @@ measured after the other gave c1 ratios 0.80x and 1.20x on the same file within 
 are taken in CONCH_BENCH_GGUF_ROUNDS (default 3) rounds, each a c1 run of one server then the other, then a
 c16 run of each (which server goes first alternates by round); a server's figure is its median over the
 rounds, a ratio the median of the rounds' ratios:
-  load     process start until it answers a first chat request (1 token); Conch's native kernels are built
-           (or found cached) before any server starts, and that time is printed apart
+  load     process start until it answers a first chat request (1 token), the median of
+           CONCH_BENCH_GGUF_STARTS (default 3) starts of each server, theirs alternated (each printed); Conch's
+           native kernels are built (or found cached) before any server starts, and that time is printed apart
   c1, c16  decode tokens/s: streamed chat completions over HTTP with the openai SDK, short prompts, greedy
            (temperature 0), ignore_eos, CONCH_BENCH_GGUF_TOKENS (default 64) new tokens each, counted from the
            stream's usage; c1: CONCH_BENCH_GGUF_C1_REQUESTS (default 4) one after another; c16: 16 at once;
@@ -65,6 +66,7 @@ CONVERTER_PY = os.environ.get("CONCH_BENCH_CONVERTER_PY") or next(
 TOKENS = int(os.environ.get("CONCH_BENCH_GGUF_TOKENS", "64"))
 C1_REQUESTS = int(os.environ.get("CONCH_BENCH_GGUF_C1_REQUESTS", "4"))
 ROUNDS = int(os.environ.get("CONCH_BENCH_GGUF_ROUNDS", "3"))
+STARTS = int(os.environ.get("CONCH_BENCH_GGUF_STARTS", "3"))
 RUNS = (("c1", C1_REQUESTS, 1), ("c16", 16, 16))       # (kind, requests, at once)
 SLOTS, SLOT_TOKENS = 16, 256                 # llama-server's: one slot per c16 request, a short prompt + 64 new
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_tile")
@@ -242,10 +244,17 @@ def measure(start: Callable[[Path], Server], path: Path) -> dict[str, float]:
 
 
 def measure_pair(path: Path) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """llama-server and Conch on `path`, both up at once: each one's load (started one after the other, the
-    other idle), warm-up, then ROUNDS rounds of c1 and c16 runs, the two servers' runs alternated (which goes
-    first alternates too), so a minute when the host's memory is slower weighs on both; then each one's RSS.
+    """llama-server and Conch on `path`, both up at once: each one's load (the median of STARTS starts, the two
+    servers' alternated, each start with the other stopped but for the last: Conch's last while llama-server
+    idles), warm-up, then ROUNDS rounds of c1 and c16 runs, the two servers' runs alternated (which goes first
+    alternates too), so a minute when the host's memory is slower weighs on both; then each one's RSS.
     Returns each server's medians over the rounds and the medians of the rounds' Conch / llama-server ratios."""
+    loads: dict[str, list[float]] = {"llama": [], "conch": []}
+    for _ in range(STARTS - 1):
+        for name, start in (("llama", start_llama), ("conch", start_conch)):
+            server, load = _loaded(start, path)
+            stop(server)
+            loads[name].append(load)
     llama, llama_load = _loaded(start_llama, path)
     try:
         conch, conch_load = _loaded(start_conch, path)
@@ -254,11 +263,20 @@ def measure_pair(path: Path) -> tuple[dict[str, float], dict[str, float], dict[s
             ratios = {kind: statistics.median(ours / theirs for ours, theirs in
                                               zip(runs["conch"][kind], runs["llama"][kind], strict=True))
                       for kind, _, _ in RUNS}
-            return _figures(llama, llama_load, runs["llama"]), _figures(conch, conch_load, runs["conch"]), ratios
+            load = {name: statistics.median(v + [last]) for (name, v), last in
+                    zip(loads.items(), (llama_load, conch_load), strict=True)}
+            print(f"  {path.name}: starts, llama-server {_seconds(loads['llama'] + [llama_load])}, Conch "
+                  f"{_seconds(loads['conch'] + [conch_load])}", flush=True)
+            return (_figures(llama, load["llama"], runs["llama"]), _figures(conch, load["conch"], runs["conch"]),
+                    ratios)
         finally:
             stop(conch)
     finally:
         stop(llama)
+
+
+def _seconds(values: list[float]) -> str:
+    return " ".join(f"{v:.2f}" for v in values) + " s"
 
 
 def _rounds(servers: dict[str, Server], rounds: int) -> dict[str, dict[str, list[float]]]:

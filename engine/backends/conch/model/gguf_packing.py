@@ -3,7 +3,7 @@ started before the loader reads the tokenizer: one native call packs them one af
 released and no OpenMP team (quant_matmul's pack_each), on the core the tokenizer's Python leaves idle, and drops
 each matrix's file pages once it is packed, so the load's peak stays about the file's size. The thread also
 faults in the arena's pages as it writes them (the kernel zeroes each: under a hypervisor ~1 GB/s, as much time as
-the packing itself). `result()` waits for the packs.
+the packing itself). `result()` packs what the thread has not reached yet on the caller's thread, beside it.
 
 Row order, decided from the file's own metadata (no transformers config is read before the tokenizer):
 - where the flattened runner serves the file (`flat`), a q / k matrix is packed in the order its RoPE reads
@@ -60,18 +60,21 @@ class Packing:
             into = self.arena.empty(shape, torch.uint8)
             self._packed[tensor.name] = Packed(QuantizedMatrix(kernel, into, qtype, K, int(tensor.shape[1])), order)
             jobs.append((file_blocks(tensor), qtype, K, into, ids))
+        self._kernel, self._jobs, self._next = kernel, jobs, torch.zeros(1, dtype=torch.long)  # next: the next job
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(kernel, jobs), name="gguf-packing", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="gguf-packing", daemon=True)
         self._thread.start()
 
-    def _run(self, kernel: Any, jobs: list) -> None:
+    def _run(self) -> None:
         try:
-            kernel.pack_each(jobs, release_sources=True)
+            self._kernel.pack_each(self._jobs, release_sources=True, next=self._next)
         except BaseException as exc:                     # result() raises it on the loader's thread
             self._error = exc
 
     def result(self) -> dict[str, Packed]:
-        """GGUF tensor name -> its packed matrix, once every pack is done (or the packing's error)."""
+        """GGUF tensor name -> its packed matrix, once every pack is done (or the packing's error). The caller's
+        thread packs the jobs the packing thread has not taken meanwhile."""
+        self._kernel.pack_each(self._jobs, release_sources=True, next=self._next)
         self._thread.join()
         if self._error is not None:
             raise self._error

@@ -5,8 +5,9 @@
 //   (ggml_blocks.h); qtype: ggml's type number (Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14)
 //   -> packed (ceil(N / 16), K / QK * panel block bytes) uint8 (packed_shape), written into `into` where given (a
 //   tensor the caller placed: the loader's huge-page arena); row r of W the file's row ids[r] where given (N of
-//   them; else N = rows). pack_each([(blocks, qtype, K, into, ids)], release_sources): the same for many
-//   matrices, one after another on the calling thread (gguf_packing.py's thread).
+//   them; else N = rows). pack_each([(blocks, qtype, K, into, ids)], release_sources, next): the same for many
+//   matrices, one after another on the calling thread; threads given the same jobs and `next` share them
+//   (gguf_packing.py: its thread, then the loader's once it waits).
 // matmul(x, packed, qtype, K, N): x (M, K) bf16 or float32 -> (M, N) in x's dtype. Two products, chosen by x's
 //   dtype (matmul_path names one: 'float32', 'vnni', 'amx'):
 //   int8 (bf16 x, on a CPU with AVX512-VNNI): x's rows rounded to int8 per 32 values (256 against K-quants),
@@ -233,18 +234,23 @@ torch::Tensor pack(const torch::Tensor& blocks, int64_t qtype, int64_t K, std::o
 // Many matrices packed one after another on the calling thread alone (no OpenMP team: a loader's thread packs
 // while its main thread reads the tokenizer), the GIL released throughout. Each job: (blocks, qtype, K, into,
 // ids); where release_sources, each job's blocks, a view of a memory-mapped file, are dropped from resident
-// memory once packed (MADV_DONTNEED: read from the file again if touched).
+// memory once packed (MADV_DONTNEED: read from the file again if touched). `next` (one int64, zero at first):
+// callers on several threads given the same jobs and `next` share them, each taking the next job none has taken.
 void pack_each(const std::vector<std::tuple<torch::Tensor, int64_t, int64_t, torch::Tensor,
-                                            std::optional<torch::Tensor>>>& jobs, bool release_sources) {
+                                            std::optional<torch::Tensor>>>& jobs, bool release_sources,
+               torch::Tensor next) {
+  TORCH_CHECK(next.dtype() == torch::kLong && next.numel() == 1, "quant_matmul: next must be one int64");
   std::vector<PackJob> work;
   std::vector<torch::Tensor> indexes(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     const auto& [blocks, qtype, K, into, ids] = jobs[i];
     work.push_back(pack_job(blocks, qtype, K, into, ids, indexes[i]));
   }
+  int64_t* taken = next.data_ptr<int64_t>();
   pybind11::gil_scoped_release unlocked;
   const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  for (const PackJob& j : work) {
+  for (int64_t i; (i = __atomic_fetch_add(taken, 1, __ATOMIC_RELAXED)) < (int64_t)work.size();) {
+    const PackJob& j = work[i];
     pack_panels(j, 0, panels_of(j.N));
     if (!release_sources) continue;
     const uintptr_t start = (uintptr_t)j.w / page * page, end = (uintptr_t)j.w + j.row_bytes * j.N;
@@ -429,8 +435,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "written into `into` where given; row r the file's row ids[r] where ids are given (N of them)", py::arg("blocks"),
         py::arg("qtype"), py::arg("K"), py::arg("into") = py::none(), py::arg("ids") = py::none());
   m.def("pack_each", &pack_each, "[(blocks, qtype, K, into, ids)] packed one after another on this thread alone, "
-        "the GIL released; each job's source pages released after where release_sources", py::arg("jobs"),
-        py::arg("release_sources"));
+        "the GIL released; each job's source pages released after where release_sources; threads given the same "
+        "jobs and `next` (one int64, zero at first) share them", py::arg("jobs"), py::arg("release_sources"),
+        py::arg("next"));
   m.def("rows", &rows, "packed, ids -> W[ids] packed (into `into` where given)", py::arg("packed"), py::arg("qtype"),
         py::arg("K"), py::arg("N"), py::arg("ids"), py::arg("into") = py::none());
   m.def("dequantize", &dequantize, "packed -> W (N, K) float32 (the values a * q + b)", py::arg("packed"),

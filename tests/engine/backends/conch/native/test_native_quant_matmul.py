@@ -149,8 +149,11 @@ def test_pack_with_row_ids_and_pack_each_give_packs_bytes(kernel, qtype):
     t = QUANT_TYPES[qtype]
     want = kernel.pack(blocks[ids].contiguous(), t, 256)
     assert torch.equal(kernel.pack(blocks, t, 256, None, ids), want)
-    into, plain = torch.empty_like(want), torch.empty(tuple(kernel.packed_shape(t, 256, 40)), dtype=torch.uint8)
-    kernel.pack_each([(blocks, t, 256, into, ids), (blocks, t, 256, plain, None)], release_sources=False)
-    assert torch.equal(into, want) and torch.equal(plain, kernel.pack(blocks, t, 256))
+    into, plain = torch.zeros_like(want), torch.empty(tuple(kernel.packed_shape(t, 256, 40)), dtype=torch.uint8)
+    jobs, taken = [(blocks, t, 256, into, ids), (blocks, t, 256, plain, None)], torch.tensor([1])
+    kernel.pack_each(jobs, release_sources=False, next=taken)                # job 0 taken: left as it is
+    assert torch.equal(plain, kernel.pack(blocks, t, 256)) and not torch.equal(into, want) and taken.item() == 3
+    kernel.pack_each(jobs, release_sources=False, next=torch.tensor([0]))
+    assert torch.equal(into, want)
     with pytest.raises(RuntimeError, match="row 40 of 40"):
         kernel.pack(blocks, t, 256, None, torch.tensor([0, 40]))
