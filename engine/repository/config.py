@@ -64,7 +64,8 @@ class ModelConfig:
     dtype: str = key("bfloat16", Rule(str))
     max_queue_size: int = key(256, Rule(int, 0))          # 0: unbounded, as in Triton
     prefix_cache_mb: int = key(256, Rule(int, 0))         # KV of long prompt heads kept for reuse (0 = off, and
-                                                          # freed KV slots keep no tokens for a next turn)
+                                                          # freed KV slots keep no tokens for a next turn, nor
+                                                          # prompts sent together share a head's KV)
     kv_cache_mb: int = key(2048, Rule(int, 1))            # the running sequences' KV budget (Llama family)
     runner: str = key("auto", Rule(str))                  # one of RUNNERS (the own engine)
     kv_store: str = key("auto", Rule(str))                # one of KV_STORES (the own engine)

@@ -37,7 +37,9 @@ class Scheduler:
     (stall_budget.py) so that the streams' inter-token gap stays within a few decode-only steps; a step with
     no decode rows, or with more prompts waiting for their first token than rows decoding, takes N.
     `runner.first_chunk(seq)` runs when a sequence's first chunk is scheduled, which may be steps after it joined:
-    the runner may then advance `seq.computed` past a prompt head that an earlier prompt has since cached."""
+    the runner may then advance `seq.computed` past a prompt head that an earlier prompt has since cached.
+    A newcomer the runner says `waits` (a sequence still prefilling will compute a head it shares: the flattened
+    runner's kv/shared_heads.py) stays waiting this step, in its place, and the ones behind it may join."""
 
     MIN_CHUNK = 32        # prompt tokens a step computes even when the decode rows use the whole budget
     WHOLE_PREFILL_TOKENS = 4096     # whole prompts one step prefills (beyond the first newcomer's)
@@ -126,15 +128,23 @@ class Scheduler:
                 chunks.append((seq, self._chunk(seq, tokens, allot)))
                 tokens -= chunks[-1][1]
         admitted: list[Sequence] = []
+        prefilling = [s for s in continuing if s.computed < len(s.prompt_ids)]
+        deferred: list[tuple[int, int, Sequence]] = []       # newcomers waiting for a head another computes
         # newcomers join one by one while tokens are left: each first chunk may find a cached head, so what a
         # newcomer costs is known only once it is scheduled (an agent's 1.2k-token prompt may leave 200)
         while tokens > 0 and allot.open and len(continuing) + len(admitted) < self.max_batch_size:
+            while self._waiting and self.runner.waits(self._waiting[0][2], prefilling):
+                deferred.append(heapq.heappop(self._waiting))
             newcomer = self._pop_admissible(None)
             if newcomer is None:
                 break
             admitted.append(newcomer)
             chunks.append((newcomer, self._chunk(newcomer, tokens, allot)))
             tokens -= chunks[-1][1]
+            if newcomer.computed < len(newcomer.prompt_ids):
+                prefilling.append(newcomer)
+        for item in deferred:
+            heapq.heappush(self._waiting, item)
         self.running = continuing + admitted
         return make_batch(keep, decode, chunks, drafts)
 

@@ -278,6 +278,16 @@ class SlotKVStore:
             self.v[i][slot, :, :n] = v[0]
         self.occupants[slot].computed = layers[0][0].shape[2]
 
+    def copy_head(self, source: int, slot: int, n: int) -> None:
+        """Columns 0..n-1 of running slot `source` copied into `slot` (shared_heads.py); its occupant's
+        `computed` becomes n. Blocked: whole blocks, so the last one's columns past n hold the source's KV
+        (finite values a kernel weighs by 0 until this slot's own tokens overwrite them)."""
+        m = _round_up(n, BLOCK) if self.blocked else n
+        for layer in (self.k, self.v):
+            for t in layer:
+                t[slot, :, :m] = t[source, :, :m]
+        self.occupants[slot].computed = n
+
     def head(self, slot: int, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The first n tokens' KV of `slot`, per layer (1, kv_heads, n, head_dim), plain: views, or copies out
         of a blocked store."""

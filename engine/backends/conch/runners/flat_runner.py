@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from conch.engine.backends.conch.core.batch import Batch
+from conch.engine.backends.conch.kv import shared_heads
 from conch.engine.backends.conch.kv.slot_store import SlotKVStore, StorePolicy
 from conch.engine.backends.conch.model.llama import LlamaForward
 from conch.engine.backends.conch.kv.prefix_cache import PrefixCache
@@ -69,7 +70,8 @@ class FlatRunner:
 
     def first_chunk(self, seq: Sequence) -> None:
         """Before its first chunk: the longest cached head of its prompt, copied into its slot once if longer
-        than what the slot holds (the step computes the rest). Looked up now rather than at admission, so that
+        than what the slot holds (the step computes the rest), then a longer one a running sequence's slot
+        holds (shared_heads.py: prompts that arrived together). Looked up now rather than at admission, so that
         prompts admitted together behind one sharing their head (an agent's system prompt and tools) find it
         once that one has computed it."""
         assert seq.slot is not None
@@ -78,6 +80,17 @@ class FlatRunner:
             cached, layers = hit
             self.kv.load_prefix(seq.slot, layers)       # seq.computed becomes `cached`
             seq.cached = cached
+        sibling = shared_heads.source(seq, self.kv.occupants.items()) if self.prefixes.enabled else None
+        if sibling is not None:                         # a running sequence's slot holds a longer head
+            slot, n = sibling
+            self.prefixes.hit_tokens += n - seq.computed
+            self.kv.copy_head(slot, seq.slot, n)        # seq.computed becomes n
+            seq.cached = n
+
+    def waits(self, seq: Sequence, prefilling: list[Sequence]) -> bool:
+        """Whether newcomer `seq` should wait for a prefilling sequence to compute the head they share
+        (shared_heads.py), with prefix caching on."""
+        return self.prefixes.enabled and shared_heads.waits(seq, prefilling)
 
     def release(self, seq: Sequence) -> None:
         if seq.slot is not None:

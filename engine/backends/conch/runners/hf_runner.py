@@ -47,6 +47,10 @@ class HFRunner:
     def first_chunk(self, seq: Sequence) -> None:
         """Never called: a whole prompt is one chunk, its cached head looked up in `prefill`."""
 
+    def waits(self, seq: Sequence, prefilling: list[Sequence]) -> bool:
+        """Never called (prompts whole): newcomers never wait."""
+        return False
+
     def release(self, seq: Sequence) -> None:
         """Its row goes at the next forward (`Batch.keep`); once none is held, the padded KV is dropped."""
         self._held = [s for s in self._held if s is not seq]

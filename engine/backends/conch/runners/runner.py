@@ -35,6 +35,11 @@ class Runner(Protocol):
         """Before `seq`'s first prompt chunk is computed: it may advance `seq.computed` past a cached head."""
         ...
 
+    def waits(self, seq: Sequence, prefilling: list[Sequence]) -> bool:
+        """Whether newcomer `seq` should stay waiting this step: one of `prefilling` (running, or admitted this
+        step, and still prefilling) will compute a head of its prompt that its first chunk can then copy."""
+        ...
+
     def release(self, seq: Sequence) -> None:
         """`seq` left the batch (finished, aborted, or its step failed): its KV is freed."""
         ...

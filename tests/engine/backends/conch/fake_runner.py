@@ -17,6 +17,7 @@ class FakeRunner:
     whole_prompts: bool = False
     room: int | None = None                        # sequences it admits at the most; None: any
     on_first_chunk: Callable[[Sequence], None] = lambda seq: None
+    wait_for: Callable[[Sequence, list[Sequence]], bool] = lambda seq, prefilling: False
     released: list[Sequence] = field(default_factory=list)
     model: object = None
     prefixes: PrefixCache = field(default_factory=lambda: PrefixCache(0))
@@ -32,6 +33,9 @@ class FakeRunner:
 
     def first_chunk(self, seq: Sequence) -> None:
         self.on_first_chunk(seq)
+
+    def waits(self, seq: Sequence, prefilling: list[Sequence]) -> bool:
+        return self.wait_for(seq, prefilling)
 
     def release(self, seq: Sequence) -> None:
         self.released.append(seq)

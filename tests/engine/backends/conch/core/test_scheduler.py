@@ -101,3 +101,17 @@ def test_newcomers_whose_head_is_cached_join_one_step_together():
     batch, _ = _step(s)
     assert batch.prefill == seqs[:7] and batch.spans == ((190, 10),) * 6 + ((190, 4),)
     assert seqs[7].status == RequestStatus.WAITING      # the budget ran out: it joins next step
+
+
+def test_a_newcomer_the_runner_says_waits_stays_in_place_while_those_behind_join():
+    """runner.waits (the flattened runner: a prefilling sequence will compute a head it shares) keeps a
+    newcomer waiting a step; the one behind it joins; it joins once nothing it waits for is prefilling."""
+    leader, follower, other = _seq("leader", 20), _seq("follower", 20), _seq("other", 5)
+    runner = FakeRunner(wait_for=lambda seq, prefilling: seq is follower and leader in prefilling)
+    s = Scheduler(runner, max_batch_size=8, step_tokens=64)
+    for seq in (leader, follower, other):
+        s.add(seq)
+    batch, _ = _step(s)
+    assert batch.prefill == [leader, other] and follower.status == RequestStatus.WAITING
+    batch, _ = _step(s)                                  # the leader decodes: the follower joins
+    assert batch.decode == [leader, other] and batch.prefill == [follower]

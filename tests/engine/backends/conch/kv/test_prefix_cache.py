@@ -50,8 +50,9 @@ async def test_hit_and_miss_prefilled_in_one_step_stay_in_order(backends):
 
 
 async def test_prompts_sent_together_reuse_the_head_the_first_one_computes():
-    """All admitted in one step, before any head is cached: the others look the cache up when their first
-    chunk is scheduled, after the first prompt's chunks have stored the head."""
+    """Sent together, before any head is cached: the others wait while the first prompt's chunks compute the
+    head they share (kv/shared_heads.py), then their first chunk copies all of it from its slot, past the
+    cache's last whole block."""
     backend = ConchBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", max_step_tokens=64))
     plain = ConchBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32", max_step_tokens=64,
                                             prefix_cache_mb=0))
@@ -61,7 +62,7 @@ async def test_prompts_sent_together_reuse_the_head_the_first_one_computes():
         prompts = [HEAD + [40 + i, 50 + i] for i in range(4)]
         together = await asyncio.gather(*[_greedy(backend, p, f"t{i}") for i, p in enumerate(prompts)])
         assert together == [await _greedy(plain, p, f"p{i}") for i, p in enumerate(prompts)]
-        assert backend.runner.prefixes.hit_tokens == 3 * 5 * BLOCK     # three prompts reused the first one's head
+        assert backend.runner.prefixes.hit_tokens == 3 * len(HEAD)     # three prompts reused the first one's head
     finally:
         await backend.stop()
         await plain.stop()

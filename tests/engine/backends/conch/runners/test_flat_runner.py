@@ -74,6 +74,29 @@ async def test_streams_and_a_long_prompt_prefilled_in_chunks_equal_each_alone(dt
         await backend.stop()
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+async def test_prompts_that_arrive_together_compute_their_shared_head_once(dtype):
+    """kv/shared_heads.py: six prompts sharing a 60-token head, sent at once: one computes it, the five others
+    wait a step and copy it from its slot; each one's greedy tokens are those it gets alone (no sharing)."""
+    head = list(range(400, 460))
+    prompts = [head + [500 + i, 600 + i, 700 + i] for i in range(6)]
+    plain = ConchBackend(ModelConfig(name="m", weights="builtin:tiny", dtype=dtype, prefix_cache_mb=0))
+    await plain.start()
+    try:
+        alone = [await _greedy(plain, p, f"a{i}") for i, p in enumerate(prompts)]
+        assert plain.runner.prefixes.hit_tokens == 0
+    finally:
+        await plain.stop()
+    backend = ConchBackend(ModelConfig(name="m", weights="builtin:tiny", dtype=dtype))
+    await backend.start()
+    try:
+        together = await asyncio.gather(*[_greedy(backend, p, f"t{i}") for i, p in enumerate(prompts)])
+        assert together == alone
+        assert backend.runner.prefixes.hit_tokens == 5 * len(head)          # five heads copied, none computed
+    finally:
+        await backend.stop()
+
+
 async def test_other_architectures_and_runner_hf_use_the_hf_forward():
     backend = ConchBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32",
                                               runner="hf"))
