@@ -57,11 +57,11 @@ class Narrow:
     @classmethod
     def of(cls, packing: NarrowPacking | None, weight: torch.Tensor, bias: torch.Tensor | None,
            glu: bool = False) -> Narrow | None:
-        """`glu`: weight is an MLP's [gate; up] rows and the kernel fuses the SiLU gate (tile_matmul.cpp's
-        matmul_glu) where it can: the product then returns silu(gate) * up."""
+        """`glu`: weight is an MLP's [gate; up] rows and the kernel fuses the SiLU gate (tile_ and
+        narrow_matmul.cpp's matmul_glu, I a multiple of 16) where it can: the product then returns silu(gate) * up."""
         if packing is None or weight.dtype != torch.bfloat16 or not packing.kernel.fits(*weight.shape):
             return None
-        glu = glu and bias is None and hasattr(packing.kernel, "matmul_glu")
+        glu = glu and bias is None and hasattr(packing.kernel, "matmul_glu") and weight.shape[0] % 32 == 0
         pack = packing.kernel.pack_glu if glu else packing.kernel.pack
         packed = packing.arena.copy(pack(weight.detach()))
         return cls(packing.kernel, packed, None if bias is None else bias.detach().float(), glu)

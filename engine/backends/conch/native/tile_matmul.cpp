@@ -83,22 +83,13 @@ inline void store(const float* c, int64_t rows, const float* bias, at::BFloat16*
   }
 }
 
-// x rounded to bf16 and back: the value a bf16 tensor would hold.
-inline __m512 as_bf16(__m512 x) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x)), 16));
-}
-
 // GLU rows (row stride I) = silu(gate) * up of c's first `rows` rows, whose 32 columns are 16 gate columns then
-// the same 16 up columns (pack_glu's order), rounded as fused_ops.cpp's silu_mul rounds the unfused product's
-// bf16 output: gate and up to bf16, silu(gate) = gate / (1 + e^-gate) to bf16, the product to bf16.
+// the same 16 up columns (pack_glu's order), rounded as vector_exp.h's silu_mul_bf16 rounds them.
 inline void store_glu(const float* c, int64_t rows, at::BFloat16* y, int64_t I) {
-  const __m512 one = _mm512_set1_ps(1.f), minus_log2e = _mm512_set1_ps(-1.4426950408889634f);
   for (int64_t m = 0; m < rows; ++m) {
     const float* cm = c + m * kBlockN;
-    const __m512 gate = as_bf16(_mm512_loadu_ps(cm)), up = as_bf16(_mm512_loadu_ps(cm + kTileCols));
-    const __m512 e = vector_exp::exp2_ps(_mm512_mul_ps(gate, minus_log2e));
-    const __m512 silu = as_bf16(_mm512_div_ps(gate, _mm512_add_ps(one, e)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + m * I), (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(silu, up)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + m * I),
+                        vector_exp::silu_mul_bf16(_mm512_loadu_ps(cm), _mm512_loadu_ps(cm + kTileCols)));
   }
 }
 

@@ -1,4 +1,5 @@
-"""The compiled native kernels (engine/backends/conch/native/) as the kernel tests load them."""
+"""The compiled native kernels (engine/backends/conch/native/) as the kernel tests load them, and the checks
+the packed bf16 matmuls (narrow_matmul.cpp, tile_matmul.cpp) share."""
 from __future__ import annotations
 
 from typing import Any
@@ -37,3 +38,4 @@ def assert_float32_product_rounded_once(kernel: Any, rows: int, out: int, inner:
     assert (got == want).float().mean() > 0.99
     torch.testing.assert_close(got, want, atol=0.02, rtol=0.02)
     torch.testing.assert_close(kernel.matmul(x, kernel.pack(w)), F.linear(x, w), atol=0.05, rtol=0.02)
+

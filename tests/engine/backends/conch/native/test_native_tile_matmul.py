@@ -50,35 +50,3 @@ def test_a_product_takes_it_where_it_fits(kernel):
         x = bf16(rows, 128, seed=rows)
         assert torch.equal(fast(x), kernel.matmul(x, kernel.pack(w)))
         torch.testing.assert_close(fast(x), F.linear(x, w), atol=0.05, rtol=0.02)
-
-
-@pytest.mark.parametrize("rows", [1, 7, 40, 300])
-def test_the_glu_product_is_the_product_then_silu_mul(kernel, rows):
-    """matmul_glu: silu(x gate^T) * (x up^T) in one pass, with fused_ops' silu_mul roundings of the unfused
-    product (its exponential another's: all but a rare element bit for bit, those within a bf16 step)."""
-    w, x = bf16(2 * 96, 128, seed=10, scale=0.2), bf16(rows, 128, seed=rows)
-    unfused = compiled("fused_ops").silu_mul(kernel.matmul(x, kernel.pack(w)))
-    got = kernel.matmul_glu(x, kernel.pack_glu(w))
-    assert got.shape == (rows, 96)
-    assert (got == unfused).float().mean() > 0.99
-    torch.testing.assert_close(got, unfused, atol=0.02, rtol=0.02)
-    gate, up = F.linear(x.float(), w.float()).chunk(2, dim=-1)
-    torch.testing.assert_close(got.float(), F.silu(gate) * up, atol=0.05, rtol=0.02)
-
-
-def test_a_glu_rows_bits_do_not_depend_on_its_neighbours(kernel):
-    x, packed = bf16(300, 576, seed=11), kernel.pack_glu(bf16(3072, 576, seed=12, scale=0.05))
-    together = kernel.matmul_glu(x, packed)
-    for row in (0, 15, 16, 33, 256, 299):
-        assert torch.equal(kernel.matmul_glu(x[row:row + 1].contiguous(), packed)[0], together[row])
-
-
-def test_an_mlp_gate_up_product_applies_its_gate(kernel):
-    """weights.product(glu=True) on the AMX path: a Narrow that `activates` (llama.py then skips silu_mul); a
-    bias (no MLP here has one) keeps the plain product."""
-    w, packing = bf16(2 * 64, 96, seed=13, scale=0.1), NarrowPacking(kernel, HugePageArena())
-    gated = product(w, None, False, True, packing, glu=True)
-    assert isinstance(gated, Narrow) and gated.activates
-    x = bf16(5, 96, seed=14)
-    assert torch.equal(gated(x), kernel.matmul_glu(x, kernel.pack_glu(w)))
-    assert not product(w, bf16(128, seed=15), False, True, packing, glu=True).activates
