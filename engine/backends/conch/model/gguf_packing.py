@@ -26,7 +26,8 @@ from conch.engine.backends.conch.model.quantized import QUANT_TYPES, QuantizedMa
 from conch.engine.backends.conch.model.weights import pair_order
 from conch.engine.weights.gguf_file import GgufInfo
 
-_HEADS = {"attn_q": "head_count", "attn_k": "head_count_kv"}     # a q / k matrix's heads, by its GGUF key
+_HEADS = {"attn_q": "head_count", "attn_k": "head_count_kv"}     # a q / k matrix's heads, by its GGUF key (a file
+                                                                  # without head_count_kv: as many as head_count)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def _rows(tensor: Any, info: GgufInfo, flat: bool) -> tuple[torch.Tensor | None,
     if kind not in _HEADS:
         return None, None
     meta, arch, n = info.header.metadata, info.architecture, int(tensor.shape[1])
-    heads = int(meta[f"{arch}.attention.{_HEADS[kind]}"])
+    heads = int(meta.get(f"{arch}.attention.{_HEADS[kind]}", meta[f"{arch}.attention.head_count"]))   # kv: MHA
     to_hf = file_to_hf_rows(n, heads) if arch == "llama" else torch.arange(n)     # HF row h: file row to_hf[h]
     if not flat:
         return (to_hf if arch == "llama" else None), None

@@ -76,3 +76,5 @@ def test_a_neox_files_q_rows_are_gathered_into_pairs():
     llama = SimpleNamespace(architecture="llama", header=SimpleNamespace(metadata={"llama.attention.head_count": 2}))
     ids, order = _rows(q, llama, flat=False)
     assert torch.equal(ids, file_to_hf_rows(16, 2)) and order is None
+    k = SimpleNamespace(name="blk.0.attn_k.weight", shape=(32, 16))       # no head_count_kv: heads as q's
+    assert torch.equal(_rows(k, llama, flat=False)[0], file_to_hf_rows(16, 2))
