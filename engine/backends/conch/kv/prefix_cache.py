@@ -56,6 +56,13 @@ class PrefixCache:
                 return n, [(k[:, :, :n], v[:, :, :n]) for k, v in entry.layers]
         return None
 
+    def cached(self, ids: list[int]) -> int:
+        """The tokens of `ids`' longest cached head that lookup would give (0: none); no statistics counted."""
+        for n in range((len(ids) - 1) // BLOCK * BLOCK, self.min_tokens - 1, -BLOCK):
+            if tuple(ids[:n]) in self._index:
+                return n
+        return 0
+
     def wants(self, ids: list[int]) -> bool:
         n = len(ids) // BLOCK * BLOCK
         return self.budget > 0 and n >= self.min_tokens and tuple(ids[:n]) not in self._entries

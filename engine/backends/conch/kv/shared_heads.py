@@ -3,8 +3,9 @@ tools): the head's KV computed once, in one sequence's slot, and copied into the
 
 The prefix cache (prefix_cache.py) reuses long heads computed in earlier steps; prompts admitted in the same
 step would each compute the head they share. So a newcomer whose prompt shares at least MIN_SHARED tokens with
-a sequence still prefilling them waits (`waits`: the scheduler keeps it waiting, oldest first as before)
-until that sequence has computed them; its first chunk then copies them from that sequence's slot (`source`,
+a sequence still prefilling them waits (`awaited`, unless a kept slot or the prefix cache already gives it as
+much: FlatRunner.waits; the scheduler keeps it waiting, oldest first as before) until that sequence has computed
+them; its first chunk then copies them from that sequence's slot (`source`,
 FlatRunner.first_chunk) instead of computing them. A token's KV depends on the tokens before it only, so the copy
 holds what computing them would (the same bits on the batch-invariant kernel paths, as the prefix cache's
 copies). The sequence the head comes from always advances (prompts are chunked oldest first), so a newcomer
@@ -33,15 +34,16 @@ def shared(a: list[int], b: list[int], limit: int) -> int:
     return lo
 
 
-def waits(seq: Any, prefilling: Iterable[Any]) -> bool:
-    """Whether `seq` (waiting) should wait: a sequence of `prefilling` has yet to compute at least MIN_SHARED
-    tokens of a head they share (not counting `seq`'s last prompt token, which it always computes)."""
-    ids = seq.key_ids
+def awaited(seq: Any, prefilling: Iterable[Any]) -> int:
+    """The longest head (at least MIN_SHARED tokens, not counting `seq`'s last prompt token, which it always
+    computes) that `seq` (waiting) shares with a sequence of `prefilling` that has yet to compute it; 0: none.
+    The caller waits for it where nothing it holds already (a kept slot, the prefix cache) gives as much."""
+    ids, best = seq.key_ids, 0
     for other in prefilling:
         n = shared(ids, other.key_ids, len(ids) - 1)
         if n >= MIN_SHARED and other.computed < n:
-            return True
-    return False
+            best = max(best, n)
+    return best
 
 
 def source(seq: Any, holders: Iterable[tuple[int, Any]]) -> tuple[int, int] | None:

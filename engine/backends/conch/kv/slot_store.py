@@ -189,6 +189,11 @@ class SlotKVStore:
         self._grow(max(slots, slot + 1), self._columns_for(max(after.values())))   # copies the reused columns too
         return slot
 
+    def kept_head(self, prompt: list[int]) -> int:
+        """The tokens of `prompt` a free slot's kept KV would give it at admission (0: none)."""
+        reuse = self._match(prompt)
+        return reuse[1] if reuse is not None else 0
+
     def _fit(self, need: int) -> int:
         """The free slot that adds the fewest new pages; among those, one keeping no tokens, else the one whose
         kept tokens are the oldest (vLLM's pool evicts its least recently freed blocks alike); then the

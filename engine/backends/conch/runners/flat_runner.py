@@ -89,8 +89,12 @@ class FlatRunner:
 
     def waits(self, seq: Sequence, prefilling: list[Sequence]) -> bool:
         """Whether newcomer `seq` should wait for a prefilling sequence to compute the head they share
-        (shared_heads.py), with prefix caching on."""
-        return self.prefixes.enabled and shared_heads.waits(seq, prefilling)
+        (shared_heads.py), with prefix caching on: not where a kept slot or the prefix cache already holds as
+        much of its prompt (a conversation's next turn beside a newcomer with the same system prompt)."""
+        if not self.prefixes.enabled:
+            return False
+        n = shared_heads.awaited(seq, prefilling)
+        return n > 0 and n > max(self.kv.kept_head(seq.key_ids), self.prefixes.cached(seq.key_ids))
 
     def release(self, seq: Sequence) -> None:
         if seq.slot is not None:

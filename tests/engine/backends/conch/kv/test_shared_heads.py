@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from conch.engine.backends.conch.kv.shared_heads import MIN_SHARED, shared, source, waits
+from conch.engine.backends.conch.kv.shared_heads import MIN_SHARED, awaited, shared, source
 
 
 @dataclass
@@ -31,17 +31,18 @@ def test_shared_is_the_common_heads_length_within_the_limit():
         assert shared(a, b, limit) == _naive(a, b, limit), (a, b, limit)
 
 
-def test_a_newcomer_waits_while_a_prefilling_sequence_has_yet_to_compute_the_head_they_share():
+def test_a_newcomer_awaits_the_head_a_prefilling_sequence_has_yet_to_compute():
     head = list(range(100, 100 + MIN_SHARED + 4))
     newcomer = Seq(head + [1, 2])
     leader = Seq(head + [3], computed=0)
-    assert waits(newcomer, [leader])
+    assert awaited(newcomer, [leader]) == len(head)
     leader.computed = len(head)                      # computed: the newcomer's first chunk copies it
-    assert not waits(newcomer, [leader])
+    assert awaited(newcomer, [leader]) == 0
     short = Seq(head[:MIN_SHARED - 1] + [9] * 10)    # too short a head to wait for
-    assert not waits(short, [Seq(head, computed=0)])
-    assert waits(Seq(head[:MIN_SHARED] + [5]), [Seq(head, computed=0)])
-    assert not waits(Seq(head[:MIN_SHARED]), [Seq(head, computed=0)])     # its last token is not shared
+    assert awaited(short, [Seq(head, computed=0)]) == 0
+    assert awaited(Seq(head[:MIN_SHARED] + [5]), [Seq(head, computed=0)]) == MIN_SHARED
+    assert awaited(Seq(head[:MIN_SHARED]), [Seq(head, computed=0)]) == 0     # its last token is not shared
+    assert awaited(newcomer, [Seq(head[:18] + [0], computed=0), Seq(head + [4], computed=5)]) == len(head)
 
 
 def test_the_source_is_the_slot_holding_the_longest_computed_head():

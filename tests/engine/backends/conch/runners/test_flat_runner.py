@@ -97,6 +97,23 @@ async def test_prompts_that_arrive_together_compute_their_shared_head_once(dtype
         await backend.stop()
 
 
+def test_a_next_turn_whose_kept_slot_holds_the_shared_head_does_not_wait(model):
+    """FlatRunner.waits: a newcomer waits for a prefilling sequence's shared head only where its kept slot (or the
+    prefix cache) holds less of its prompt."""
+    from conch.engine.backends.conch.kv.prefix_cache import PrefixCache
+    from conch.engine.backends.conch.runners.flat_runner import FlatRunner
+    from tests.engine.backends.conch.core.test_scheduler import _seq
+
+    runner = FlatRunner(model, 4, 2**24, PrefixCache(2**20))
+    system = list(range(40))                                  # _seq's prompts are range(n): one shared head
+    other = _seq("other", 48)
+    assert runner.admit(other) and other.computed == 0        # prefilling, its 47-token head not computed
+    turn = _seq("turn", 100)
+    assert runner.waits(turn, [other])
+    runner.kv.kept[3] = tuple(system[:16]), torch.arange(90)  # a freed slot kept 90 of its tokens
+    assert runner.kv.kept_head(turn.key_ids) == 90 and not runner.waits(turn, [other])
+
+
 async def test_other_architectures_and_runner_hf_use_the_hf_forward():
     backend = ConchBackend(ModelConfig(name="m", weights="builtin:tiny", dtype="float32",
                                               runner="hf"))
