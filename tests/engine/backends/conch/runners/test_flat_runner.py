@@ -100,15 +100,18 @@ async def test_prompts_that_arrive_together_compute_their_shared_head_once(dtype
 def test_a_next_turn_whose_kept_slot_holds_the_shared_head_does_not_wait(model):
     """FlatRunner.waits: a newcomer waits for a prefilling sequence's shared head only where its kept slot (or the
     prefix cache) holds less of its prompt."""
+    from conch.engine.backends.conch.core.sequence import Sequence
     from conch.engine.backends.conch.kv.prefix_cache import PrefixCache
-    from conch.engine.backends.conch.runners.flat_runner import FlatRunner
-    from tests.engine.backends.conch.core.test_scheduler import _seq
+
+    def seq(rid: str, n: int) -> Sequence:                   # prompts range(n): one shared head
+        req = GenerationRequest(id=rid, model="m", prompt_token_ids=tuple(range(n)), params=SamplingParams())
+        return Sequence(request=req, index=0, prompt_ids=list(range(n)), eos_ids=frozenset(), max_total=4096)
 
     runner = FlatRunner(model, 4, 2**24, PrefixCache(2**20))
-    system = list(range(40))                                  # _seq's prompts are range(n): one shared head
-    other = _seq("other", 48)
+    system = list(range(40))
+    other = seq("other", 48)
     assert runner.admit(other) and other.computed == 0        # prefilling, its 47-token head not computed
-    turn = _seq("turn", 100)
+    turn = seq("turn", 100)
     assert runner.waits(turn, [other])
     runner.kv.kept[3] = tuple(system[:16]), torch.arange(90)  # a freed slot kept 90 of its tokens
     assert runner.kv.kept_head(turn.key_ids) == 90 and not runner.waits(turn, [other])
