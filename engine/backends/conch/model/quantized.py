@@ -81,20 +81,6 @@ def file_blocks(tensor: Any) -> torch.Tensor:
         return torch.from_numpy(np.asarray(tensor.data))
 
 
-def read_matrix(tensor: Any, kernel: Any, arena: HugePageArena | None = None) -> QuantizedMatrix | torch.Tensor:
-    """A GGUF tensor: a QuantizedMatrix packed from its blocks as the file orders its rows (in `arena` where
-    given), or a float tensor (F32/F16/BF16) as (out, in), a view of the file."""
-    name = tensor.tensor_type.name
-    view = file_blocks(tensor)
-    if name in QUANT_TYPES:
-        return QuantizedMatrix.pack(kernel, view, QUANT_TYPES[name], int(tensor.shape[0]), arena)
-    if name == "BF16":
-        return view.view(torch.bfloat16)
-    if name in FLOAT_TYPES:
-        return view
-    raise ValueError(f"tensor {tensor.name}: ggml type {name} has no kernel")
-
-
 class QuantLinear(torch.nn.Module):
     """An HF model's nn.Linear replaced by a QuantizedMatrix (gguf_layers.py): the HF forward (prompt
     logprobs) computes through the same kernel as the flattened one. `order`: the HF row each of the matrix's
