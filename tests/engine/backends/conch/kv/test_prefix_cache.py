@@ -121,6 +121,44 @@ async def test_a_chat_s_next_turn_through_the_server_starts_from_its_last_turn(t
         server.stop()
 
 
+async def test_chats_sent_together_through_the_server_compute_their_shared_head_once(tmp_path):
+    """The openai SDK at its defaults against a real server: six chats sent at once share the chat template's
+    system prompt; one computes it, the others copy it (kv/shared_heads.py) and say so in their usage's
+    cached_tokens, and every reply is what a model with prefix caching off gives (whole and streamed)."""
+    import asyncio
+
+    import openai
+
+    from tests.conftest import start_inprocess, write_repository
+
+    config = {"weights": "builtin:smollm2", "dtype": "bfloat16", "response_cache": False}
+    server = start_inprocess(write_repository(tmp_path, {"kept": config, "plain": {**config, "prefix_cache_mb": 0}}))
+    questions = [f"Name {n} colours of the sea." for n in ("two", "three", "four", "five", "six", "seven")]
+    try:
+        runner = server.engine.get("kept").backend.runner
+        async with openai.AsyncOpenAI(base_url=server.v1, api_key="none") as client:
+            async def ask(model: str, question: str):
+                return await client.chat.completions.create(
+                    model=model, messages=[{"role": "user", "content": question}], max_tokens=8, temperature=0)
+
+            async def streamed(model: str, question: str) -> str:
+                stream = await client.chat.completions.create(
+                    model=model, messages=[{"role": "user", "content": question}], max_tokens=8, temperature=0,
+                    stream=True)
+                return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+            plain = [(await ask("plain", q)).choices[0].message.content for q in questions]
+            hits = runner.prefixes.hit_tokens
+            together = await asyncio.gather(*[ask("kept", q) for q in questions])
+            assert [r.choices[0].message.content for r in together] == plain
+            cached = [r.usage.prompt_tokens_details.cached_tokens for r in together]
+            assert sum(c >= 16 for c in cached) >= 5, cached               # all but the one that computed it
+            assert runner.prefixes.hit_tokens - hits >= sum(cached)
+            assert await asyncio.gather(*[streamed("kept", q) for q in questions]) == plain
+    finally:
+        server.stop()
+
+
 def test_a_longer_head_of_the_same_prompt_replaces_the_shorter():
     layer = (torch.zeros(1, 1, 6 * BLOCK, 2), torch.zeros(1, 1, 6 * BLOCK, 2))
     cache = PrefixCache(budget_bytes=1 << 30, min_tokens=BLOCK)
