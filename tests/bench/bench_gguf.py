@@ -21,7 +21,10 @@ rounds, a ratio the median of the rounds' ratios:
   c1, c16  decode tokens/s: streamed chat completions over HTTP with the openai SDK, short prompts, greedy
            (temperature 0), ignore_eos, CONCH_BENCH_GGUF_TOKENS (default 64) new tokens each, counted from the
            stream's usage; c1: CONCH_BENCH_GGUF_C1_REQUESTS (default 4) one after another; c16: 16 at once;
-           after a warm-up of 16 requests of 4 tokens at once (the other server idle meanwhile)
+           after both servers idled CONCH_BENCH_GGUF_SETTLE_S (default 10) seconds (what a server does in
+           the background once it serves -- Conch moves its weights into huge pages while idle, huge_pages.py
+           -- is over before any measured run and takes no core from the other's) and a warm-up of 16
+           requests of 4 tokens at once (the other server idle meanwhile)
   RSS      VmRSS of the server process (and its children) after the decode runs: mapped pages of the file
            that were read count, for both servers; set against the file's size + the server's KV budget
            (llama-server: its 4,096 cells x the f16 K and V a cell holds, allocated at start; Conch: kv_cache_mb,
@@ -67,6 +70,7 @@ TOKENS = int(os.environ.get("CONCH_BENCH_GGUF_TOKENS", "64"))
 C1_REQUESTS = int(os.environ.get("CONCH_BENCH_GGUF_C1_REQUESTS", "4"))
 ROUNDS = int(os.environ.get("CONCH_BENCH_GGUF_ROUNDS", "3"))
 STARTS = int(os.environ.get("CONCH_BENCH_GGUF_STARTS", "3"))
+SETTLE_S = float(os.environ.get("CONCH_BENCH_GGUF_SETTLE_S", "10"))
 RUNS = (("c1", C1_REQUESTS, 1), ("c16", 16, 16))       # (kind, requests, at once)
 SLOTS, SLOT_TOKENS = 16, 256                 # llama-server's: one slot per c16 request, a short prompt + 64 new
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_tile")
@@ -282,6 +286,7 @@ def _seconds(values: list[float]) -> str:
 def _rounds(servers: dict[str, Server], rounds: int) -> dict[str, dict[str, list[float]]]:
     """Each server's tokens/s of each of RUNS, `rounds` times, after a warm-up each: within a round, each run
     of every server in turn; which server goes first alternates by round."""
+    time.sleep(SETTLE_S)
     for server in servers.values():
         asyncio.run(decode(server.url, 16, 16, max_tokens=4))
     runs: dict[str, dict[str, list[float]]] = {name: {kind: [] for kind, _, _ in RUNS} for name in servers}

@@ -3,32 +3,88 @@
 Why: a decode step reads every weight once. In 4 KB pages that is a TLB miss every 4 KB, and under a
 hypervisor each miss walks two page tables, so weights stream markedly faster from 2 MB pages (the figures:
 docs/performance-journal.md, "Figures once in module docstrings").
-Linux gives huge pages to anonymous memory marked MADV_HUGEPAGE before it is first touched (the default
-`madvise` mode of /sys/kernel/mm/transparent_hugepage/enabled); elsewhere the arena still works, in small pages.
 
-Invariant: a copy is never moved or freed while the arena lives (the tensors view its segments).
+When: an arena's pages are first touched (faulted in, zeroed by the kernel) as 4 KB pages while the model
+loads, and collapsed into 2 MB pages afterwards, a chunk at a time, by whoever calls `collapse_some` (an idle
+engine thread: core/engine_core.py). Faulting them in as huge pages directly put the kernel's huge-page
+allocation on the load's path: under this machine's hypervisor a fresh huge page costs ~2 s a GiB at first
+touch (the host backs it page by page), against ~0.4 s a GiB for 4 KB pages. MADV_COLLAPSE (Linux 6.1+) moves
+a range into huge pages whatever the THP mode; an older kernel gets MADV_HUGEPAGE instead (khugepaged collapses
+it in its own time); elsewhere the arena stays in small pages and works the same.
+
+Invariant: a copy is never moved or freed while the arena lives (the tensors view its segments); a collapse
+keeps every byte's value and address (the kernel copies the pages under its own locks).
 """
 from __future__ import annotations
 
 import ctypes
 import math
 import mmap
+import sys
+import threading
+import weakref
+from dataclasses import dataclass
 
 import torch
 
 ALIGN = 2 << 20              # a huge page
 SEGMENT = 256 << 20          # bytes mapped at a time (reserved, not touched, until a copy lands there)
 LINE = 64                    # copies start on a cache line
+COLLAPSE_STEP = 8 << 20      # bytes one collapse_some call moves into huge pages (a fresh huge page: ~4 ms here)
+MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25      # Linux's values
 
 
-def anonymous(size: int, huge: bool) -> mmap.mmap:
+def anonymous(size: int) -> mmap.mmap:
     """`size` bytes of private anonymous memory: zeros, each page faulted in on first touch, never another
-    allocation's leftovers; `huge`: marked for huge pages before any touch (a shared mapping would be shmem,
-    which the `madvise` mode leaves in small pages)."""
-    mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if huge and hasattr(mmap, "MADV_HUGEPAGE"):
-        mapping.madvise(mmap.MADV_HUGEPAGE)
-    return mapping
+    allocation's leftovers."""
+    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+
+
+@dataclass
+class _Extent:
+    """A segment's bytes in use, for `collapse_some`: from `start` (the address of its first huge page)."""
+    mapping: weakref.ref           # the segment's mapping: once it is freed, nothing is left to collapse
+    start: int
+    used: int = 0                  # bytes in use (the arena moves it on as copies land)
+    done: int = 0                  # bytes already collapsed (or given up on), a multiple of ALIGN
+
+
+_pending: list[_Extent] = []       # the extents of every live arena of the process, oldest first
+_pending_lock = threading.Lock()
+
+
+def collapse_some(limit: int = COLLAPSE_STEP) -> bool:
+    """Moves up to `limit` bytes of the oldest arena extent not yet collapsed into huge pages; False when none
+    is left. An extent still growing (its arena loading) is taken up again as it grows; a freed one is dropped.
+    Thread-safe: two callers take different chunks. The madvise runs with the GIL released."""
+    with _pending_lock:
+        _pending[:] = [e for e in _pending if e.mapping() is not None]
+        extent = next((e for e in _pending if e.done < _rounded(e.used)), None)
+        if extent is None:
+            return False
+        alive = extent.mapping()                 # held until the madvise returns
+        begin, length = extent.start + extent.done, min(limit, _rounded(extent.used) - extent.done)
+        extent.done += length
+    if _madvise(begin, length, MADV_COLLAPSE) == 22:               # EINVAL: a kernel without MADV_COLLAPSE
+        _madvise(begin, length, MADV_HUGEPAGE)
+    del alive
+    return True
+
+
+def _rounded(used: int) -> int:
+    return -(-used // ALIGN) * ALIGN
+
+
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def _madvise(address: int, length: int, advice: int) -> int:
+    """0, or the errno of madvise(2) (EAGAIN / ENOMEM: the range stays in small pages)."""
+    if _libc is None:
+        return 0
+    if _libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), ctypes.c_int(advice)) == 0:
+        return 0
+    return ctypes.get_errno()
 
 
 class HugePageArena:
@@ -39,6 +95,7 @@ class HugePageArena:
         self._segments: list[tuple[mmap.mmap, int]] = []     # (mapping, its first 2 MB-aligned byte)
         self._used = 0                                       # bytes used in the last segment, from its start
         self._size = 0                                       # usable bytes of the last segment
+        self._extent: _Extent | None = None                  # the last segment's, as collapse_some reads it
 
     def copy(self, t: torch.Tensor) -> torch.Tensor:
         """A contiguous copy of `t` in the arena, same shape and dtype."""
@@ -53,17 +110,22 @@ class HugePageArena:
             start = 0
         mapping, base = self._segments[-1]
         self._used = start + nbytes
+        if self._extent is not None:
+            self._extent.used = self._used
         out = torch.frombuffer(mapping, dtype=torch.uint8, count=nbytes, offset=base + start)
         return out.view(dtype).view(shape)
 
     def reserve(self, nbytes: int) -> None:
         """Room for `nbytes` of copies mapped now, as one segment (untouched: each page is faulted in, zeroed by
-        the kernel, by the copy that first writes it; gguf_packing.py's thread, off the loader's path)."""
+        the kernel, by the copy that first writes it: gguf_packing.py's thread, off the loader's path)."""
         self._open(nbytes)
 
     def _open(self, size: int) -> None:
-        size = -(-size // ALIGN) * ALIGN
-        mapping = anonymous(size + ALIGN, huge=True)
+        size = _rounded(size)
+        mapping = anonymous(size + ALIGN)
         address = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
         self._segments.append((mapping, -address % ALIGN))
         self._used, self._size = 0, size
+        self._extent = _Extent(weakref.ref(mapping), address + self._segments[-1][1])
+        with _pending_lock:
+            _pending.append(self._extent)

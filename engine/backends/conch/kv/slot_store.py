@@ -84,7 +84,7 @@ def _untouched_zeros(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor
     nbytes = math.prod(shape) * torch.finfo(dtype).bits // 8
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(anonymous(nbytes, huge=False), dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
+    return torch.frombuffer(anonymous(nbytes), dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
 
 
 def _to_blocked(k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

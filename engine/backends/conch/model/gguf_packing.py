@@ -2,8 +2,9 @@
 started before the loader reads the tokenizer: one native call packs them one after another with the GIL
 released and no OpenMP team (quant_matmul's pack_each), on the core the tokenizer's Python leaves idle, and drops
 each matrix's file pages once it is packed, so the load's peak stays about the file's size. The thread also
-faults in the arena's pages as it writes them (the kernel zeroes each: under a hypervisor ~1 GB/s, as much time as
-the packing itself). `result()` packs what the thread has not reached yet on the caller's thread, beside it.
+faults in the arena's pages as it writes them (4 KB pages, zeroed by the kernel: huge_pages.py moves them into
+huge pages once the model serves). `result()` packs what the thread has not reached yet on the caller's thread,
+beside it.
 
 Row order, decided from the file's own metadata (no transformers config is read before the tokenizer):
 - where the flattened runner serves the file (`flat`), a q / k matrix is packed in the order its RoPE reads

@@ -4,28 +4,18 @@ at once with 503, and no step runs after that. One failed step alone fails only 
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from conch.engine.backends.conch.backend import MAX_FAILED_STEPS
-from tests.conftest import start_inprocess, write_repository
 
 GENERATE = {"text_input": "Hi", "parameters": {"max_tokens": 2}}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    root = write_repository(tmp_path_factory.mktemp("repo"), {
-        "tiny": {"weights": "builtin:tiny", "dtype": "float32", "max_batch_size": 2}})
-    s = start_inprocess(root)
-    yield s
-    s.stop()
 
 
 def _generate(server) -> httpx.Response:
     return httpx.post(f"{server.url}/v2/models/tiny/generate", json=GENERATE, timeout=60)
 
 
-def test_failing_steps_fail_their_requests_then_the_model_stops(server):
+def test_failing_steps_fail_their_requests_then_the_model_stops(tiny_inprocess):
+    server = tiny_inprocess
     backend = server.engine.get("tiny").backend
     forward, calls = backend.runner.forward, []
 

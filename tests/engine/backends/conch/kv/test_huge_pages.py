@@ -1,20 +1,13 @@
 """The huge-page arena (huge_pages.py): copies keep their values, shapes and dtypes, start on cache lines one
-after another, and land in huge pages where Linux offers them (madvise mode)."""
+after another, land in small pages, and move into huge pages as collapse_some is called (Linux 6.1+'s
+MADV_COLLAPSE): only the bytes in use, a growing arena's new bytes too, a freed arena's never."""
 from __future__ import annotations
 
-from pathlib import Path
+import gc
 
-import pytest
 import torch
 
-from conch.engine.backends.conch.kv.huge_pages import ALIGN, HugePageArena
-
-THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-
-
-def _huge_kb() -> int:
-    line = next(x for x in Path("/proc/self/smaps_rollup").read_text().splitlines() if x.startswith("AnonHugePages"))
-    return int(line.split()[1])
+from conch.engine.backends.conch.kv.huge_pages import ALIGN, HugePageArena, collapse_some
 
 
 def test_copies_keep_values_and_pack_one_after_another():
@@ -35,8 +28,42 @@ def test_a_copy_larger_than_a_segment_gets_its_own(monkeypatch):
     assert big.data_ptr() % ALIGN == 0 and torch.equal(big, torch.ones(3 << 20)) and small.sum() == 10
 
 
-@pytest.mark.skipif(not THP.exists() or "[never]" in THP.read_text(), reason="no transparent huge pages here")
-def test_copies_land_in_huge_pages():
-    before = _huge_kb()
-    held = HugePageArena().copy(torch.ones(16 << 20, dtype=torch.bfloat16))      # 32 MB
-    assert _huge_kb() - before >= 16 << 10 and held.sum() == 16 << 20             # most of it in 2 MB pages
+def _collapse_all() -> int:
+    calls = 0
+    while collapse_some():
+        calls += 1
+    return calls
+
+
+def test_copies_land_in_small_pages_then_collapse_keeping_their_values(huge_kb):
+    _collapse_all()
+    before = huge_kb()
+    values = torch.randn(16 << 20).to(torch.bfloat16)                                # 32 MB
+    held = HugePageArena().copy(values)
+    assert huge_kb() - before < 4 << 10                         # faulted in as 4 KB pages
+    address = held.data_ptr()
+    assert _collapse_all() == 4                                  # 8 MB a call
+    assert huge_kb() - before >= 30 << 10 and torch.equal(held, values) and held.data_ptr() == address
+
+
+def test_collapse_takes_only_the_bytes_in_use_and_a_growing_arena_again(huge_kb):
+    _collapse_all()
+    before = huge_kb()
+    arena = HugePageArena()
+    arena.reserve(64 << 20)
+    first = arena.copy(torch.ones(3 << 20, dtype=torch.uint8))                     # 3 MB of 64 reserved
+    assert _collapse_all() == 1
+    assert 2 << 10 <= huge_kb() - before <= 4 << 10                                # its two huge pages, no more
+    second = arena.copy(torch.full((5 << 20,), 2, dtype=torch.uint8))               # the same segment grows
+    assert _collapse_all() == 1
+    assert 6 << 10 <= huge_kb() - before <= 8 << 10
+    assert first.sum() == 3 << 20 and second.sum() == 10 << 20
+
+
+def test_a_freed_arena_is_never_collapsed():
+    _collapse_all()
+    arena = HugePageArena()
+    held = arena.copy(torch.ones(4 << 20, dtype=torch.uint8))
+    del arena, held
+    gc.collect()
+    assert not collapse_some()
