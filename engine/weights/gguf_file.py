@@ -19,7 +19,7 @@ from typing import Any
 
 from conch.engine.errors import BackendUnavailable
 from conch.engine.params.model_defaults import GenerationDefaults
-from conch.engine.weights import gguf_config
+from conch.engine.weights import gguf_config, gguf_rope
 from conch.engine.weights.gguf_header import GgufHeader, read_header
 
 # GGUF's general.sampling.* keys -> generation_config.json's names
@@ -94,7 +94,27 @@ def load_gguf_config(info: GgufInfo) -> Any:
     from transformers import AutoConfig
 
     gguf_config.register()                       # transformers' config step for the file: one fast pass
-    return AutoConfig.from_pretrained(str(info.path.parent), gguf_file=info.path.name)
+    config = AutoConfig.from_pretrained(str(info.path.parent), gguf_file=info.path.name)
+    _scaled_rope(config, info)
+    return config
+
+
+def _scaled_rope(config: Any, info: GgufInfo) -> None:
+    """A file's `rope_freqs` (Llama 3.1+'s scaled RoPE, which transformers' GGUF config leaves out) made its
+    config's llama3 rope_parameters (gguf_rope.py); refused by name where they are not Llama 3's scaling."""
+    tensor = next((t for t in info.header.tensors if t.name == "rope_freqs.weight"), None)
+    if tensor is None:
+        return
+    rope = dict(config.rope_parameters or {})
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    try:
+        if rope.get("rope_type", "default") != "default":
+            raise ValueError(f"rope_freqs beside a '{rope['rope_type']}' RoPE scaling")
+        params = gguf_rope.llama3_parameters(tensor.data, head_dim, float(rope["rope_theta"]))
+    except ValueError as exc:
+        raise BackendUnavailable(f"{info.path.name}: {exc}: not supported") from exc
+    if params is not None:
+        config.rope_parameters = params
 
 
 def load_gguf_tokenizer(info: GgufInfo, tokenizer_folder: str | None) -> Any:
@@ -150,6 +170,5 @@ def load_gguf_dequantized(info: GgufInfo, dtype: Any, attention: str = "sdpa") -
     from transformers import AutoModelForCausalLM
 
     check_loadable(info)
-    gguf_config.register()
     return AutoModelForCausalLM.from_pretrained(str(info.path.parent), gguf_file=info.path.name, dtype=dtype,
-                                                attn_implementation=attention)
+                                                attn_implementation=attention, config=load_gguf_config(info))

@@ -5,47 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from conch.engine.weights import gguf_config
 from conch.engine.weights.gguf_header import read_header
 from conch.engine.weights.smollm2 import gguf_path
-
-TOKENS = [f"t{i}" for i in range(40)]
-
-
-def _write(path: Path, arch: str, name: str = "tiny", tied: bool = True, extra=None) -> Path:
-    from gguf import GGUFWriter
-
-    writer = GGUFWriter(str(path), arch)
-    writer.add_name(name)
-    writer.add_context_length(4096)
-    writer.add_embedding_length(64)
-    writer.add_block_count(2)
-    writer.add_feed_forward_length(128)
-    writer.add_head_count(4)
-    writer.add_head_count_kv(2)
-    writer.add_layer_norm_rms_eps(1e-6)
-    writer.add_rope_freq_base(1e6)
-    writer.add_key_length(16)
-    writer.add_value_length(16)
-    writer.add_rope_dimension_count(16)
-    for key, value in (extra or {}).items():
-        getattr(writer, key)(value)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_token_list(TOKENS)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    writer.add_tensor("token_embd.weight", np.zeros((len(TOKENS), 64), np.float32))
-    if not tied:
-        writer.add_tensor("output.weight", np.zeros((len(TOKENS), 64), np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
+from tests.engine.weights.gguf_files import write_gguf
 
 CASES = {
     "llama": dict(arch="llama"),
@@ -71,7 +36,7 @@ def _ours(path: Path) -> dict:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_config_is_the_legacy_loaders(tmp_path, case):
-    path = _write(tmp_path / f"{case}.gguf", **CASES[case])
+    path = write_gguf(tmp_path / f"{case}.gguf", **CASES[case])
     assert _ours(path) == _legacy(path)
 
 
@@ -85,7 +50,7 @@ def test_registered_transformers_builds_the_same_config_object(tmp_path, monkeyp
     from transformers import AutoConfig
     from transformers.integrations.gguf import GGUF_CONFIG_ARCHS
 
-    path = _write(tmp_path / "qwen3.gguf", "qwen3")
+    path = write_gguf(tmp_path / "qwen3.gguf", "qwen3")
     gguf_config.register()
     assert GGUF_CONFIG_ARCHS["qwen3"] is gguf_config.hf_config
     ours = AutoConfig.from_pretrained(str(tmp_path), gguf_file=path.name)

@@ -40,6 +40,13 @@ SHAPE = dict(vocab_size=49152, hidden_size=256, intermediate_size=512, num_atten
              max_position_embeddings=2048, bos_token_id=1, eos_token_id=2, initializer_range=0.1)
 CONFIGS = {
     "llama": lambda: transformers.LlamaConfig(**SHAPE, num_hidden_layers=2, tie_word_embeddings=False),
+    # Llama 3.1+'s scaled RoPE, which llama.cpp's converter writes as a rope_freqs tensor of per-pair factors: an
+    # original context of 64 so that the prompt's positions see its scaled and smoothed pairs
+    "llama3": lambda: transformers.LlamaConfig(**SHAPE, num_hidden_layers=2, tie_word_embeddings=False,
+                                               rope_parameters=dict(rope_type="llama3", rope_theta=10000.0,
+                                                                    factor=8.0, low_freq_factor=1.0,
+                                                                    high_freq_factor=4.0,
+                                                                    original_max_position_embeddings=64)),
     # head_dim 128 as every Qwen3 has: transformers' GGUF config does not read qwen3's key_length (its default: 128)
     "qwen3": lambda: transformers.Qwen3Config(**SHAPE, num_hidden_layers=2, head_dim=128, tie_word_embeddings=False),
     # llama.cpp's Gemma 3: a global layer every 6th, its window from the config, q scaled by head_dim^-1/2; the

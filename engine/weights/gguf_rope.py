@@ -1,0 +1,79 @@
+"""Llama 3.1+'s scaled RoPE, as a GGUF holds it: llama.cpp's converter writes no rope-scaling key for it but a
+`rope_freqs.weight` tensor, one factor per rotary pair (llama.cpp divides the pair's angle by it), which
+transformers' GGUF config does not read (it would serve the model with plain RoPE: far off past the first
+positions). `llama3_parameters` recovers the `llama3` rope_parameters that give the file's factors, so every
+forward built from the config (the flattened runner's rotary table, transformers' rotary embedding) rotates as
+llama.cpp does.
+
+The factors, per pair i of inverse frequency w_i = base^(-2i/D) and wavelength L_i = 2 pi / w_i (transformers'
+`_compute_llama3_parameters`, llama.cpp's converter): 1 where L_i < C / high, `factor` where L_i > C / low, and
+between, 1 / ((1 - s_i) / factor + s_i) with s_i = (C / L_i - low) / (high - low), linear in 1 / L_i. The pairs
+between give that line, s = a / L + b; any (C, low, high) with C / (high - low) = a and -low / (high - low) = b
+gives the same factors, so low is taken as 1 (Llama 3's own). With no pair between (a short rotary dimension),
+any bounds in the gap between the plain and the scaled pairs give them. Factors that no llama3 scaling gives
+back are refused."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+_CLOSE = 1e-4           # relative: the file's factors are float32
+
+
+def llama3_parameters(factors: np.ndarray, head_dim: int, base: float) -> dict[str, Any] | None:
+    """The `llama3` rope_parameters giving `factors` ((head_dim / 2,) per pair, llama.cpp's rope_freqs) over
+    RoPE base `base`; None where every factor is 1 (plain RoPE). ValueError where no llama3 scaling gives them."""
+    f = np.asarray(factors, dtype=np.float64)
+    wavelength = 2 * math.pi * base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    if f.shape != wavelength.shape:
+        raise ValueError(f"rope_freqs has {f.size} factors for a rotary dimension of {head_dim}")
+    factor = float(f.max())
+    if np.allclose(f, 1.0, rtol=_CLOSE, atol=0):
+        return None
+    between = (f > 1 + _CLOSE) & (f < factor * (1 - _CLOSE))
+    if between.sum() >= 2:
+        context, high = _fitted(f[between], wavelength[between], factor)
+    elif not between.any():
+        context, high = _step(f, wavelength, factor)
+    else:
+        raise ValueError("rope_freqs with one smoothed pair: which Llama 3 RoPE scaling gives it is not known")
+    params = {"rope_type": "llama3", "rope_theta": float(base), "factor": float(_whole(factor)),
+              "low_freq_factor": 1.0, "high_freq_factor": float(_whole(high)),
+              "original_max_position_embeddings": _whole(context)}
+    if not (high > 1 and context > 0 and np.allclose(llama3_factors(params, head_dim), f, rtol=_CLOSE, atol=0)):
+        raise ValueError("rope_freqs that no Llama 3 RoPE scaling gives")
+    return params
+
+
+def _fitted(f: np.ndarray, wavelength: np.ndarray, factor: float) -> tuple[float, float]:
+    """(original context, high_freq_factor) of the line s = a / L + b through the smoothed pairs (low = 1)."""
+    s = (1 / f - 1 / factor) / (1 - 1 / factor)
+    a, b = np.polyfit(1 / wavelength, s, 1)
+    return (-a / b, 1 - 1 / b) if b < 0 else (0.0, 0.0)         # (refused by the caller's check)
+
+
+def _step(f: np.ndarray, wavelength: np.ndarray, factor: float) -> tuple[float, float]:
+    """(original context, high_freq_factor) of factors that step from 1 to `factor` with no pair between (a
+    short rotary dimension): bounds set in the gap between the two wavelengths about it (any such gives them)."""
+    plain, scaled = wavelength[f <= 1 + _CLOSE], wavelength[f >= factor * (1 - _CLOSE)]
+    if not len(plain) or not len(scaled) or plain.max() >= scaled.min():
+        return 0.0, 0.0                                              # (refused by the caller's check)
+    context = math.sqrt(plain.max() * scaled.min())                 # C / low, low = 1: below every scaled pair
+    return context, math.sqrt(context / plain.max())          # C / high: above every plain pair
+
+
+def llama3_factors(params: dict[str, Any], head_dim: int) -> np.ndarray:
+    """(head_dim / 2,) the factor each pair's angle is divided by under `params` (transformers' llama3 rule)."""
+    wavelength = 2 * math.pi * params["rope_theta"] ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
+    context = params["original_max_position_embeddings"]
+    s = (context / wavelength - low) / (high - low)
+    smoothed = 1 / ((1 - s) / factor + s)
+    return np.where(wavelength < context / high, 1.0, np.where(wavelength > context / low, factor, smoothed))
+
+
+def _whole(x: float) -> Any:
+    """A value the fit gives as 8191.9996 or 3.9999995: the whole number it is (else itself)."""
+    return round(x) if abs(x - round(x)) <= 1e-3 * max(1.0, abs(x)) else x
