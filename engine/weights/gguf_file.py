@@ -100,21 +100,20 @@ def load_gguf_config(info: GgufInfo) -> Any:
 
 
 def _scaled_rope(config: Any, info: GgufInfo) -> None:
-    """A file's `rope_freqs` (Llama 3.1+'s scaled RoPE, which transformers' GGUF config leaves out) made its
-    config's llama3 rope_parameters (gguf_rope.py); refused by name where they are not Llama 3's scaling."""
-    tensor = next((t for t in info.header.tensors if t.name == "rope_freqs.weight"), None)
-    if tensor is None:
+    """The file's RoPE that transformers' GGUF config leaves out (Llama 3.1+'s scaling, Phi-3's partial rotary and
+    longrope) made its config's rope_parameters (gguf_rope.py); refused by name where it cannot be stated."""
+    rule = gguf_rope.RULES.get(info.architecture)
+    if rule is None:
         return
-    rope = dict(config.rope_parameters or {})
+    tensors = {t.name: t.data for t in info.header.tensors if t.name.startswith("rope_")}
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     try:
-        if rope.get("rope_type", "default") != "default":
-            raise ValueError(f"rope_freqs beside a '{rope['rope_type']}' RoPE scaling")
-        params = gguf_rope.llama3_parameters(tensor.data, head_dim, float(rope["rope_theta"]))
+        rope = rule(dict(config.rope_parameters or {}), info.header.metadata, tensors, head_dim)
     except ValueError as exc:
         raise BackendUnavailable(f"{info.path.name}: {exc}: not supported") from exc
-    if params is not None:
-        config.rope_parameters = params
+    config.rope_parameters = rope
+    if "original_max_position_embeddings" in rope and hasattr(config, "original_max_position_embeddings"):
+        config.original_max_position_embeddings = rope["original_max_position_embeddings"]
 
 
 def load_gguf_tokenizer(info: GgufInfo, tokenizer_folder: str | None) -> Any:

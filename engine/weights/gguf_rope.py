@@ -1,9 +1,17 @@
-"""Llama 3.1+'s scaled RoPE, as a GGUF holds it: llama.cpp's converter writes no rope-scaling key for it but a
-`rope_freqs.weight` tensor, one factor per rotary pair (llama.cpp divides the pair's angle by it), which
-transformers' GGUF config does not read (it would serve the model with plain RoPE: far off past the first
-positions). `llama3_parameters` recovers the `llama3` rope_parameters that give the file's factors, so every
-forward built from the config (the flattened runner's rotary table, transformers' rotary embedding) rotates as
-llama.cpp does.
+"""The RoPE a GGUF holds outside the keys transformers' GGUF config reads, made its config's rope_parameters, so
+every forward built from the config (the flattened runner's rotary table, transformers' rotary embedding)
+rotates as llama.cpp does. Without it a file is served with plain RoPE: logprobs off by units within 60
+positions. RULES, by llama.cpp architecture: (the config's rope_parameters, the file's metadata, its rope_*
+tensors' values, head_dim) -> rope_parameters; ValueError where the file's RoPE is not one it can state.
+
+- `llama`: Llama 3.1+'s scaling, which llama.cpp's converter writes as no key but a `rope_freqs.weight` tensor,
+  one factor per rotary pair (llama.cpp divides the pair's angle by it); `llama3_parameters` recovers the
+  `llama3` rope_parameters that give the file's factors.
+- `phi3`: the partial rotary dimension (`phi3.rope.dimension_count`: Phi-4-mini rotates 96 of 128) and
+  `longrope` (`rope_factors_long` / `rope_factors_short`, `phi3.rope.scaling.original_context_length` and
+  `.attn_factor`: Phi-3.5, Phi-3-128k, Phi-4-mini).
+
+Llama 3's factors:
 
 The factors, per pair i of inverse frequency w_i = base^(-2i/D) and wavelength L_i = 2 pi / w_i (transformers'
 `_compute_llama3_parameters`, llama.cpp's converter): 1 where L_i < C / high, `factor` where L_i > C / low, and
@@ -15,7 +23,7 @@ back are refused."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -77,3 +85,37 @@ def llama3_factors(params: dict[str, Any], head_dim: int) -> np.ndarray:
 def _whole(x: float) -> Any:
     """A value the fit gives as 8191.9996 or 3.9999995: the whole number it is (else itself)."""
     return round(x) if abs(x - round(x)) <= 1e-3 * max(1.0, abs(x)) else x
+
+
+def _llama(rope: dict[str, Any], metadata: dict[str, Any], tensors: dict[str, np.ndarray],
+           head_dim: int) -> dict[str, Any]:
+    factors = tensors.get("rope_freqs.weight")
+    if factors is None:
+        return rope
+    if rope.get("rope_type", "default") != "default":
+        raise ValueError(f"rope_freqs beside a '{rope['rope_type']}' RoPE scaling")
+    return llama3_parameters(factors, head_dim, float(rope["rope_theta"])) or rope
+
+
+def _phi3(rope: dict[str, Any], metadata: dict[str, Any], tensors: dict[str, np.ndarray],
+          head_dim: int) -> dict[str, Any]:
+    out = dict(rope)
+    rotary = int(metadata.get("phi3.rope.dimension_count", head_dim))
+    if rotary != head_dim:
+        out["partial_rotary_factor"] = rotary / head_dim
+    long, short = tensors.get("rope_factors_long.weight"), tensors.get("rope_factors_short.weight")
+    if long is None and short is None:
+        return out
+    original = metadata.get("phi3.rope.scaling.original_context_length")
+    if long is None or short is None or not original:
+        raise ValueError("longrope factors without both rope_factors_long and rope_factors_short and "
+                         "phi3.rope.scaling.original_context_length")
+    out.update(rope_type="longrope", long_factor=[float(x) for x in long], short_factor=[float(x) for x in short],
+               original_max_position_embeddings=int(original))
+    if metadata.get("phi3.rope.scaling.attn_factor"):
+        out["attention_factor"] = float(metadata["phi3.rope.scaling.attn_factor"])
+    return out
+
+
+Rule = Callable[[dict[str, Any], dict[str, Any], dict[str, np.ndarray], int], dict[str, Any]]
+RULES: dict[str, Rule] = {"llama": _llama, "phi3": _phi3}

@@ -1,8 +1,9 @@
 """gguf_rope.py: the llama3 rope_parameters recovered from llama.cpp's per-pair rope_freqs give those factors
-back (Llama 3.1's and 3.2's own scalings), plain factors give none, others are refused; a GGUF that holds
-rope_freqs gets them in its config (gguf_file.load_gguf_config), and one whose factors no llama3 scaling gives is
-refused by name at load. (tests/engine/backends/conch/model/test_llama_cpp_files.py: a Llama 3 file made by
-llama.cpp's converter gives the HF model's logprobs.)"""
+back (Llama 3.1's and 3.2's own scalings), plain factors give none, others are refused; Phi-3's partial rotary
+and longrope come from its keys and factor tensors; a GGUF that holds them gets them in its config
+(gguf_file.load_gguf_config), and one whose factors no llama3 scaling gives is refused by name at load.
+(tests/engine/backends/conch/model/test_llama_cpp_files.py: Llama 3 and Phi-3 files made by llama.cpp's converter
+give the HF model's logprobs.)"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +14,7 @@ import torch
 
 from conch.engine.errors import BackendUnavailable
 from conch.engine.weights.gguf_file import load_gguf_config, read_gguf
-from conch.engine.weights.gguf_rope import llama3_factors, llama3_parameters
+from conch.engine.weights.gguf_rope import RULES, llama3_factors, llama3_parameters
 from tests.engine.weights.gguf_files import write_gguf
 
 LLAMA_3_1 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
@@ -71,3 +72,36 @@ def test_a_files_rope_freqs_become_its_configs_scaling(tmp_path):
 def test_a_file_whose_factors_are_not_llama3_is_refused_by_name(tmp_path):
     with pytest.raises(BackendUnavailable, match="llama3.gguf: rope_freqs that no Llama 3 RoPE scaling gives"):
         load_gguf_config(read_gguf(_file(tmp_path, np.linspace(1, 8, 8).astype(np.float32))))
+
+
+PHI3 = {"rope_theta": 10000.0, "rope_type": "default"}
+
+
+def test_phi3_partial_rotary_and_longrope_from_the_files_keys():
+    rule = RULES["phi3"]
+    assert rule(dict(PHI3), {"phi3.rope.dimension_count": 96}, {}, 128) == {**PHI3, "partial_rotary_factor": 0.75}
+    long, short = np.full(48, 2.0, np.float32), np.full(48, 1.5, np.float32)
+    got = rule(dict(PHI3), {"phi3.rope.dimension_count": 96, "phi3.rope.scaling.original_context_length": 4096,
+                            "phi3.rope.scaling.attn_factor": 1.19},
+               {"rope_factors_long.weight": long, "rope_factors_short.weight": short}, 128)
+    assert got == {"rope_theta": 10000.0, "rope_type": "longrope", "partial_rotary_factor": 0.75,
+                   "long_factor": [2.0] * 48, "short_factor": [1.5] * 48, "original_max_position_embeddings": 4096,
+                   "attention_factor": pytest.approx(1.19)}
+    with pytest.raises(ValueError, match="longrope factors without"):
+        rule(dict(PHI3), {"phi3.rope.scaling.original_context_length": 4096}, {"rope_factors_long.weight": long}, 96)
+
+
+def test_llama_rope_freqs_beside_another_scaling_are_refused():
+    with pytest.raises(ValueError, match="beside a 'yarn'"):
+        RULES["llama"]({"rope_type": "yarn", "rope_theta": 1e4}, {}, {"rope_freqs.weight": np.ones(8)}, 16)
+    assert RULES["llama"](dict(PHI3), {}, {}, 16) == PHI3
+
+
+def test_a_phi3_files_longrope_becomes_its_configs(tmp_path):
+    long, short = np.full(8, 3.0, np.float32), np.full(8, 1.25, np.float32)
+    path = write_gguf(tmp_path / "phi3.gguf", "phi3",
+                      extra={"add_sliding_window": 2048, "add_rope_scaling_orig_ctx_len": 1024},
+                      tensors={"rope_factors_long.weight": long, "rope_factors_short.weight": short})
+    rope = load_gguf_config(read_gguf(path)).rope_parameters
+    assert rope["rope_type"] == "longrope" and rope["original_max_position_embeddings"] == 1024
+    assert rope["long_factor"] == [3.0] * 8 and rope["short_factor"] == [1.25] * 8
