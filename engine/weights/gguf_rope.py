@@ -7,6 +7,10 @@ tensors' values, head_dim) -> rope_parameters; ValueError where the file's RoPE 
 - `llama`: Llama 3.1+'s scaling, which llama.cpp's converter writes as no key but a `rope_freqs.weight` tensor,
   one factor per rotary pair (llama.cpp divides the pair's angle by it); `llama3_parameters` recovers the
   `llama3` rope_parameters that give the file's factors.
+- every architecture: a scaling named by `{arch}.rope.scaling.type` (`linear`: Llama 2 long-context
+  fine-tunes, Gemma 3 4B-27B's global layers; `yarn`: Qwen2.5 / Qwen3 past their native context), with its
+  factor, original context and YaRN betas; Gemma 3's apply to its global layers, and `rope.freq_base_swa` sets
+  its local layers' base.
 - `phi3`: the partial rotary dimension (`phi3.rope.dimension_count`: Phi-4-mini rotates 96 of 128) and
   `longrope` (`rope_factors_long` / `rope_factors_short`, `phi3.rope.scaling.original_context_length` and
   `.attn_factor`: Phi-3.5, Phi-3-128k, Phi-4-mini).
@@ -87,14 +91,51 @@ def _whole(x: float) -> Any:
     return round(x) if abs(x - round(x)) <= 1e-3 * max(1.0, abs(x)) else x
 
 
+def _scaling(rope: dict[str, Any], metadata: dict[str, Any], arch: str) -> dict[str, Any]:
+    """`rope` with the scaling `{arch}.rope.scaling.*` names (none, linear, yarn)."""
+    key = f"{arch}.rope.scaling."
+    kind = str(metadata.get(key + "type", "none"))
+    factor = float(metadata.get(key + "factor", 1.0))
+    if kind == "none" or (kind == "linear" and factor == 1.0):
+        return rope
+    if kind == "linear":
+        return {**rope, "rope_type": "linear", "factor": factor}
+    if kind != "yarn":
+        raise ValueError(f"RoPE scaling '{kind}' on a '{arch}' model")
+    if float(metadata.get(key + "yarn_ext_factor", 1.0)) != 1.0 or key + "yarn_log_multiplier" in metadata:
+        raise ValueError("a YaRN extrapolation factor or log multiplier other than YaRN's own")
+    out = {**rope, "rope_type": "yarn", "factor": factor,
+           "original_max_position_embeddings": int(metadata[key + "original_context_length"])}
+    for name, ours in (("yarn_beta_fast", "beta_fast"), ("yarn_beta_slow", "beta_slow"),
+                       ("yarn_attn_factor", "attention_factor")):
+        if key + name in metadata:
+            out[ours] = float(metadata[key + name])
+    return out
+
+
+def _plain(arch: str) -> Rule:
+    """A family whose RoPE a GGUF states in keys alone (qwen2, qwen3)."""
+    return lambda rope, metadata, tensors, head_dim: _scaling(rope, metadata, arch)
+
+
 def _llama(rope: dict[str, Any], metadata: dict[str, Any], tensors: dict[str, np.ndarray],
            head_dim: int) -> dict[str, Any]:
     factors = tensors.get("rope_freqs.weight")
     if factors is None:
-        return rope
-    if rope.get("rope_type", "default") != "default":
-        raise ValueError(f"rope_freqs beside a '{rope['rope_type']}' RoPE scaling")
+        return _scaling(rope, metadata, "llama")
+    if rope.get("rope_type", "default") != "default" or "llama.rope.scaling.type" in metadata:
+        raise ValueError("rope_freqs beside another RoPE scaling")
     return llama3_parameters(factors, head_dim, float(rope["rope_theta"])) or rope
+
+
+def _gemma3(rope: dict[str, Any], metadata: dict[str, Any], tensors: dict[str, np.ndarray],
+            head_dim: int) -> dict[str, Any]:
+    """rope: {"full_attention": .., "sliding_attention": ..} (transformers' Gemma 3 keeps one per layer type)."""
+    out = {**rope, "full_attention": _scaling(dict(rope["full_attention"]), metadata, "gemma3")}
+    if "gemma3.rope.freq_base_swa" in metadata:
+        out["sliding_attention"] = {**rope["sliding_attention"],
+                                    "rope_theta": float(metadata["gemma3.rope.freq_base_swa"])}
+    return out
 
 
 def _phi3(rope: dict[str, Any], metadata: dict[str, Any], tensors: dict[str, np.ndarray],
@@ -118,4 +159,5 @@ def _phi3(rope: dict[str, Any], metadata: dict[str, Any], tensors: dict[str, np.
 
 
 Rule = Callable[[dict[str, Any], dict[str, Any], dict[str, np.ndarray], int], dict[str, Any]]
-RULES: dict[str, Rule] = {"llama": _llama, "phi3": _phi3}
+RULES: dict[str, Rule] = {"llama": _llama, "qwen2": _plain("qwen2"), "qwen3": _plain("qwen3"),
+                          "gemma3": _gemma3, "phi3": _phi3}

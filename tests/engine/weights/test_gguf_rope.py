@@ -1,9 +1,10 @@
 """gguf_rope.py: the llama3 rope_parameters recovered from llama.cpp's per-pair rope_freqs give those factors
-back (Llama 3.1's and 3.2's own scalings), plain factors give none, others are refused; Phi-3's partial rotary
-and longrope come from its keys and factor tensors; a GGUF that holds them gets them in its config
+back (Llama 3.1's and 3.2's own scalings), plain factors give none, others are refused; the linear and YaRN
+scalings the rope.scaling keys name (Gemma 3's on its global layers), Phi-3's partial rotary and longrope come
+from the keys and factor tensors; a GGUF that holds them gets them in its config
 (gguf_file.load_gguf_config), and one whose factors no llama3 scaling gives is refused by name at load.
-(tests/engine/backends/conch/model/test_llama_cpp_files.py: Llama 3 and Phi-3 files made by llama.cpp's converter
-give the HF model's logprobs.)"""
+(tests/engine/backends/conch/model/test_llama_cpp_files.py: Llama 3, YaRN Qwen3, linear Gemma 3 and Phi-3 files
+made by llama.cpp's converter give the HF model's logprobs.)"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -92,7 +93,7 @@ def test_phi3_partial_rotary_and_longrope_from_the_files_keys():
 
 
 def test_llama_rope_freqs_beside_another_scaling_are_refused():
-    with pytest.raises(ValueError, match="beside a 'yarn'"):
+    with pytest.raises(ValueError, match="beside another RoPE scaling"):
         RULES["llama"]({"rope_type": "yarn", "rope_theta": 1e4}, {}, {"rope_freqs.weight": np.ones(8)}, 16)
     assert RULES["llama"](dict(PHI3), {}, {}, 16) == PHI3
 
@@ -105,3 +106,29 @@ def test_a_phi3_files_longrope_becomes_its_configs(tmp_path):
     rope = load_gguf_config(read_gguf(path)).rope_parameters
     assert rope["rope_type"] == "longrope" and rope["original_max_position_embeddings"] == 1024
     assert rope["long_factor"] == [3.0] * 8 and rope["short_factor"] == [1.25] * 8
+
+
+def test_a_scaling_the_keys_name_for_every_family():
+    plain = {"rope_type": "default", "rope_theta": 1e6}
+    keys = {"qwen3.rope.scaling.type": "yarn", "qwen3.rope.scaling.factor": 4.0,
+            "qwen3.rope.scaling.original_context_length": 32768, "qwen3.rope.scaling.yarn_beta_fast": 32.0}
+    assert RULES["qwen3"](dict(plain), keys, {}, 128) == {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+                                                          "original_max_position_embeddings": 32768,
+                                                          "beta_fast": 32.0}
+    linear = {"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 2.0}
+    assert RULES["llama"](dict(plain), linear, {}, 128) == {**plain, "rope_type": "linear", "factor": 2.0}
+    assert RULES["qwen2"](dict(plain), {"qwen2.rope.scaling.type": "none"}, {}, 128) == plain
+    with pytest.raises(ValueError, match="RoPE scaling 'longrope' on a 'qwen2' model"):
+        RULES["qwen2"](dict(plain), {"qwen2.rope.scaling.type": "longrope"}, {}, 128)
+    with pytest.raises(ValueError, match="extrapolation factor"):
+        RULES["qwen3"](dict(plain), {**keys, "qwen3.rope.scaling.yarn_ext_factor": 0.5}, {}, 128)
+
+
+def test_gemma3_scales_its_global_layers_and_takes_its_local_base():
+    rope = {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    keys = {"gemma3.rope.scaling.type": "linear", "gemma3.rope.scaling.factor": 8.0,
+            "gemma3.rope.freq_base_swa": 20000.0}
+    assert RULES["gemma3"](rope, keys, {}, 256) == {
+        "full_attention": {"rope_type": "linear", "rope_theta": 1e6, "factor": 8.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}}

@@ -50,6 +50,10 @@ CONFIGS = {
                                                                     original_max_position_embeddings=64)),
     # head_dim 128 as every Qwen3 has: transformers' GGUF config does not read qwen3's key_length (its default: 128)
     "qwen3": lambda: transformers.Qwen3Config(**SHAPE, num_hidden_layers=2, head_dim=128, tie_word_embeddings=False),
+    # YaRN (Qwen2.5 / Qwen3 past their native context), which llama.cpp writes as qwen3.rope.scaling.* keys
+    "qwen3-yarn": lambda: transformers.Qwen3Config(
+        **SHAPE, num_hidden_layers=2, head_dim=128, tie_word_embeddings=False,
+        rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0, original_max_position_embeddings=64)),
     # Phi-3's partial rotary (Phi-4-mini rotates 3/4 of a head) and longrope (Phi-3.5, Phi-4-mini), which llama.cpp
     # writes as phi3.rope.dimension_count and rope_factors_long / _short tensors; short factors apply within
     # the original context (the prompt here), long past it
@@ -66,6 +70,11 @@ CONFIGS = {
     # GGUF has no query_pre_attn_scalar (transformers reads 256): head_dim 256, as Gemma 3 1B-12B have
     "gemma3": lambda: transformers.Gemma3TextConfig(**SHAPE, num_hidden_layers=6, head_dim=256,
                                                     query_pre_attn_scalar=256, sliding_window=16),
+    # Gemma 3 4B-27B: the global layers' RoPE scaled linearly (gemma3.rope.scaling.*)
+    "gemma3-linear": lambda: transformers.Gemma3TextConfig(
+        **SHAPE, num_hidden_layers=6, head_dim=256, query_pre_attn_scalar=256, sliding_window=16,
+        rope_parameters={"full_attention": dict(rope_type="linear", factor=8.0, rope_theta=1e6),
+                         "sliding_attention": dict(rope_type="default", rope_theta=10000.0)}),
 }
 # max |logprob difference| over the prompt and the whole vocabulary, against the float32 HF forward of the
 # unquantized weights: a peaked model (weights of std 0.1, logits of tens) moves its unlikely tokens' logprobs by
@@ -96,7 +105,7 @@ def made(tmp_path_factory):
         model = AutoModelForCausalLM.from_config(config(), dtype=torch.float32).eval()
         for p in model.parameters():                    # norms away from their identity, so a misread one shows
             if p.dim() == 1:
-                p.data.uniform_(-0.5, 0.5) if name == "gemma3" else p.data.uniform_(0.5, 1.5)
+                p.data.uniform_(-0.5, 0.5) if name.startswith("gemma3") else p.data.uniform_(0.5, 1.5)
         folder = root / name
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
