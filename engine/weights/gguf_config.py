@@ -50,3 +50,17 @@ def register() -> None:
         return
     for arch in ARCHITECTURES:
         GGUF_CONFIG_ARCHS.setdefault(arch, hf_config)
+
+
+def as_llama_cpp_reads(config: Any, metadata: dict[str, Any]) -> None:
+    """What llama.cpp reads from a file that transformers' GGUF config leaves at its class's default, set on
+    `config` (built for the file): Gemma 3's query scale (llama.cpp's gemma3.cpp: 1 / sqrt(head_dim), but 1 /
+    sqrt(hidden / heads) for its 62-layer 27B; transformers' default query_pre_attn_scalar is 256, wrong for the
+    27B's 168) and its final logit soft-capping where the file names one."""
+    if metadata.get("general.architecture") != "gemma3":
+        return
+    hidden, heads = int(metadata["gemma3.embedding_length"]), int(metadata["gemma3.attention.head_count"])
+    head_dim = int(metadata.get("gemma3.attention.key_length", hidden // heads))
+    config.query_pre_attn_scalar = hidden // heads if int(metadata["gemma3.block_count"]) == 62 else head_dim
+    if metadata.get("gemma3.final_logit_softcapping"):
+        config.final_logit_softcapping = float(metadata["gemma3.final_logit_softcapping"])

@@ -96,6 +96,7 @@ def load_gguf_config(info: GgufInfo) -> Any:
     gguf_config.register()                       # transformers' config step for the file: one fast pass
     config = AutoConfig.from_pretrained(str(info.path.parent), gguf_file=info.path.name)
     _scaled_rope(config, info)
+    gguf_config.as_llama_cpp_reads(config, info.header.metadata)
     return config
 
 

@@ -58,3 +58,15 @@ def test_registered_transformers_builds_the_same_config_object(tmp_path, monkeyp
     legacy = AutoConfig.from_pretrained(str(tmp_path), gguf_file=path.name)
     assert ours.to_dict() == legacy.to_dict()
     assert ours.model_type == "qwen3" and ours.num_key_value_heads == 2
+
+
+@pytest.mark.parametrize("layers, scalar", [(2, 8), (62, 16)])
+def test_gemma3s_query_scale_is_llama_cpps(tmp_path, layers, scalar):
+    """llama.cpp scales a Gemma 3's queries by 1 / sqrt(head_dim) (8 here), its 62-layer 27B's by
+    1 / sqrt(hidden / heads) (64 / 4); transformers' GGUF config leaves query_pre_attn_scalar at 256."""
+    from conch.engine.weights.gguf_file import load_gguf_config, read_gguf
+
+    path = write_gguf(tmp_path / "g.gguf", "gemma3", layers=layers, head_dim=8,
+                      extra={"add_sliding_window": 512, "add_final_logit_softcapping": 30.0})
+    config = load_gguf_config(read_gguf(path))
+    assert config.query_pre_attn_scalar == scalar and config.final_logit_softcapping == 30.0
