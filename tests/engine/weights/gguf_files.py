@@ -11,8 +11,8 @@ TOKENS = [f"t{i}" for i in range(40)]
 def write_gguf(path: Path, arch: str, name: str = "tiny", tied: bool = True, extra=None, tensors=None,
                layers: int = 2, head_dim: int = 16) -> Path:
     """A small GGUF of `arch` with llama.cpp's metadata keys (arbitrary values: embedding 64, `layers` layers of 4
-    heads of `head_dim`) and a 40-token vocabulary; `extra`: GGUFWriter add_* calls and their values; `tensors`: name -> array, beside
-    the token embedding (and output.weight where not `tied`)."""
+    heads of `head_dim`) and a 40-token vocabulary; `extra`: GGUFWriter add_* calls and their values; `tensors`:
+    name -> array, beside the token embedding (and output.weight where not `tied`)."""
     from gguf import GGUFWriter
 
     writer = GGUFWriter(str(path), arch)
