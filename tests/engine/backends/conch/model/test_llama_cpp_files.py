@@ -48,6 +48,8 @@ CONFIGS = {
                                                                     factor=8.0, low_freq_factor=1.0,
                                                                     high_freq_factor=4.0,
                                                                     original_max_position_embeddings=64)),
+    "mistral": lambda: transformers.MistralConfig(**SHAPE, num_hidden_layers=2, tie_word_embeddings=False,
+                                                  sliding_window=None),
     # head_dim 128 as every Qwen3 has: transformers' GGUF config does not read qwen3's key_length (its default: 128)
     "qwen3": lambda: transformers.Qwen3Config(**SHAPE, num_hidden_layers=2, head_dim=128, tie_word_embeddings=False),
     # YaRN (Qwen2.5 / Qwen3 past their native context), which llama.cpp writes as qwen3.rope.scaling.* keys
