@@ -41,6 +41,50 @@ def hf_config(metadata: dict[str, Any], tensor_names: tuple[str, ...]) -> dict[s
     return config
 
 
+# transformers' LlamaConfig's fields and defaults (its class), for `light`: importing that class imports
+# torch.distributed.tensor through transformers.utils.type_validators (~1 s of a start, which a Qwen3's or a
+# Gemma 3's config class does not pay); tests/engine/weights/test_gguf_config.py holds a light config to
+# LlamaConfig's own, attribute for attribute, so a transformers that changes them fails there.
+_LLAMA = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+          "num_attention_heads": 32, "num_key_value_heads": None, "hidden_act": "silu", "max_position_embeddings": 2048,
+          "initializer_range": 0.02, "rms_norm_eps": 1e-6, "use_cache": True, "pad_token_id": None, "bos_token_id": 1,
+          "eos_token_id": 2, "pretraining_tp": 1, "tie_word_embeddings": False, "rope_parameters": None,
+          "attention_bias": False, "attention_dropout": 0.0, "mlp_bias": False, "head_dim": None}
+LIGHT = {"llama": _LLAMA}           # model_type -> its config class's defaults
+
+
+def light(config: dict[str, Any]) -> Any | None:
+    """A transformers PreTrainedConfig with the attributes the model type's own config class would give
+    `config` (hf_config's dict), built without importing that class; None for a type outside LIGHT. What reads
+    only a config's attributes (gguf_skeleton.py, the flattened runner) takes it; transformers' modeling needs
+    `full` of it."""
+    defaults = LIGHT.get(config["model_type"])
+    if defaults is None:
+        return None
+    from transformers.configuration_utils import PreTrainedConfig
+
+    values = {**defaults, **config}
+    values["head_dim"] = values["head_dim"] or values["hidden_size"] // values["num_attention_heads"]
+    values["num_key_value_heads"] = values["num_key_value_heads"] or values["num_attention_heads"]
+    out = PreTrainedConfig(**values)
+    out.standardize_rope_params()
+    return out
+
+
+def full(config: Any) -> Any:
+    """transformers' own config class for a `light` config (its modeling builds from that class); any other
+    config as it is."""
+    from transformers.configuration_utils import PreTrainedConfig
+
+    if type(config) is not PreTrainedConfig:
+        return config
+    from transformers import AutoConfig
+
+    defaults = LIGHT[config.model_type]
+    return AutoConfig.for_model(config.model_type, **{key: getattr(config, key, default)   # (use_cache: not kept
+                                                      for key, default in defaults.items()})  # by the base class)
+
+
 def register() -> None:
     """transformers' AutoConfig and AutoTokenizer of a GGUF of ARCHITECTURES build its config here (where the
     installed transformers has that registry)."""

@@ -89,12 +89,16 @@ def check_loadable(info: GgufInfo) -> None:
         raise BackendUnavailable(f"{info.path.name}: tensor type(s) {', '.join(unknown)} cannot be read")
 
 
-def load_gguf_config(info: GgufInfo) -> Any:
-    """The file's transformers config, as AutoConfig builds it from a GGUF."""
+def load_gguf_config(info: GgufInfo, light: bool = False) -> Any:
+    """The file's transformers config, as AutoConfig builds it from a GGUF, with what llama.cpp reads beyond it
+    (RoPE scaling, gguf_rope.py; gguf_config.as_llama_cpp_reads). `light`: for a caller that reads only its
+    attributes, a model type of gguf_config.LIGHT gets a config that does not import its class."""
     from transformers import AutoConfig
 
     gguf_config.register()                       # transformers' config step for the file: one fast pass
-    config = AutoConfig.from_pretrained(str(info.path.parent), gguf_file=info.path.name)
+    made = light and gguf_config.light(gguf_config.hf_config(info.header.metadata,
+                                                             tuple(t.name for t in info.header.tensors)))
+    config = made or AutoConfig.from_pretrained(str(info.path.parent), gguf_file=info.path.name)
     _scaled_rope(config, info)
     gguf_config.as_llama_cpp_reads(config, info.header.metadata)
     return config
@@ -127,10 +131,25 @@ def load_gguf_tokenizer(info: GgufInfo, tokenizer_folder: str | None) -> Any:
     if tokenizer_folder is not None:
         return AutoTokenizer.from_pretrained(tokenizer_folder)
     with _metadata_from(info):
-        tokenizer = AutoTokenizer.from_pretrained(str(info.path.parent), gguf_file=info.path.name)
+        tokenizer = _light_tokenizer(info) or AutoTokenizer.from_pretrained(str(info.path.parent),
+                                                                            gguf_file=info.path.name)
     if info.chat_template and not getattr(tokenizer, "chat_template", None):
         tokenizer.chat_template = info.chat_template
     return tokenizer
+
+
+def _light_tokenizer(info: GgufInfo) -> Any:
+    """The tokenizer AutoTokenizer makes of a byte-level BPE vocabulary (`tokenizer.ggml.model` gpt2) in a file of
+    a gguf_config.LIGHT model type, made without AutoTokenizer, which builds the model's config class to choose it
+    (TokenizersBackend, as it chooses for such a vocabulary; tests/engine/weights/test_gguf_config.py holds the
+    two equal); None otherwise."""
+    meta = info.header.metadata
+    config = gguf_config.hf_config(meta, ())
+    if config["model_type"] not in gguf_config.LIGHT or meta.get("tokenizer.ggml.model") != "gpt2":
+        return None
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    return TokenizersBackend.from_pretrained(str(info.path.parent), gguf_file=info.path.name)
 
 
 _reader_lock = threading.Lock()

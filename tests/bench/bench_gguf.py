@@ -15,7 +15,8 @@ measured after the other gave c1 ratios 0.80x and 1.20x on the same file within 
 are taken in CONCH_BENCH_GGUF_ROUNDS (default 3) rounds, each a c1 run of one server then the other, then a
 c16 run of each (which server goes first alternates by round); a server's figure is its median over the
 rounds, a ratio the median of the rounds' ratios:
-  load     process start until it answers a first chat request (1 token), the median of
+  load     process start until it answers a first chat request (1 token; Conch as a user's shell starts it,
+           its bytecode cached: SERVER_ENV), the median of
            CONCH_BENCH_GGUF_STARTS (default 3) starts of each server, theirs alternated (each printed); Conch's
            native kernels are built (or found cached) before any server starts, and that time is printed apart
   c1, c16  decode tokens/s: streamed chat completions over HTTP with the openai SDK, short prompts, greedy
@@ -303,11 +304,16 @@ def _figures(server: Server, load: float, runs: dict[str, list[float]]) -> dict[
     return {"load": load, **{kind: statistics.median(v) for kind, v in runs.items()}, "rss": rss(server.process.pid)}
 
 
+# A server started as a user's shell starts it: its modules' bytecode cached after the first start (this machine's
+# environment sets PYTHONDONTWRITEBYTECODE, which would have each start compile Conch's sources again: ~0.3 s)
+SERVER_ENV = {"HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": ""}
+
+
 def start_conch(path: Path) -> Server:
     """`conch serve --model m=PATH` with its defaults (threads: every core; kv_cache_mb 2048)."""
     log_dir = CACHE / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    return start_server(["--model", f"m={path}"], log_dir, timeout=900, env={"HF_HUB_OFFLINE": "1"})
+    return start_server(["--model", f"m={path}"], log_dir, timeout=900, env=SERVER_ENV)
 
 
 LLAMA_ARGS: list[str] = []        # ["--no-repack"] when llama-server crashes at its first product here (_probe)

@@ -70,3 +70,58 @@ def test_gemma3s_query_scale_is_llama_cpps(tmp_path, layers, scalar):
                       extra={"add_sliding_window": 512, "add_final_logit_softcapping": 30.0})
     config = load_gguf_config(read_gguf(path))
     assert config.query_pre_attn_scalar == scalar and config.final_logit_softcapping == 30.0
+
+
+LIGHT_CASES = {"llama": CASES["llama"], "llama-untied": CASES["llama-untied"]}
+
+
+def _same_attributes(light, full) -> None:
+    keys = [k for k in gguf_config.LIGHT["llama"] if k != "use_cache"]         # (the base class keeps no use_cache)
+    assert {k: getattr(light, k) for k in keys} == {k: getattr(full, k) for k in keys}
+    assert light.model_type == full.model_type
+
+
+@pytest.mark.parametrize("case", sorted(LIGHT_CASES))
+def test_a_light_llama_config_is_llamaconfigs_own(tmp_path, case):
+    """gguf_config.light: a llama file's config without importing LlamaConfig (its import chain costs ~1 s of a
+    start) has every attribute LlamaConfig gives it, and `full` of it is that LlamaConfig."""
+    from transformers import LlamaConfig
+
+    from conch.engine.weights.gguf_file import load_gguf_config, read_gguf
+
+    info = read_gguf(write_gguf(tmp_path / f"{case}.gguf", **LIGHT_CASES[case]))
+    light, reference = load_gguf_config(info, light=True), load_gguf_config(info)
+    assert not isinstance(light, LlamaConfig) and isinstance(reference, LlamaConfig)
+    _same_attributes(light, reference)
+    full, names = gguf_config.full(light), ("_name_or_path", "_model_name_or_path")    # (names: the file's title)
+    assert type(full) is LlamaConfig
+    assert {k: v for k, v in full.to_dict().items() if k not in names} == \
+        {k: v for k, v in reference.to_dict().items() if k not in names}
+
+
+def test_a_light_config_keeps_a_files_rope_scaling(tmp_path):
+    """rope_freqs (Llama 3.1+) reach a light config as they reach LlamaConfig (gguf_rope.py)."""
+    import numpy as np
+
+    from conch.engine.weights.gguf_file import load_gguf_config, read_gguf
+
+    factors = np.r_[np.ones(3), np.full(5, 8.0)].astype(np.float32)
+    info = read_gguf(write_gguf(tmp_path / "l3.gguf", "llama", tensors={"rope_freqs.weight": factors}))
+    light, reference = load_gguf_config(info, light=True), load_gguf_config(info)
+    assert light.rope_parameters == reference.rope_parameters and light.rope_parameters["rope_type"] == "llama3"
+    _same_attributes(light, reference)
+
+
+def test_a_llama_file_loads_without_importing_llamaconfig():
+    """The packaged SmolLM2 GGUF served on the flattened runner: tokenizer and model built, LlamaConfig's module
+    (and the torch.distributed.tensor it imports) never imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from conch.engine.backends.conch import loader; from conch.engine.repository import "
+            "ModelConfig; from conch.engine.weights.smollm2 import gguf_path; "
+            "m = loader.load(ModelConfig(name='m', weights=str(gguf_path()))); "
+            "print(type(m.model.config).__name__, 'transformers.models.llama.configuration_llama' in sys.modules, "
+            "'torch.distributed.tensor' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["PreTrainedConfig", "False", "False"], out.stderr[-2000:]

@@ -50,8 +50,9 @@ def test_a_string_array_reads_on_request_as_gguf_reads_it():
 
 
 def test_the_tokenizer_is_transformers_own_from_the_file():
-    """load_gguf_tokenizer answers transformers' metadata reads from the header: the tokenizer it builds is the
-    one transformers builds reading the file itself."""
+    """load_gguf_tokenizer answers transformers' metadata reads from the header, and builds a llama file's byte-level
+    vocabulary without AutoTokenizer (gguf_file._light_tokenizer): the tokenizer is the one transformers'
+    AutoTokenizer builds reading the file itself."""
     from transformers import AutoTokenizer
 
     from conch.engine.weights.gguf_file import load_gguf_tokenizer
@@ -64,6 +65,8 @@ def test_the_tokenizer_is_transformers_own_from_the_file():
     assert ours(text).input_ids == theirs(text).input_ids
     assert (ours.bos_token, ours.eos_token, ours.pad_token) == (theirs.bos_token, theirs.eos_token, theirs.pad_token)
     assert ours.chat_template == theirs.chat_template
+    assert ours.added_tokens_decoder == theirs.added_tokens_decoder
+    assert getattr(ours, "add_bos_token", None) == getattr(theirs, "add_bos_token", None)
 
 
 @pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", "Q4_1", "Q4_K", "Q6_K"])

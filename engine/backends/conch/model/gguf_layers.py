@@ -52,7 +52,7 @@ def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any, hf: bool = 
     path, architecture = info.path, info.architecture
     if packing is None and kernel is not None:
         packing = Packing(info, kernel, flat=not hf)
-    config = load_gguf_config(info)
+    config = load_gguf_config(info, light=not hf)
     model = (None if hf else skeleton(config, dtype)) or hf_model.on_meta(config, dtype)
     processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=config.to_dict())
     with _name_maps_cached():

@@ -9,14 +9,17 @@ import torch
 
 from conch.engine.backends.conch.model import hf_attention
 from conch.engine.backends.conch.model.quantized import QuantEmbedding, QuantizedMatrix, QuantLinear
+from conch.engine.weights import gguf_config
 
 
 def on_meta(config: Any, dtype: torch.dtype) -> Any:
-    """transformers' model of `config`, its parameters on meta, its non-persistent buffers real."""
+    """transformers' model of `config` (a light one made full: gguf_config.py), its parameters on meta, its
+    non-persistent buffers real."""
     from transformers import AutoModelForCausalLM
 
     with torch.device("meta"):                           # no tensor allocated
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=hf_attention.register())
+        model = AutoModelForCausalLM.from_config(gguf_config.full(config), dtype=dtype,
+                                                 attn_implementation=hf_attention.register())
     _real_buffers(model)
     return model
 
