@@ -42,16 +42,19 @@ async def test_capacity_then_refusal_with_a_wait(buckets):
 
 async def test_redis_down_falls_back_to_this_process_s_share_then_redis_decides_again(tmp_path):
     server = start_redis(tmp_path)
-    b = RedisBuckets(server.url, fallback=Fallback("local", replicas=2))
-    assert (await b.take("k", 4, 0.001, 1, 1)).allowed and not b.fallback.active
-    server.stop()
-    local = [(await b.take("k", 4, 0.001, 1, 1)).allowed for _ in range(4)]
-    assert local == [True, True, False, False]                   # half of 4, as one of two replicas
-    assert b.errors >= 1 and b.fallback.active and b.fallback.decisions == 4
-    server.restart()
-    b.link._down_until = 0.0                                     # skip the pause between retries
-    assert (await b.take("k", 4, 0.001, 1, 1)).allowed and not b.fallback.active
-    await b.close()
+    try:
+        b = RedisBuckets(server.url, fallback=Fallback("local", replicas=2))
+        assert (await b.take("k", 4, 0.001, 1, 1)).allowed and not b.fallback.active
+        server.stop()
+        local = [(await b.take("k", 4, 0.001, 1, 1)).allowed for _ in range(4)]
+        assert local == [True, True, False, False]                   # half of 4, as one of two replicas
+        assert b.errors >= 1 and b.fallback.active and b.fallback.decisions == 4
+        server.restart()
+        b.link._down_until = 0.0                                     # skip the pause between retries
+        assert (await b.take("k", 4, 0.001, 1, 1)).allowed and not b.fallback.active
+        await b.close()
+    finally:
+        server.stop()                                    # the restarted redis-server too (it outlived the run)
 
 
 async def test_the_fallback_modes_with_redis_unreachable():

@@ -70,16 +70,19 @@ class LlamaForward:
         shape = Shape(self.heads, self.kv_heads, self.head_dim, rotary)
         self.layers = [fused_layer(b, pack, shape, fam, lone, narrow) for b in model.model.layers]
         self.max_positions = fam.rope_length or c.max_position_embeddings
-        first = fam.rope_kinds[0] if fam.rope_kinds else None           # a per-kind rotary embedding's first
-        self.rotation = self._rope_table(model, self.max_positions, rotary, first)
-        self.rotation_pairs = torch.view_as_real(self.rotation).contiguous()     # (P, D/2, 2) cos, sin
-        plain = torch.view_as_real(torch.ones_like(self.rotation)).contiguous()   # NoPE layers: rotate by 1
-        self.layer_pairs = [self.rotation_pairs if fam.rope_layers is None or fam.rope_layers[i] else plain
-                            for i in range(len(self.layers))]
-        if fam.rope_kinds is not None:                   # a table per kind of layer (Gemma 3: local, global)
-            kinds = {k: torch.view_as_real(self._rope_table(model, self.max_positions, rotary, k)).contiguous()
-                     for k in set(fam.rope_kinds)}
-            self.layer_pairs = [kinds[k] for k in fam.rope_kinds]
+        self.layer_pairs = self._layer_pairs(model, fam, rotary, len(self.layers))
+
+    def _layer_pairs(self, model, fam: Family, rotary: int, layers: int) -> list[torch.Tensor]:
+        """Per layer, its (P, D/2, 2) cos, sin table: one table per kind of layer (Gemma 3: local, global; else
+        one), each built once and shared; a NoPE layer's rotates by 1 (built only where the model has one)."""
+        kinds = fam.rope_kinds or (None,) * layers
+        tables = {k: torch.view_as_real(self._rope_table(model, self.max_positions, rotary, k)).contiguous()
+                  for k in dict.fromkeys(kinds)}
+        if fam.rope_layers is None or all(fam.rope_layers):
+            return [tables[k] for k in kinds]
+        plain = torch.zeros(self.max_positions, self.head_dim // 2, 2)
+        plain[..., 0] = 1.0
+        return [tables[k] if fam.rope_layers[i] else plain for i, k in enumerate(kinds)]
 
     def _rope_table(self, model, length: int, rotary: int, kind: str | None = None) -> torch.Tensor:
         """(P, D/2) complex64 cos + i sin for every position, from the model's own rotary embedding (its scaling
