@@ -88,8 +88,9 @@ def _madvise(address: int, length: int, advice: int) -> int:
 
 
 class HugePageArena:
-    """Copies tensors into anonymous memory marked for huge pages, packed one after another so that small
-    matrices share pages. Not thread-safe: the model's loader only."""
+    """Copies tensors into anonymous memory that collapse_some later moves into huge pages, packed one after
+    another so that small matrices share pages. Not thread-safe: the model's loader only (collapse_some reads
+    each segment's extent, which only grows)."""
 
     def __init__(self) -> None:
         self._segments: list[tuple[mmap.mmap, int]] = []     # (mapping, its first 2 MB-aligned byte)
