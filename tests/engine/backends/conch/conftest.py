@@ -20,16 +20,26 @@ def quant_kernel():
     return module
 
 
-def _anon_huge_kb() -> int:
-    line = next(x for x in Path("/proc/self/smaps_rollup").read_text().splitlines() if x.startswith("AnonHugePages"))
-    return int(line.split()[1])
+def _huge_kb_at(address: int) -> int:
+    """AnonHugePages in kB of the mapping of this process that holds `address` (/proc/self/smaps): one arena
+    segment's, whatever other models' memory the process holds or frees meanwhile."""
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split(None, 1)[0]
+        if "-" in head and ":" not in head:                      # a mapping's first line: start-end perms ...
+            start, end = (int(x, 16) for x in head.split("-"))
+            inside = start <= address < end
+        elif inside and line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    raise LookupError(f"no mapping holds {address:#x}")
 
 
 @pytest.fixture
 def huge_kb():
-    """The process's AnonHugePages in kB, as a function; the test skipped where an arena is never collapsed into
-    huge pages (huge_pages.py: Linux 6.1+'s MADV_COLLAPSE, transparent huge pages not `never`)."""
+    """`huge_kb(tensor)`: AnonHugePages in kB of the mapping that holds the tensor's data; the test skipped where
+    an arena is never collapsed into huge pages (huge_pages.py: Linux 6.1+'s MADV_COLLAPSE, transparent huge pages
+    not `never`)."""
     release = tuple(int(x) for x in os.uname().release.split(".")[:2] if x.isdigit())
     if not THP.exists() or "[never]" in THP.read_text() or release < (6, 1):
         pytest.skip("no MADV_COLLAPSE here (Linux 6.1+, transparent huge pages not 'never')")
-    return _anon_huge_kb
+    return lambda tensor: _huge_kb_at(tensor.data_ptr())
