@@ -141,7 +141,7 @@ def load_gguf_tokenizer(info: GgufInfo, tokenizer_folder: str | None) -> Any:
 def _light_tokenizer(info: GgufInfo) -> Any:
     """The tokenizer AutoTokenizer makes of a byte-level BPE vocabulary (`tokenizer.ggml.model` gpt2) in a file of
     a gguf_config.LIGHT model type, made without AutoTokenizer, which builds the model's config class to choose it
-    (TokenizersBackend, as it chooses for such a vocabulary; tests/engine/weights/test_gguf_config.py holds the
+    (TokenizersBackend, as it chooses for such a vocabulary; tests/engine/weights/test_gguf_header.py holds the
     two equal); None otherwise."""
     meta = info.header.metadata
     config = gguf_config.hf_config(meta, ())

@@ -38,7 +38,7 @@ def llama3_parameters(factors: np.ndarray, head_dim: int, base: float) -> dict[s
     """The `llama3` rope_parameters giving `factors` ((head_dim / 2,) per pair, llama.cpp's rope_freqs) over
     RoPE base `base`; None where every factor is 1 (plain RoPE). ValueError where no llama3 scaling gives them."""
     f = np.asarray(factors, dtype=np.float64)
-    wavelength = 2 * math.pi * base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    wavelength = _wavelengths(base, head_dim)
     if f.shape != wavelength.shape:
         raise ValueError(f"rope_freqs has {f.size} factors for a rotary dimension of {head_dim}")
     factor = float(f.max())
@@ -78,12 +78,17 @@ def _step(f: np.ndarray, wavelength: np.ndarray, factor: float) -> tuple[float, 
 
 def llama3_factors(params: dict[str, Any], head_dim: int) -> np.ndarray:
     """(head_dim / 2,) the factor each pair's angle is divided by under `params` (transformers' llama3 rule)."""
-    wavelength = 2 * math.pi * params["rope_theta"] ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    wavelength = _wavelengths(params["rope_theta"], head_dim)
     factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
     context = params["original_max_position_embeddings"]
     s = (context / wavelength - low) / (high - low)
     smoothed = 1 / ((1 - s) / factor + s)
     return np.where(wavelength < context / high, 1.0, np.where(wavelength > context / low, factor, smoothed))
+
+
+def _wavelengths(base: float, head_dim: int) -> np.ndarray:
+    """(head_dim / 2,) each rotary pair's wavelength 2 pi / w_i, w_i = base^(-2i / head_dim)."""
+    return 2 * math.pi * base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
 
 
 def _whole(x: float) -> Any:

@@ -94,9 +94,8 @@ class HugePageArena:
 
     def __init__(self) -> None:
         self._segments: list[tuple[mmap.mmap, int]] = []     # (mapping, its first 2 MB-aligned byte)
-        self._used = 0                                       # bytes used in the last segment, from its start
         self._size = 0                                       # usable bytes of the last segment
-        self._extent: _Extent | None = None                  # the last segment's, as collapse_some reads it
+        self._extent: _Extent | None = None                  # the last segment's bytes used (collapse_some's too)
 
     def copy(self, t: torch.Tensor) -> torch.Tensor:
         """A contiguous copy of `t` in the arena, same shape and dtype."""
@@ -105,14 +104,12 @@ class HugePageArena:
     def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """A contiguous tensor in the arena (zeros until written: its pages are touched by the writer)."""
         nbytes = math.prod(shape) * dtype.itemsize
-        start = -(-self._used // LINE) * LINE
-        if not self._segments or start + nbytes > self._size:
-            self._open(max(SEGMENT, nbytes))
-            start = 0
+        extent = self._extent
+        start = 0 if extent is None else -(-extent.used // LINE) * LINE
+        if extent is None or start + nbytes > self._size:
+            extent, start = self._open(max(SEGMENT, nbytes)), 0
         mapping, base = self._segments[-1]
-        self._used = start + nbytes
-        if self._extent is not None:
-            self._extent.used = self._used
+        extent.used = start + nbytes
         out = torch.frombuffer(mapping, dtype=torch.uint8, count=nbytes, offset=base + start)
         return out.view(dtype).view(shape)
 
@@ -121,12 +118,14 @@ class HugePageArena:
         the kernel, by the copy that first writes it: gguf_packing.py's thread, off the loader's path)."""
         self._open(nbytes)
 
-    def _open(self, size: int) -> None:
+    def _open(self, size: int) -> _Extent:
+        """A new last segment of `size` usable bytes, none used; its extent, registered for collapse_some."""
         size = _rounded(size)
         mapping = anonymous(size + ALIGN)
         address = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
         self._segments.append((mapping, -address % ALIGN))
-        self._used, self._size = 0, size
+        self._size = size
         self._extent = _Extent(weakref.ref(mapping), address + self._segments[-1][1])
         with _pending_lock:
             _pending.append(self._extent)
+        return self._extent

@@ -45,23 +45,29 @@ class PrefixCache:
         the `held` tokens whose KV the sequence's slot already has; those count as hits when it is not."""
         self.queried_tokens += len(ids)
         self.hit_tokens += held
-        if not self._entries:
+        found = self._longest(ids, max(self.min_tokens, held + 1))
+        if found is None:
             return None
-        for n in range((len(ids) - 1) // BLOCK * BLOCK, max(self.min_tokens, held + 1) - 1, -BLOCK):
-            key = self._index.get(tuple(ids[:n]))
-            if key is not None:
-                entry = self._entries[key]
-                self._entries.move_to_end(key)
-                self.hit_tokens += n - held
-                return n, [(k[:, :, :n], v[:, :, :n]) for k, v in entry.layers]
-        return None
+        n, key = found
+        self._entries.move_to_end(key)
+        self.hit_tokens += n - held
+        return n, [(k[:, :, :n], v[:, :, :n]) for k, v in self._entries[key].layers]
 
     def cached(self, ids: list[int]) -> int:
         """The tokens of `ids`' longest cached head that lookup would give (0: none); no statistics counted."""
-        for n in range((len(ids) - 1) // BLOCK * BLOCK, self.min_tokens - 1, -BLOCK):
-            if tuple(ids[:n]) in self._index:
-                return n
-        return 0
+        found = self._longest(ids, self.min_tokens)
+        return 0 if found is None else found[0]
+
+    def _longest(self, ids: list[int], shortest: int) -> tuple[int, tuple[int, ...]] | None:
+        """(n, the entry's key) of the longest indexed block-aligned head of `ids`, at least `shortest` tokens,
+        that leaves at least one token to prefill; None when none is."""
+        if not self._entries:
+            return None
+        for n in range((len(ids) - 1) // BLOCK * BLOCK, shortest - 1, -BLOCK):
+            key = self._index.get(tuple(ids[:n]))
+            if key is not None:
+                return n, key
+        return None
 
     def wants(self, ids: list[int]) -> bool:
         n = len(ids) // BLOCK * BLOCK
