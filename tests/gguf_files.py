@@ -35,18 +35,25 @@ def _permute(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+# HF module -> llama.cpp tensor, by model type (Phi-3: one fused qkv, and ffn_up holding [gate; up])
+_NAMES = {
+    "llama": {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+              "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"},
+    "phi3": {"input_layernorm": "attn_norm", "self_attn.qkv_proj": "attn_qkv", "self_attn.o_proj": "attn_output",
+             "post_attention_layernorm": "ffn_norm", "mlp.gate_up_proj": "ffn_up", "mlp.down_proj": "ffn_down"},
+}
+
+
 def _tensors(model) -> dict[str, np.ndarray]:
     c, sd = model.config, {k: v.float().numpy() for k, v in model.state_dict().items()}
     out = {"token_embd.weight": sd["model.embed_tokens.weight"], "output_norm.weight": sd["model.norm.weight"]}
     if not c.tie_word_embeddings:
         out["output.weight"] = sd["lm_head.weight"]
-    names = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
-             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
     for i in range(c.num_hidden_layers):
-        for hf, ours in names.items():
+        for hf, ours in _NAMES[c.model_type].items():
             w = sd[f"model.layers.{i}.{hf}.weight"]
-            if ours == "attn_q":
+            if ours == "attn_q":                        # llama's q / k as convert_hf_to_gguf.py permutes them
                 w = _permute(w, c.num_attention_heads)
             elif ours == "attn_k":
                 w = _permute(w, c.num_key_value_heads)
@@ -72,7 +79,7 @@ def _copy_tokenizer(writer, source: Path) -> None:
 
 def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] | None = None,
                      seed: int = 0, vocabulary: bool = True) -> Path:
-    """`model` (an HF Llama with SmolLM2's vocabulary) as a GGUF at `path`: its 2-D matrices in `qtype`
+    """`model` (an HF Llama or Phi-3 with SmolLM2's vocabulary) as a GGUF at `path`: its 2-D matrices in `qtype`
     (the embedding too), norms in F32. `sampling`: general.sampling.* keys (temp, top_p, top_k).
     `vocabulary` False: no tokenizer keys (a model of another vocabulary size, loaded without a tokenizer)."""
     from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
@@ -81,7 +88,7 @@ def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] |
     from conch.engine.weights.smollm2 import gguf_path
 
     c, rng = model.config, np.random.default_rng(seed)
-    writer = GGUFWriter(str(path), "llama")
+    writer = GGUFWriter(str(path), c.model_type)
     writer.add_block_count(c.num_hidden_layers)
     writer.add_context_length(c.max_position_embeddings)
     writer.add_embedding_length(c.hidden_size)
@@ -91,7 +98,8 @@ def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] |
     writer.add_rope_freq_base(float(getattr(c, "rope_theta", None) or c.rope_parameters["rope_theta"]))
     writer.add_layer_norm_rms_eps(c.rms_norm_eps)
     writer.add_vocab_size(c.vocab_size)
-    writer.add_rope_dimension_count(c.hidden_size // c.num_attention_heads)
+    rotary = (getattr(c, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0)
+    writer.add_rope_dimension_count(int(c.hidden_size // c.num_attention_heads * rotary))
     for key, value in (sampling or {}).items():
         writer.add_key_value(f"general.sampling.{key}", value,
                              GGUFValueType.INT32 if key == "top_k" else GGUFValueType.FLOAT32)
@@ -126,3 +134,18 @@ def small_llama(hidden: int = 64, inter: int = 128, layers: int = 2, seed: int =
                          initializer_range=init)
     torch.manual_seed(seed)
     return LlamaForCausalLM(config).float().eval()
+
+
+def small_phi3(hidden: int = 256, inter: int = 512, layers: int = 2, seed: int = 0, init: float = 0.1,
+               partial: float = 0.75):
+    """A random-weights Phi-3 (its fused qkv_proj and gate_up_proj) with SmolLM2's vocabulary size (float32),
+    rotating the first `partial` of each head as Phi-4-mini does."""
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    config = Phi3Config(vocab_size=49152, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                        bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False,
+                        initializer_range=init, rope_parameters=dict(rope_type="default", rope_theta=10000.0,
+                                                                     partial_rotary_factor=partial))
+    torch.manual_seed(seed)
+    return Phi3ForCausalLM(config).float().eval()

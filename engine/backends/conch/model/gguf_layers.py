@@ -36,7 +36,7 @@ from conch.engine.weights.gguf_file import GgufInfo, load_gguf_config
 
 log = logging.getLogger(__name__)
 
-ARCHS = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3"})
+ARCHS = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3"})
 
 
 def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any, hf: bool = True,

@@ -10,8 +10,9 @@ Row order, decided from the file's own metadata (no transformers config is read 
 - where the flattened runner serves the file (`flat`), a q / k matrix is packed in the order its RoPE reads
   (weights.py's pair order): llama.cpp stores a `llama` file's q / k rows so already (its converter's permute),
   so those are packed as they lie; a qwen2 / qwen3 / gemma3 file holds HF's order, and its rows are gathered
-  while packing. `Packed.order` names the HF row each packed row holds: the HF forward (QuantLinear) puts its
-  outputs back in HF's order, and weights.py reads it to take the matrix as it is.
+  while packing, as are a phi3 file's fused qkv's (its q and k sections each in pairs, v as it lies).
+  `Packed.order` names the HF row each packed row holds: the HF forward (QuantLinear) puts its outputs back in
+  HF's order, and weights.py reads it to take the matrix as it is.
 - else in HF's order (a `llama` file's q / k rows permuted back, as transformers' loader does)."""
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ from conch.engine.backends.conch.model.quantized import QUANT_TYPES, QuantizedMa
 from conch.engine.backends.conch.model.weights import pair_order
 from conch.engine.weights.gguf_file import GgufInfo
 
-_HEADS = {"attn_q": "head_count", "attn_k": "head_count_kv"}     # a q / k matrix's heads, by its GGUF key (a file
-                                                                  # without head_count_kv: as many as head_count)
+# A q / k / fused qkv matrix's row sections, by its GGUF key: (the metadata key of the section's heads, whether
+# RoPE rotates it). A file without head_count_kv has as many kv heads as head_count.
+_SECTIONS = {"attn_q": (("head_count", True),), "attn_k": (("head_count_kv", True),),
+             "attn_qkv": (("head_count", True), ("head_count_kv", True), ("head_count_kv", False))}
 
 
 @dataclass(frozen=True)
@@ -85,18 +88,24 @@ class Packing:
 
 def _rows(tensor: Any, info: GgufInfo, flat: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(the file rows to pack, in order, or None for all as they lie; the HF row each packed row holds, or None
-    for HF's order), per the module's note."""
+    for HF's order), per the module's note. A fused qkv (Phi-3): its q and k sections in pairs, v as it lies."""
     parts = tensor.name.split(".")
-    kind = parts[-2] if len(parts) >= 2 else ""
-    if kind not in _HEADS:
+    sections = _SECTIONS.get(parts[-2] if len(parts) >= 2 else "")
+    if sections is None:
         return None, None
     meta, arch, n = info.header.metadata, info.architecture, int(tensor.shape[1])
-    heads = int(meta.get(f"{arch}.attention.{_HEADS[kind]}", meta[f"{arch}.attention.head_count"]))   # kv: MHA
-    to_hf = file_to_hf_rows(n, heads) if arch == "llama" else torch.arange(n)     # HF row h: file row to_hf[h]
+    heads = [int(meta.get(f"{arch}.attention.{key}", meta[f"{arch}.attention.head_count"])) for key, _ in sections]
+    permuted = arch == "llama" and len(sections) == 1            # llama.cpp's converter permutes llama's q / k
+    to_hf = file_to_hf_rows(n, heads[0]) if permuted else torch.arange(n)       # HF row h: file row to_hf[h]
     if not flat:
-        return (to_hf if arch == "llama" else None), None
-    head_dim = n // heads
+        return (to_hf if permuted else None), None
+    head_dim = n // sum(heads)
     rotary = int(meta.get(f"{arch}.rope.dimension_count", head_dim))
-    order = pair_order(n, heads, rotary)                                          # the HF rows RoPE's pairs read
-    ids = to_hf[order]
-    return (None if torch.equal(ids, torch.arange(n)) else ids), order
+    order, start = [], 0                                          # the HF rows RoPE's pairs read, section by section
+    for count, (_, rotated) in zip(heads, sections, strict=True):
+        rows = count * head_dim
+        order.append(start + (pair_order(rows, count, rotary) if rotated else torch.arange(rows)))
+        start += rows
+    order_all = torch.cat(order)
+    ids = to_hf[order_all]
+    return (None if torch.equal(ids, torch.arange(n)) else ids), order_all

@@ -32,6 +32,7 @@ class Layout:
     mlp: Callable[[Any], bool] = lambda c: False
     qk_norm: bool = False          # q_norm and k_norm over each head (head_dim,)
     sandwich: bool = False         # pre_feedforward_layernorm and post_feedforward_layernorm (Gemma 3)
+    fused: bool = False            # one qkv_proj (rows q | k | v) and one gate_up_proj (gate | up) (Phi-3)
 
 
 def _attention_bias(c: Any) -> bool:
@@ -44,6 +45,7 @@ LAYOUTS: dict[str, Layout] = {
     "qwen2": Layout(lambda c: True, lambda c: False),
     "qwen3": Layout(_attention_bias, _attention_bias, qk_norm=True),
     "gemma3_text": Layout(_attention_bias, _attention_bias, qk_norm=True, sandwich=True),
+    "phi3": Layout(lambda c: False, lambda c: False, fused=True),
 }
 
 
@@ -75,9 +77,12 @@ class _Attention(nn.Module):
     def __init__(self, c: Any, layout: Layout, head_dim: int, dtype: torch.dtype) -> None:
         super().__init__()
         q, kv = c.num_attention_heads * head_dim, c.num_key_value_heads * head_dim
-        self.q_proj = _linear(c.hidden_size, q, layout.qkv(c), dtype)
-        self.k_proj = _linear(c.hidden_size, kv, layout.qkv(c), dtype)
-        self.v_proj = _linear(c.hidden_size, kv, layout.qkv(c), dtype)
+        if layout.fused:
+            self.qkv_proj = _linear(c.hidden_size, q + 2 * kv, layout.qkv(c), dtype)
+        else:
+            self.q_proj = _linear(c.hidden_size, q, layout.qkv(c), dtype)
+            self.k_proj = _linear(c.hidden_size, kv, layout.qkv(c), dtype)
+            self.v_proj = _linear(c.hidden_size, kv, layout.qkv(c), dtype)
         self.o_proj = _linear(q, c.hidden_size, layout.o(c), dtype)
         if layout.qk_norm:
             self.q_norm, self.k_norm = _Norm(head_dim, dtype), _Norm(head_dim, dtype)
@@ -87,8 +92,11 @@ class _Mlp(nn.Module):
     def __init__(self, c: Any, layout: Layout, dtype: torch.dtype) -> None:
         super().__init__()
         bias = layout.mlp(c)
-        self.gate_proj = _linear(c.hidden_size, c.intermediate_size, bias, dtype)
-        self.up_proj = _linear(c.hidden_size, c.intermediate_size, bias, dtype)
+        if layout.fused:
+            self.gate_up_proj = _linear(c.hidden_size, 2 * c.intermediate_size, bias, dtype)
+        else:
+            self.gate_proj = _linear(c.hidden_size, c.intermediate_size, bias, dtype)
+            self.up_proj = _linear(c.hidden_size, c.intermediate_size, bias, dtype)
         self.down_proj = _linear(c.intermediate_size, c.hidden_size, bias, dtype)
 
 
@@ -130,7 +138,8 @@ def _inv_freq(config: Any, kind: str | None) -> tuple[torch.Tensor, float]:
     if rope_type != "default":
         inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](config, None, layer_type=kind)
         return inv_freq.float(), float(scaling)
-    dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    dim = int(head_dim * params.get("partial_rotary_factor", 1.0))         # Phi-3's partial rotary
     return 1.0 / (params["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float) / dim)), 1.0
 
 

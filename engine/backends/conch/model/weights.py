@@ -150,6 +150,14 @@ def pair_order(n: int, heads: int, rotary: int) -> torch.Tensor:
     return (torch.arange(heads).unsqueeze(1) * D + head).reshape(n)
 
 
+def qkv_rows(shape: Shape) -> torch.Tensor:
+    """(q + 2 kv,) the HF rows of [q; k; v] in the order the forward's fused qkv holds them: q and k in RoPE
+    pairs (pair_order), v as it is."""
+    q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    return torch.cat([pair_order(q, shape.heads, shape.rotary_dims),
+                      q + pair_order(kv, shape.kv_heads, shape.rotary_dims), torch.arange(q + kv, q + 2 * kv)])
+
+
 def _attention_rows(block: Any, fused: bool) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
     """[q, k, v] weights and biases, from separate projections or Phi-3's one qkv_proj (rows q | k | v)."""
     a = block.self_attn
@@ -189,12 +197,9 @@ def fused_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: 
         return _quantized_layer(block, pack, shape, family, lone_row, narrow)
     a = block.self_attn
     weights, biases = _attention_rows(block, family.fused_qkv)
-    q, k = weights[0].shape[0], weights[1].shape[0]
-    rows = torch.cat([pair_order(q, shape.heads, shape.rotary_dims),
-                      q + pair_order(k, shape.kv_heads, shape.rotary_dims),
-                      torch.arange(q + k, q + k + weights[2].shape[0])])    # fused q/k/v rows, q/k in pairs
-    scale = torch.ones(q + k + weights[2].shape[0], dtype=torch.float32)
-    scale[:q] = family.q_scale
+    rows = qkv_rows(shape)                                              # fused q/k/v rows, q/k in pairs
+    scale = torch.ones(len(rows), dtype=torch.float32)
+    scale[:weights[0].shape[0]] = family.q_scale
     qkv = (torch.cat(weights)[rows].float() * scale.unsqueeze(1)).to(weights[0].dtype)
     bias = _cat(biases, weights)
     bias = None if bias is None else (bias[rows].float() * scale).to(bias.dtype)
@@ -222,21 +227,25 @@ def head_product(module: Any, pack: bool, lone_row: bool, narrow: NarrowPacking 
 def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: bool,
                      narrow: NarrowPacking | None) -> Layer:
     """A block whose matrices stay in a GGUF's blocks (gguf_layers.py): q | k | v and gate | up side by side
-    rather than fused (their types may differ), q/k rows reordered into RoPE pairs (a copy of their blocks)."""
-    if family.q_scale != 1.0 or family.residual_scale != 1.0 or family.fused_qkv:
-        raise ValueError(f"{family.name}: quantized matrices with folded multipliers or fused qkv")
+    rather than fused (their types may differ), or a file's own fused qkv and gate_up (Phi-3); q/k rows in RoPE
+    pairs (a copy of their blocks where gguf_packing.py did not pack them so)."""
+    if family.q_scale != 1.0 or family.residual_scale != 1.0:
+        raise ValueError(f"{family.name}: quantized matrices with folded multipliers")
     a, m = block.self_attn, block.mlp
-    q, k, v = a.q_proj, a.k_proj, a.v_proj
-    order = [pair_order(q.out_features, shape.heads, shape.rotary_dims),
-             pair_order(k.out_features, shape.kv_heads, shape.rotary_dims), torch.arange(v.out_features)]
-    mods = list(zip((q, k, v), order, strict=True))
+    gate_up: tuple[Any, ...]
+    if family.fused_qkv:
+        mods, gate_up = [(a.qkv_proj, qkv_rows(shape))], (m.gate_up_proj,)
+    else:
+        q, k, v = a.q_proj, a.k_proj, a.v_proj
+        order = [pair_order(q.out_features, shape.heads, shape.rotary_dims),
+                 pair_order(k.out_features, shape.kv_heads, shape.rotary_dims), torch.arange(v.out_features)]
+        mods, gate_up = list(zip((q, k, v), order, strict=True)), (m.gate_proj, m.up_proj)
     parts = tuple(_reordered(mod, rows, narrow) if isinstance(mod, QuantLinear) else
                   product(mod.weight[rows], None, pack, lone_row, narrow) for mod, rows in mods)
     biases = [None if mod.bias is None else mod.bias[rows] for mod, rows in mods]
-    return Layer(qkv=Stacked(parts, _cat(biases, [torch.empty(len(r)) for r in order])),
+    return Layer(qkv=Stacked(parts, _cat(biases, [torch.empty(len(r)) for _, r in mods])),
                  o=head_product(a.o_proj, pack, lone_row, narrow),
-                 gate_up=Stacked((head_product(m.gate_proj, pack, lone_row, narrow),
-                                  head_product(m.up_proj, pack, lone_row, narrow))),
+                 gate_up=Stacked(tuple(head_product(mod, pack, lone_row, narrow) for mod in gate_up)),
                  down=head_product(m.down_proj, pack, lone_row, narrow),
                  **_norms(block, family, shape))
 

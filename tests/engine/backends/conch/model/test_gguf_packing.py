@@ -12,7 +12,7 @@ from conch.engine.backends.conch.model.gguf_layers import build_quantized
 from conch.engine.backends.conch.model.gguf_packing import Packing, _rows, file_to_hf_rows
 from conch.engine.backends.conch.model.llama import LlamaForward
 from conch.engine.backends.conch.model.quantized import QUANT_TYPES, QuantizedMatrix, file_blocks
-from conch.engine.backends.conch.model.weights import pair_order
+from conch.engine.backends.conch.model.weights import Shape, pair_order, qkv_rows
 from conch.engine.weights.gguf_file import read_gguf
 from tests.gguf_files import small_llama, write_llama_gguf
 
@@ -78,3 +78,15 @@ def test_a_neox_files_q_rows_are_gathered_into_pairs():
     assert torch.equal(ids, file_to_hf_rows(16, 2)) and order is None
     k = SimpleNamespace(name="blk.0.attn_k.weight", shape=(32, 16))       # no head_count_kv: heads as q's
     assert torch.equal(_rows(k, llama, flat=False)[0], file_to_hf_rows(16, 2))
+
+
+def test_a_phi3_files_fused_qkv_is_gathered_section_by_section():
+    """attn_qkv (q | k | v, HF's order in the file): q and k each in pairs over the rotated dims, v as it lies,
+    the order weights.py's fused qkv holds (so the forward takes the packed matrix without a copy)."""
+    meta = {"phi3.attention.head_count": 2, "phi3.attention.head_count_kv": 1, "phi3.rope.dimension_count": 6}
+    info = SimpleNamespace(architecture="phi3", header=SimpleNamespace(metadata=meta))
+    qkv = SimpleNamespace(name="blk.0.attn_qkv.weight", shape=(32, 32))        # (2 + 1 + 1) heads of 8 dims
+    ids, order = _rows(qkv, info, flat=True)
+    assert torch.equal(order, qkv_rows(Shape(2, 1, 8, 6))) and torch.equal(ids, order)
+    assert torch.equal(order[24:], torch.arange(24, 32))                        # v
+    assert _rows(qkv, info, flat=False) == (None, None)

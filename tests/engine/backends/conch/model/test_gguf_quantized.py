@@ -13,7 +13,8 @@ from conch.engine.backends.conch.kv.slot_store import SlotKVStore
 from conch.engine.repository import ModelConfig
 from conch.engine.weights import ensure_smollm2
 from tests.engine.backends.conch.steps import Occupant, make_step
-from tests.gguf_files import small_llama, write_llama_gguf
+from conch.engine.weights.gguf_file import load_gguf_dequantized, read_gguf
+from tests.gguf_files import small_llama, small_phi3, write_llama_gguf
 
 TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
 PROMPT = [1] + [(i * 97) % 40000 + 100 for i in range(60)]
@@ -36,12 +37,19 @@ def _reference(path) -> torch.Tensor:
         return torch.log_softmax(model(input_ids=torch.tensor([PROMPT])).logits[0].float(), -1)
 
 
-def _conch(path, dtype: str) -> torch.Tensor:
+def _served(path, dtype: str):
+    """The file's model as the loader serves it, every matrix of a layer and the head in the file's blocks."""
     config = ModelConfig(name="m", weights=str(path), dtype=dtype, tokenizer=str(ensure_smollm2()))
     model = loader.load(config).model                       # its vocabulary is SmolLM2's: that folder's is quicker
-    layers = model.model.layers
-    assert all(isinstance(getattr(layers[0].self_attn, p), QuantLinear) for p in ("q_proj", "k_proj", "v_proj"))
-    assert isinstance(layers[-1].mlp.down_proj, QuantLinear) and isinstance(model.lm_head, QuantLinear)
+    for block in (model.model.layers[0], model.model.layers[-1]):
+        matrices = [m for m in block.modules() if isinstance(m, (torch.nn.Linear, QuantLinear))]
+        assert len(matrices) >= 4 and all(isinstance(m, QuantLinear) for m in matrices), matrices
+    assert isinstance(model.lm_head, QuantLinear)
+    return model
+
+
+def _conch(path, dtype: str, model=None) -> torch.Tensor:
+    model = model if model is not None else _served(path, dtype)
     forward, c = LlamaForward(model), model.config
     kv = SlotKVStore(c.num_hidden_layers, c.num_key_value_heads, forward.head_dim, forward.dtype, 2**24, 1,
                      blocked=forward.kernels.blocked)
@@ -75,3 +83,23 @@ def test_a_tied_models_embedding_and_head_read_the_files_blocks(tmp_path):
     assert head.matrix.packed.data_ptr() == embedding.matrix.packed.data_ptr()
     got, want = _conch(path, "float32"), _reference(path)
     assert (got - want).abs().max().item() <= 1e-3
+
+
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
+def test_a_phi3_files_fused_qkv_and_gate_up_stay_in_their_blocks(tmp_path, qtype):
+    """Phi-3's one attn_qkv and one ffn_up ([gate; up]) a layer: kept in the file's blocks, q / k packed in the
+    forward's RoPE pairs (no copy), and the logprobs of the partial-rotary model agree with the dequantized
+    float32 reference (transformers' loader under the file's config: its rope.dimension_count read)."""
+    if native.load("quant_matmul") is None:
+        pytest.skip("no C++ compiler: the quantized kernels cannot be built here")
+    path = write_llama_gguf(small_phi3(), tmp_path / f"phi3-{qtype}.gguf", qtype)
+    model = _served(path, "float32")
+    block = model.model.layers[0]
+    assert isinstance(block.self_attn.qkv_proj, QuantLinear) and isinstance(block.mlp.gate_up_proj, QuantLinear)
+    assert LlamaForward(model).layers[0].qkv.parts[0] is block.self_attn.qkv_proj.matrix
+    with torch.inference_mode():
+        reference = load_gguf_dequantized(read_gguf(path), torch.float32)
+        want = torch.log_softmax(reference(input_ids=torch.tensor([PROMPT])).logits[0].float(), -1)
+    assert want.max(-1).values.mean() - want.mean() > 2.0
+    diff = (_conch(path, "float32", model) - want).abs().max().item()
+    assert diff <= 1e-3, (qtype, diff)

@@ -14,6 +14,7 @@ import transformers
 
 from conch.engine.backends.conch import native
 from conch.engine.backends.conch.model.gguf_skeleton import LAYOUTS, skeleton
+from conch.engine.weights import ensure_smollm2
 
 SMALL = dict(vocab_size=512, hidden_size=256, intermediate_size=384, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=512, bos_token_id=1, eos_token_id=2)
@@ -28,6 +29,14 @@ CONFIGS = {
     "gemma3": lambda: transformers.Gemma3TextConfig(**SMALL, head_dim=64, query_pre_attn_scalar=64, sliding_window=32,
                                                     layer_types=["sliding_attention", "full_attention",
                                                                  "sliding_attention"]),
+    # Phi-3's fused qkv_proj and gate_up_proj; Phi-4-mini's partial rotary, and Phi-3.5's longrope
+    "phi3-partial": lambda: transformers.Phi3Config(**SMALL, pad_token_id=0, rope_parameters=dict(
+        rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.75)),
+    "phi3-longrope": lambda: transformers.Phi3Config(
+        **{**SMALL, "max_position_embeddings": 2048}, pad_token_id=0, original_max_position_embeddings=512,
+        rope_parameters=dict(rope_type="longrope", rope_theta=10000.0, original_max_position_embeddings=512,
+                             short_factor=[1.0 + 0.1 * i for i in range(32)],
+                             long_factor=[2.0 + 0.1 * i for i in range(32)])),
 }
 
 
@@ -73,7 +82,7 @@ def test_the_rotary_tables_are_the_hf_modules(name):
 
 def test_a_family_the_flattened_forward_does_not_take_has_no_skeleton():
     assert skeleton(transformers.MistralConfig(**SMALL, sliding_window=64), torch.bfloat16) is None
-    assert skeleton(transformers.Phi3Config(**SMALL), torch.bfloat16) is None     # fused qkv: HF's model
+    assert skeleton(transformers.Phi3Config(**SMALL, pad_token_id=0, sliding_window=64), torch.bfloat16) is None
 
 
 LOAD = textwrap.dedent("""
@@ -114,5 +123,6 @@ def test_a_served_gguf_loads_without_modeling_code_and_its_hf_model_shares_its_t
     from tests.gguf_files import small_llama, write_llama_gguf
 
     path = write_llama_gguf(small_llama(hidden=256, inter=512, init=0.1, tied=tied), tmp_path / "m.gguf", "Q8_0")
+    ensure_smollm2()                  # on a fresh cache its first conversion (here) imports the modeling stack
     done = subprocess.run([sys.executable, "-c", LOAD, str(path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

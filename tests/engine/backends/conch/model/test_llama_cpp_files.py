@@ -148,7 +148,7 @@ def test_a_llama_cpp_file_gives_the_hf_logprobs(made, name, qtype):
     want = _reference(model)
     assert want.max(-1).values.mean() - want.mean() > 2.0          # peaked enough for a wrong weight to show
     got, served = _conch(files[qtype])
-    if qtype != "F16" and not name.startswith("phi3"):          # (a phi3 file is served dequantized)
+    if qtype != "F16":
         assert isinstance(served.model.layers[0].mlp.down_proj, QuantLinear)
     diff = (got - want).abs().max().item()
     assert diff <= TOLERANCE[qtype], (name, qtype, diff)
