@@ -158,14 +158,14 @@ def qkv_rows(shape: Shape) -> torch.Tensor:
                       q + pair_order(kv, shape.kv_heads, shape.rotary_dims), torch.arange(q + kv, q + 2 * kv)])
 
 
-def _attention_rows(block: Any, fused: bool) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+def _attention_rows(block: Any, fused: bool,
+                    shape: Shape) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
     """[q, k, v] weights and biases, from separate projections or Phi-3's one qkv_proj (rows q | k | v)."""
     a = block.self_attn
     if not fused:
         mods = (a.q_proj, a.k_proj, a.v_proj)
         return [m.weight for m in mods], [_bias(m) for m in mods]
-    q = a.config.num_attention_heads * a.head_dim
-    kv = a.config.num_key_value_heads * a.head_dim
+    q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     w, b = a.qkv_proj.weight, _bias(a.qkv_proj)
     cuts = [slice(0, q), slice(q, q + kv), slice(q + kv, q + 2 * kv)]
     return [w[c] for c in cuts], [None if b is None else b[c] for c in cuts]
@@ -196,7 +196,7 @@ def fused_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: 
     if any(isinstance(mod, QuantLinear) for mod in block.modules()):     # any one: a file may mix types
         return _quantized_layer(block, pack, shape, family, lone_row, narrow)
     a = block.self_attn
-    weights, biases = _attention_rows(block, family.fused_qkv)
+    weights, biases = _attention_rows(block, family.fused_qkv, shape)
     rows = qkv_rows(shape)                                              # fused q/k/v rows, q/k in pairs
     scale = torch.ones(len(rows), dtype=torch.float32)
     scale[:weights[0].shape[0]] = family.q_scale

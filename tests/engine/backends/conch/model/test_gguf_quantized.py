@@ -85,18 +85,24 @@ def test_a_tied_models_embedding_and_head_read_the_files_blocks(tmp_path):
     assert (got - want).abs().max().item() <= 1e-3
 
 
-@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
+@pytest.mark.parametrize("qtype", ["F16", "Q8_0", "Q4_K"])
 def test_a_phi3_files_fused_qkv_and_gate_up_stay_in_their_blocks(tmp_path, qtype):
     """Phi-3's one attn_qkv and one ffn_up ([gate; up]) a layer: kept in the file's blocks, q / k packed in the
     forward's RoPE pairs (no copy), and the logprobs of the partial-rotary model agree with the dequantized
-    float32 reference (transformers' loader under the file's config: its rope.dimension_count read)."""
+    float32 reference (transformers' loader under the file's config: its rope.dimension_count read); an F16
+    file's fused matrices are plain tensors in gguf_skeleton's module tree."""
     if native.load("quant_matmul") is None:
         pytest.skip("no C++ compiler: the quantized kernels cannot be built here")
     path = write_llama_gguf(small_phi3(), tmp_path / f"phi3-{qtype}.gguf", qtype)
-    model = _served(path, "float32")
-    block = model.model.layers[0]
-    assert isinstance(block.self_attn.qkv_proj, QuantLinear) and isinstance(block.mlp.gate_up_proj, QuantLinear)
-    assert LlamaForward(model).layers[0].qkv.parts[0] is block.self_attn.qkv_proj.matrix
+    if qtype == "F16":
+        model = loader.load(ModelConfig(name="m", weights=str(path), dtype="float32",
+                                        tokenizer=str(ensure_smollm2()))).model
+        assert not any(isinstance(m, QuantLinear) for m in model.modules())
+    else:
+        model = _served(path, "float32")
+        block = model.model.layers[0]
+        assert isinstance(block.self_attn.qkv_proj, QuantLinear) and isinstance(block.mlp.gate_up_proj, QuantLinear)
+        assert LlamaForward(model).layers[0].qkv.parts[0] is block.self_attn.qkv_proj.matrix
     with torch.inference_mode():
         reference = load_gguf_dequantized(read_gguf(path), torch.float32)
         want = torch.log_softmax(reference(input_ids=torch.tensor([PROMPT])).logits[0].float(), -1)
