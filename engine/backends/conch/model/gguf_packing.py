@@ -25,13 +25,12 @@ import torch
 
 from conch.engine.backends.conch.kv.huge_pages import LINE, HugePageArena
 from conch.engine.backends.conch.model.quantized import QUANT_TYPES, QuantizedMatrix, file_blocks
-from conch.engine.backends.conch.model.weights import pair_order
+from conch.engine.backends.conch.model.weights import Shape, pair_order, qkv_rows
 from conch.engine.weights.gguf_file import GgufInfo
 
-# A q / k / fused qkv matrix's row sections, by its GGUF key: (the metadata key of the section's heads, whether
-# RoPE rotates it). A file without head_count_kv has as many kv heads as head_count.
-_SECTIONS = {"attn_q": (("head_count", True),), "attn_k": (("head_count_kv", True),),
-             "attn_qkv": (("head_count", True), ("head_count_kv", True), ("head_count_kv", False))}
+# A q / k / fused qkv (Phi-3: q | k | v) matrix's heads, by its GGUF key: the metadata keys of its q's or k's head
+# count (a file without head_count_kv: as many kv heads as head_count)
+_HEADS = {"attn_q": ("head_count",), "attn_k": ("head_count_kv",), "attn_qkv": ("head_count", "head_count_kv")}
 
 
 @dataclass(frozen=True)
@@ -88,24 +87,20 @@ class Packing:
 
 def _rows(tensor: Any, info: GgufInfo, flat: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(the file rows to pack, in order, or None for all as they lie; the HF row each packed row holds, or None
-    for HF's order), per the module's note. A fused qkv (Phi-3): its q and k sections in pairs, v as it lies."""
+    for HF's order), per the module's note. A fused qkv: weights.qkv_rows' order (q and k in pairs, v as it is)."""
     parts = tensor.name.split(".")
-    sections = _SECTIONS.get(parts[-2] if len(parts) >= 2 else "")
-    if sections is None:
+    keys = _HEADS.get(parts[-2] if len(parts) >= 2 else "")
+    if keys is None:
         return None, None
     meta, arch, n = info.header.metadata, info.architecture, int(tensor.shape[1])
-    heads = [int(meta.get(f"{arch}.attention.{key}", meta[f"{arch}.attention.head_count"])) for key, _ in sections]
-    permuted = arch == "llama" and len(sections) == 1            # llama.cpp's converter permutes llama's q / k
+    heads = [int(meta.get(f"{arch}.attention.{key}", meta[f"{arch}.attention.head_count"])) for key in keys]
+    permuted = arch == "llama"                                   # llama.cpp's converter permutes llama's q / k
     to_hf = file_to_hf_rows(n, heads[0]) if permuted else torch.arange(n)       # HF row h: file row to_hf[h]
     if not flat:
         return (to_hf if permuted else None), None
-    head_dim = n // sum(heads)
+    head_dim = n // (heads[0] + 2 * heads[1]) if len(heads) == 2 else n // heads[0]
     rotary = int(meta.get(f"{arch}.rope.dimension_count", head_dim))
-    order, start = [], 0                                          # the HF rows RoPE's pairs read, section by section
-    for count, (_, rotated) in zip(heads, sections, strict=True):
-        rows = count * head_dim
-        order.append(start + (pair_order(rows, count, rotary) if rotated else torch.arange(rows)))
-        start += rows
-    order_all = torch.cat(order)
-    ids = to_hf[order_all]
-    return (None if torch.equal(ids, torch.arange(n)) else ids), order_all
+    order = (qkv_rows(Shape(heads[0], heads[1], head_dim, rotary)) if len(heads) == 2 else
+             pair_order(n, heads[0], rotary))                     # the HF rows RoPE's pairs read
+    ids = to_hf[order]
+    return (None if torch.equal(ids, torch.arange(n)) else ids), order
