@@ -35,11 +35,15 @@ def _permute(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-# HF module -> llama.cpp tensor, by model type (Phi-3: one fused qkv, and ffn_up holding [gate; up])
+# HF module -> llama.cpp tensor, by model type (SmolLM3: llama's; Phi-3: one fused qkv, ffn_up holding [gate; up])
 _NAMES = {
     "llama": {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
               "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
               "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"},
+    "smollm3": {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+                "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+                "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+                "mlp.down_proj": "ffn_down"},
     "phi3": {"input_layernorm": "attn_norm", "self_attn.qkv_proj": "attn_qkv", "self_attn.o_proj": "attn_output",
              "post_attention_layernorm": "ffn_norm", "mlp.gate_up_proj": "ffn_up", "mlp.down_proj": "ffn_down"},
 }
@@ -79,8 +83,8 @@ def _copy_tokenizer(writer, source: Path) -> None:
 
 def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] | None = None,
                      seed: int = 0, vocabulary: bool = True) -> Path:
-    """`model` (an HF Llama or Phi-3 with SmolLM2's vocabulary) as a GGUF at `path`: its 2-D matrices in `qtype`
-    (the embedding too), norms in F32. `sampling`: general.sampling.* keys (temp, top_p, top_k).
+    """`model` (an HF Llama, SmolLM3 or Phi-3 with SmolLM2's vocabulary) as a GGUF at `path`: its 2-D matrices
+    in `qtype` (the embedding too), norms in F32. `sampling`: general.sampling.* keys (temp, top_p, top_k).
     `vocabulary` False: no tokenizer keys (a model of another vocabulary size, loaded without a tokenizer)."""
     from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
     from gguf.quants import quantize
@@ -149,3 +153,16 @@ def small_phi3(hidden: int = 256, inter: int = 512, layers: int = 2, seed: int =
                                                                      partial_rotary_factor=partial))
     torch.manual_seed(seed)
     return Phi3ForCausalLM(config).float().eval()
+
+
+def small_smollm3(hidden: int = 256, inter: int = 512, layers: int = 4, seed: int = 0, init: float = 0.1):
+    """A random-weights SmolLM3 (every 4th layer without RoPE, as llama.cpp's smollm3 fixes it) with SmolLM2's
+    vocabulary size (float32)."""
+    from transformers import SmolLM3Config, SmolLM3ForCausalLM
+
+    config = SmolLM3Config(vocab_size=49152, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                           bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False,
+                           initializer_range=init, no_rope_layer_interval=4, use_sliding_window=False)
+    torch.manual_seed(seed)
+    return SmolLM3ForCausalLM(config).float().eval()

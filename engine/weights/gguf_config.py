@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-# the llama.cpp architectures built here: the families the engine keeps quantized (model/gguf_layers.py) and
-# Phi-3; their legacy config has no architecture-specific step but Gemma 3's text model_type
-ARCHITECTURES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3"})
+# the llama.cpp architectures built here: the families the engine keeps quantized (model/gguf_layers.py); their
+# legacy config has no architecture-specific step but Gemma 3's text model_type
+ARCHITECTURES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3", "smollm3"})
 _TEXT_ONLY = {"gemma3": "gemma3_text"}       # a GGUF holds the text backbone of these
+# llama.cpp architectures that transformers' GGUF tables do not know, whose keys read as llama's, by the HF
+# model_type they are (SmolLM3: a llama whose every 4th layer has no RoPE, as its HF config's default says)
+AS_LLAMA = {"smollm3": "smollm3"}
 
 
 def hf_config(metadata: dict[str, Any], tensor_names: tuple[str, ...]) -> dict[str, Any]:
@@ -23,6 +26,7 @@ def hf_config(metadata: dict[str, Any], tensor_names: tuple[str, ...]) -> dict[s
 
     arch = metadata["general.architecture"]
     model = "mistral" if arch == "llama" and metadata.get("general.name") == "mistral" else arch
+    model = "llama" if arch in AS_LLAMA else model                   # (whose key table it reads)
     config: dict[str, Any] = {"tie_word_embeddings": "output.weight" not in tensor_names}
     for key, default in GGUF_CONFIG_DEFAULTS_MAPPING.get(model, GGUF_CONFIG_DEFAULTS_MAPPING.get(arch) or {}).items():
         config.setdefault(key, default)
@@ -34,7 +38,7 @@ def hf_config(metadata: dict[str, Any], tensor_names: tuple[str, ...]) -> dict[s
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
         config[renamed] = value.replace(arch, model) if isinstance(value, str) else value
-    config["model_type"] = _TEXT_ONLY.get(config["model_type"], config["model_type"])
+    config["model_type"] = AS_LLAMA.get(arch) or _TEXT_ONLY.get(config["model_type"], config["model_type"])
     tokens = metadata.get("tokenizer.ggml.tokens")
     if "vocab_size" not in config and isinstance(tokens, int):
         config["vocab_size"] = tokens

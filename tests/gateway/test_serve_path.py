@@ -1,6 +1,6 @@
 """`conch serve FILE.gguf --model NAME=FOLDER`: one command serves a GGUF (its vocabulary, chat template and
-sampling defaults from its metadata) and an HF folder (its generation_config.json), through the openai SDK; a
-Phi-3 GGUF (a repository's config: float32) is served with the logprobs of its dequantized reference."""
+sampling defaults from its metadata) and an HF folder (its generation_config.json), through the openai SDK;
+Phi-3 and SmolLM3 GGUFs (a repository's configs: float32) are served with their dequantized references' logprobs."""
 from __future__ import annotations
 
 import json
@@ -11,9 +11,9 @@ from openai import OpenAI
 
 from conch.engine.weights import ensure_tiny_model
 from tests.conftest import start_server, write_repository
-from tests.gguf_files import small_llama, small_phi3, write_llama_gguf
+from tests.gguf_files import small_llama, small_phi3, small_smollm3, write_llama_gguf
 
-PHI3 = "phi3-Q8_0"
+FAMILIES = {"phi3-Q8_0": small_phi3, "smollm3-Q8_0": small_smollm3}
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +29,16 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def phi3(tmp_path_factory):
-    """A Phi-3 Q8_0 GGUF served from a repository whose config reads it in float32: (server, file)."""
-    root = tmp_path_factory.mktemp("phi3")
-    path = write_llama_gguf(small_phi3(), root / f"{PHI3}.gguf", "Q8_0")
-    repository = write_repository(root / "repository", {PHI3: {"weights": str(path), "dtype": "float32"}})
+def families(tmp_path_factory):
+    """Q8_0 GGUFs of families beyond Llama's layout (Phi-3's fused matrices and partial rotary, SmolLM3's NoPE
+    layers under an architecture transformers' GGUF loader does not read), served from a repository whose
+    configs read them in float32: (server, {name: file})."""
+    root = tmp_path_factory.mktemp("families")
+    paths = {name: write_llama_gguf(model(), root / f"{name}.gguf", "Q8_0") for name, model in FAMILIES.items()}
+    repository = write_repository(root / "repository", {name: {"weights": str(path), "dtype": "float32"}
+                                                        for name, path in paths.items()})
     server = start_server(["--model-repository", str(repository)], root, timeout=600)
-    yield server, path
+    yield server, paths
     server.stop()
 
 
@@ -69,19 +72,23 @@ def test_the_gguf_chat_template_and_vocabulary_serve_chat(server):
                                                                         tokenize=True, return_dict=True)["input_ids"])
 
 
-def test_a_phi3_gguf_serves_greedy_tokens_with_its_references_logprobs(phi3):
-    """The flattened runner over the Phi-3 file's fused quantized matrices, through the openai SDK: each greedy
-    token's logprob that of the float32 forward of the dequantized file (test_gguf_quantized's 1e-3), and that
-    token the reference's top choice."""
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_a_gguf_of_another_layout_serves_its_references_greedy_tokens_and_logprobs(families, name):
+    """The flattened runner over the file's quantized matrices, through the openai SDK: each greedy token's
+    logprob that of the float32 forward of the file's dequantized weights (test_gguf_quantized's 1e-3), and that
+    token the reference's top choice. Reference: transformers' GGUF loader (Phi-3), or for SmolLM3, which it does
+    not read, the skeleton's own dequantizing build (gguf_layers.build_quantized without a kernel) through
+    transformers' SmolLM3 forward."""
     import torch
     from transformers import AutoTokenizer
 
+    from conch.engine.backends.conch.model.gguf_layers import build_quantized
     from conch.engine.weights import ensure_smollm2
     from conch.engine.weights.gguf_file import load_gguf_dequantized, read_gguf
 
-    server, path = phi3
+    server, paths = families
     prompt = [1] + [(i * 97) % 40000 + 100 for i in range(30)]
-    done = _client(server).completions.create(model=PHI3, prompt=prompt, max_tokens=6, temperature=0, logprobs=1,
+    done = _client(server).completions.create(model=name, prompt=prompt, max_tokens=6, temperature=0, logprobs=1,
                                               extra_body={"ignore_eos": True})
     served = done.choices[0].logprobs
     assert len(served.tokens) == len(served.token_logprobs) == 6
@@ -89,7 +96,9 @@ def test_a_phi3_gguf_serves_greedy_tokens_with_its_references_logprobs(phi3):
     ids: dict[str, list[int]] = {}
     for i in range(len(vocabulary)):
         ids.setdefault(vocabulary.decode([i]), []).append(i)
-    reference = load_gguf_dequantized(read_gguf(path), torch.float32)
+    info = read_gguf(paths[name])
+    reference = (build_quantized(info, torch.float32, None, hf=True) if name.startswith("smollm3") else
+                 load_gguf_dequantized(info, torch.float32))
     tokens = prompt
     for text, logprob in zip(served.tokens, served.token_logprobs, strict=True):
         with torch.inference_mode():

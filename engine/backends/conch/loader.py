@@ -21,6 +21,7 @@ from conch.engine.backends.conch.model.vision_families import is_vision
 from conch.engine.errors import InvalidRequest
 from conch.engine.params.model_defaults import GenerationDefaults
 from conch.engine.repository.config import ModelConfig
+from conch.engine.weights import gguf_config
 from conch.engine.weights.folder import weights_folder
 from conch.engine.weights.gguf_file import GgufInfo, load_gguf_dequantized, load_gguf_tokenizer, read_gguf
 from conch.engine.weights.model_files import generation_defaults, is_gguf
@@ -81,17 +82,19 @@ def _vision(config: ModelConfig, ref: str, dtype: torch.dtype, tokenizer: Any) -
 def _gguf_model(info: GgufInfo, dtype: torch.dtype, packing: Packing | None, flat: bool) -> Any:
     """The file's model: built from the file with its quantized matrices kept in their blocks where a kernel
     takes them (`packing`'s: no dequantized copy, the load's peak about the file's size); else dequantized
-    by transformers, and the log says why. `flat`: the flattened runner may serve it (runner auto, no vision
+    by transformers (an architecture its GGUF loader does not read, gguf_config.AS_LLAMA: tensor by tensor by
+    gguf_layers.py), and the log says why. `flat`: the flattened runner may serve it (runner auto, no vision
     tower), so a family it takes gets gguf_skeleton.py's module tree (no modeling import at load)."""
     quantized = info.tensor_types - FLOAT_TYPES
-    if info.architecture not in ARCHS or (quantized and packing is None):
+    transformers_reads = info.architecture not in gguf_config.AS_LLAMA
+    if info.architecture not in ARCHS or (quantized and packing is None and transformers_reads):
         if quantized:
             log.warning("%s: served dequantized (%s), %s", info.path.name, ", ".join(sorted(quantized)),
                         f"its architecture {info.architecture} keeps quantized matrices only for {sorted(ARCHS)}"
                         if info.architecture not in ARCHS else
                         "no quantized kernel here (no C++ compiler, or CONCH_NATIVE_KERNELS=0)")
         return load_gguf_dequantized(info, dtype, hf_attention.register())
-    left = unsupported(quantized)
+    left = unsupported(quantized) if packing is not None else sorted(quantized)
     if left:
         log.warning("%s: matrices of type %s have no kernel and are served dequantized", info.path.name,
                     ", ".join(left))

@@ -32,11 +32,12 @@ from conch.engine.backends.conch.model import hf_model
 from conch.engine.backends.conch.model.gguf_skeleton import skeleton
 from conch.engine.backends.conch.model.gguf_packing import Packed, Packing
 from conch.engine.backends.conch.model.quantized import QUANT_TYPES, QuantEmbedding, QuantLinear
+from conch.engine.weights import gguf_config
 from conch.engine.weights.gguf_file import GgufInfo, load_gguf_config
 
 log = logging.getLogger(__name__)
 
-ARCHS = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3"})
+ARCHS = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3", "smollm3"})
 
 
 def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any, hf: bool = True,
@@ -54,7 +55,8 @@ def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any, hf: bool = 
         packing = Packing(info, kernel, flat=not hf)
     config = load_gguf_config(info, light=not hf)
     model = (None if hf else skeleton(config, dtype)) or hf_model.on_meta(config, dtype)
-    processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=config.to_dict())
+    as_arch = "llama" if architecture in gguf_config.AS_LLAMA else architecture     # (its q / k permuted so)
+    processor = TENSOR_PROCESSORS.get(as_arch, TensorProcessor)(config=config.to_dict())
     with _name_maps_cached():
         names = get_gguf_hf_weights_map(model, processor)
     packed = packing.result() if packing is not None else {}          # their file pages released as packed

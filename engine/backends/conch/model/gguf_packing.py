@@ -8,8 +8,9 @@ beside it.
 
 Row order, decided from the file's own metadata (no transformers config is read before the tokenizer):
 - where the flattened runner serves the file (`flat`), a q / k matrix is packed in the order its RoPE reads
-  (weights.py's pair order): llama.cpp stores a `llama` file's q / k rows so already (its converter's permute),
-  so those are packed as they lie; a qwen2 / qwen3 / gemma3 file holds HF's order, and its rows are gathered
+  (weights.py's pair order): llama.cpp stores a `llama` (or `smollm3`) file's q / k rows so already (its
+  converter's permute), so those are packed as they lie; a qwen2 / qwen3 / gemma3 file holds HF's order, and
+  its rows are gathered
   while packing, as are a phi3 file's fused qkv's (its q and k sections each in pairs, v as it lies).
   `Packed.order` names the HF row each packed row holds: the HF forward (QuantLinear) puts its outputs back in
   HF's order, and weights.py reads it to take the matrix as it is.
@@ -26,11 +27,14 @@ import torch
 from conch.engine.backends.conch.kv.huge_pages import LINE, HugePageArena
 from conch.engine.backends.conch.model.quantized import QUANT_TYPES, QuantizedMatrix, file_blocks
 from conch.engine.backends.conch.model.weights import Shape, pair_order, qkv_rows
+from conch.engine.weights import gguf_config
 from conch.engine.weights.gguf_file import GgufInfo
 
 # A q / k / fused qkv (Phi-3: q | k | v) matrix's heads, by its GGUF key: the metadata keys of its q's or k's head
 # count (a file without head_count_kv: as many kv heads as head_count)
 _HEADS = {"attn_q": ("head_count",), "attn_k": ("head_count_kv",), "attn_qkv": ("head_count", "head_count_kv")}
+# the architectures whose q / k rows llama.cpp's converter permutes (its LlamaModel and the models built on it)
+_PERMUTED = frozenset({"llama", *gguf_config.AS_LLAMA})
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def _rows(tensor: Any, info: GgufInfo, flat: bool) -> tuple[torch.Tensor | None,
         return None, None
     meta, arch, n = info.header.metadata, info.architecture, int(tensor.shape[1])
     heads = [int(meta.get(f"{arch}.attention.{key}", meta[f"{arch}.attention.head_count"])) for key in keys]
-    permuted = arch == "llama"                                   # llama.cpp's converter permutes llama's q / k
+    permuted = arch in _PERMUTED
     to_hf = file_to_hf_rows(n, heads[0]) if permuted else torch.arange(n)       # HF row h: file row to_hf[h]
     if not flat:
         return (to_hf if permuted else None), None

@@ -29,6 +29,8 @@ CONFIGS = {
     "gemma3": lambda: transformers.Gemma3TextConfig(**SMALL, head_dim=64, query_pre_attn_scalar=64, sliding_window=32,
                                                     layer_types=["sliding_attention", "full_attention",
                                                                  "sliding_attention"]),
+    "smollm3": lambda: transformers.SmolLM3Config(**{**SMALL, "num_hidden_layers": 4}, pad_token_id=0,
+                                                  use_sliding_window=False),
     # Phi-3's fused qkv_proj and gate_up_proj; Phi-4-mini's partial rotary, and Phi-3.5's longrope
     "phi3-partial": lambda: transformers.Phi3Config(**SMALL, pad_token_id=0, rope_parameters=dict(
         rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.75)),
