@@ -35,12 +35,16 @@ def _permute(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-# HF module -> llama.cpp tensor, by model type (SmolLM3: llama's; Phi-3: one fused qkv, ffn_up holding [gate; up])
+# HF module -> llama.cpp tensor, by model type (SmolLM3, Granite: llama's; Phi-3: one fused qkv, ffn_up [gate; up])
 _NAMES = {
     "llama": {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
               "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
               "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"},
     "smollm3": {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+                "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+                "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+                "mlp.down_proj": "ffn_down"},
+    "granite": {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
                 "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
                 "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
                 "mlp.down_proj": "ffn_down"},
@@ -83,8 +87,8 @@ def _copy_tokenizer(writer, source: Path) -> None:
 
 def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] | None = None,
                      seed: int = 0, vocabulary: bool = True) -> Path:
-    """`model` (an HF Llama, SmolLM3 or Phi-3 with SmolLM2's vocabulary) as a GGUF at `path`: its 2-D matrices
-    in `qtype` (the embedding too), norms in F32. `sampling`: general.sampling.* keys (temp, top_p, top_k).
+    """`model` (an HF Llama, SmolLM3, Granite or Phi-3 with SmolLM2's vocabulary) as a GGUF at `path`: its 2-D
+    matrices in `qtype` (the embedding too), norms in F32. `sampling`: general.sampling.* keys (temp, top_p, top_k).
     `vocabulary` False: no tokenizer keys (a model of another vocabulary size, loaded without a tokenizer)."""
     from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
     from gguf.quants import quantize
@@ -104,6 +108,11 @@ def write_llama_gguf(model, path: Path, qtype: str, sampling: dict[str, float] |
     writer.add_vocab_size(c.vocab_size)
     rotary = (getattr(c, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0)
     writer.add_rope_dimension_count(int(c.hidden_size // c.num_attention_heads * rotary))
+    if c.model_type == "granite":                 # its multipliers, as llama.cpp's converter writes them
+        writer.add_attention_scale(c.attention_multiplier)
+        writer.add_embedding_scale(c.embedding_multiplier)
+        writer.add_residual_scale(c.residual_multiplier)
+        writer.add_logit_scale(c.logits_scaling)
     for key, value in (sampling or {}).items():
         writer.add_key_value(f"general.sampling.{key}", value,
                              GGUFValueType.INT32 if key == "top_k" else GGUFValueType.FLOAT32)
@@ -166,3 +175,17 @@ def small_smollm3(hidden: int = 256, inter: int = 512, layers: int = 4, seed: in
                            initializer_range=init, no_rope_layer_interval=4, use_sliding_window=False)
     torch.manual_seed(seed)
     return SmolLM3ForCausalLM(config).float().eval()
+
+
+def small_granite(hidden: int = 256, inter: int = 512, layers: int = 2, seed: int = 0, init: float = 0.1):
+    """A random-weights Granite (its embedding, attention, residual and logit multipliers away from 1) with
+    SmolLM2's vocabulary size (float32)."""
+    from transformers import GraniteConfig, GraniteForCausalLM
+
+    config = GraniteConfig(vocab_size=49152, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                           bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False,
+                           initializer_range=init, embedding_multiplier=4.0, attention_multiplier=0.125,
+                           residual_multiplier=0.5, logits_scaling=2.0)
+    torch.manual_seed(seed)
+    return GraniteForCausalLM(config).float().eval()

@@ -165,4 +165,5 @@ def _phi3(rope: dict[str, Any], metadata: dict[str, Any], tensors: dict[str, np.
 
 Rule = Callable[[dict[str, Any], dict[str, Any], dict[str, np.ndarray], int], dict[str, Any]]
 RULES: dict[str, Rule] = {"llama": _llama, "qwen2": _plain("qwen2"), "qwen3": _plain("qwen3"),
-                          "gemma3": _gemma3, "phi3": _phi3, "smollm3": _plain("smollm3")}
+                          "gemma3": _gemma3, "phi3": _phi3, "smollm3": _plain("smollm3"),
+                          "granite": _plain("granite")}

@@ -1,6 +1,6 @@
 """`conch serve FILE.gguf --model NAME=FOLDER`: one command serves a GGUF (its vocabulary, chat template and
 sampling defaults from its metadata) and an HF folder (its generation_config.json), through the openai SDK;
-Phi-3 and SmolLM3 GGUFs (a repository's configs: float32) are served with their dequantized references' logprobs."""
+Phi-3, SmolLM3 and Granite GGUFs (a repository's configs: float32) serve their dequantized references' logprobs."""
 from __future__ import annotations
 
 import json
@@ -11,9 +11,9 @@ from openai import OpenAI
 
 from conch.engine.weights import ensure_tiny_model
 from tests.conftest import start_server, write_repository
-from tests.gguf_files import small_llama, small_phi3, small_smollm3, write_llama_gguf
+from tests.gguf_files import small_granite, small_llama, small_phi3, small_smollm3, write_llama_gguf
 
-FAMILIES = {"phi3-Q8_0": small_phi3, "smollm3-Q8_0": small_smollm3}
+FAMILIES = {"phi3-Q8_0": small_phi3, "smollm3-Q8_0": small_smollm3, "granite-Q8_0": small_granite}
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +30,9 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def families(tmp_path_factory):
-    """Q8_0 GGUFs of families beyond Llama's layout (Phi-3's fused matrices and partial rotary, SmolLM3's NoPE
-    layers under an architecture transformers' GGUF loader does not read), served from a repository whose
-    configs read them in float32: (server, {name: file})."""
+    """Q8_0 GGUFs of families beyond Llama's layout (Phi-3's fused matrices and partial rotary; SmolLM3's NoPE
+    layers and Granite's multipliers, architectures transformers' GGUF loader does not read), served from a
+    repository whose configs read them in float32: (server, {name: file})."""
     root = tmp_path_factory.mktemp("families")
     paths = {name: write_llama_gguf(model(), root / f"{name}.gguf", "Q8_0") for name, model in FAMILIES.items()}
     repository = write_repository(root / "repository", {name: {"weights": str(path), "dtype": "float32"}
@@ -76,14 +76,15 @@ def test_the_gguf_chat_template_and_vocabulary_serve_chat(server):
 def test_a_gguf_of_another_layout_serves_its_references_greedy_tokens_and_logprobs(families, name):
     """The flattened runner over the file's quantized matrices, through the openai SDK: each greedy token's
     logprob that of the float32 forward of the file's dequantized weights (test_gguf_quantized's 1e-3), and that
-    token the reference's top choice. Reference: transformers' GGUF loader (Phi-3), or for SmolLM3, which it does
-    not read, the skeleton's own dequantizing build (gguf_layers.build_quantized without a kernel) through
-    transformers' SmolLM3 forward."""
+    token the reference's top choice. Reference: transformers' GGUF loader (Phi-3), or for SmolLM3 and Granite,
+    which it does not read, the skeleton's own dequantizing build (gguf_layers.build_quantized without a kernel)
+    through transformers' forward of the family."""
     import torch
     from transformers import AutoTokenizer
 
     from conch.engine.backends.conch.model.gguf_layers import build_quantized
     from conch.engine.weights import ensure_smollm2
+    from conch.engine.weights.gguf_config import AS_LLAMA
     from conch.engine.weights.gguf_file import load_gguf_dequantized, read_gguf
 
     server, paths = families
@@ -97,7 +98,7 @@ def test_a_gguf_of_another_layout_serves_its_references_greedy_tokens_and_logpro
     for i in range(len(vocabulary)):
         ids.setdefault(vocabulary.decode([i]), []).append(i)
     info = read_gguf(paths[name])
-    reference = (build_quantized(info, torch.float32, None, hf=True) if name.startswith("smollm3") else
+    reference = (build_quantized(info, torch.float32, None, hf=True) if info.architecture in AS_LLAMA else
                  load_gguf_dequantized(info, torch.float32))
     tokens = prompt
     for text, logprob in zip(served.tokens, served.token_logprobs, strict=True):

@@ -8,7 +8,8 @@ Gemma 3's sliding-window layers attend through attention.py's windowed path (tor
 window, a plain store); its global layers through the kernels as Llama's do.
 
 Folded at load rather than computed per step: Granite's attention and residual multipliers scale the q and the
-o / down projections' rows (the attention kernels scale by D^-1/2), so a step is Llama's arithmetic plus the
+o / down projections' rows (the attention kernels scale by D^-1/2; a GGUF's quantized matrices take them on
+their products' outputs instead, quantized.Scaled), so a step is Llama's arithmetic plus the
 embedding scale, the q/k norms, the per-layer RoPE table and the logit scale; Gemma 3's query scale is folded
 into its q norm's weight."""
 from __future__ import annotations

@@ -37,7 +37,7 @@ from conch.engine.weights.gguf_file import GgufInfo, load_gguf_config
 
 log = logging.getLogger(__name__)
 
-ARCHS = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3", "smollm3"})
+ARCHS = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3", "smollm3", "granite"})
 
 
 def build_quantized(info: GgufInfo, dtype: torch.dtype, kernel: Any, hf: bool = True,

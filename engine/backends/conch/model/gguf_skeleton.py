@@ -42,6 +42,7 @@ def _attention_bias(c: Any) -> bool:
 LAYOUTS: dict[str, Layout] = {
     "llama": Layout(_attention_bias, _attention_bias, lambda c: bool(getattr(c, "mlp_bias", False))),
     "smollm3": Layout(_attention_bias, _attention_bias, lambda c: bool(getattr(c, "mlp_bias", False))),
+    "granite": Layout(_attention_bias, _attention_bias, lambda c: bool(getattr(c, "mlp_bias", False))),
     "mistral": Layout(lambda c: False, lambda c: False),
     "qwen2": Layout(lambda c: True, lambda c: False),
     "qwen3": Layout(_attention_bias, _attention_bias, qk_norm=True),

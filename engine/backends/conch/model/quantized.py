@@ -150,3 +150,15 @@ class Stacked:
         else:
             y = torch.cat([p(x) for p in self.parts], dim=-1)
         return y if self.bias is None else y + self.bias
+
+
+@dataclass(frozen=True)
+class Scaled:
+    """A product whose outputs are multiplied by `scale` (a number, or (out,) float32 per output), rounded once
+    to x's dtype: a family's multiplier that a quantized matrix cannot take folded into its rows (Granite's q and
+    residual multipliers; weights.py folds them into a plain matrix). Elementwise: rows stay independent."""
+    product: Any
+    scale: Any
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.product(x) * self.scale).to(x.dtype)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from conch.engine.backends.conch.model.families import Family
 from conch.engine.backends.conch.kv.huge_pages import HugePageArena
-from conch.engine.backends.conch.model.quantized import QuantizedMatrix, QuantLinear, Stacked
+from conch.engine.backends.conch.model.quantized import QuantizedMatrix, QuantLinear, Scaled, Stacked
 
 PACK_HINT = 64       # the batch size oneDNN lays packed weights out for; measured best over decode 1..64 here
 
@@ -228,9 +228,8 @@ def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_
                      narrow: NarrowPacking | None) -> Layer:
     """A block whose matrices stay in a GGUF's blocks (gguf_layers.py): q | k | v and gate | up side by side
     rather than fused (their types may differ), or a file's own fused qkv and gate_up (Phi-3); q/k rows in RoPE
-    pairs (a copy of their blocks where gguf_packing.py did not pack them so)."""
-    if family.q_scale != 1.0 or family.residual_scale != 1.0:
-        raise ValueError(f"{family.name}: quantized matrices with folded multipliers")
+    pairs (a copy of their blocks where gguf_packing.py did not pack them so); Family's q and residual
+    multipliers applied to the products' outputs (Granite's: blocks cannot take them folded in)."""
     a, m = block.self_attn, block.mlp
     gate_up: tuple[Any, ...]
     if family.fused_qkv:
@@ -243,11 +242,19 @@ def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_
     parts = tuple(_reordered(mod, rows, narrow) if isinstance(mod, QuantLinear) else
                   product(mod.weight[rows], None, pack, lone_row, narrow) for mod, rows in mods)
     biases = [None if mod.bias is None else mod.bias[rows] for mod, rows in mods]
-    return Layer(qkv=Stacked(parts, _cat(biases, [torch.empty(len(r)) for _, r in mods])),
-                 o=head_product(a.o_proj, pack, lone_row, narrow),
+    q_scale = torch.ones(sum(len(r) for _, r in mods))
+    q_scale[:shape.heads * shape.head_dim] = family.q_scale
+    return Layer(qkv=_times(Stacked(parts, _cat(biases, [torch.empty(len(r)) for _, r in mods])), q_scale),
+                 o=_times(head_product(a.o_proj, pack, lone_row, narrow), family.residual_scale),
                  gate_up=Stacked(tuple(head_product(mod, pack, lone_row, narrow) for mod in gate_up)),
-                 down=head_product(m.down_proj, pack, lone_row, narrow),
+                 down=_times(head_product(m.down_proj, pack, lone_row, narrow), family.residual_scale),
                  **_norms(block, family, shape))
+
+
+def _times(product: Product, scale: float | torch.Tensor) -> Product:
+    """The product, its outputs multiplied by `scale` where that is not 1 (quantized.Scaled)."""
+    ones = scale == 1.0 if isinstance(scale, float) else bool(torch.all(scale == 1.0))
+    return product if ones else Scaled(product, scale)
 
 
 def _reordered(module: QuantLinear, rows: torch.Tensor, narrow: NarrowPacking | None) -> QuantizedMatrix:

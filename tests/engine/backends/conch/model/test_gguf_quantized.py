@@ -14,7 +14,7 @@ from conch.engine.repository import ModelConfig
 from conch.engine.weights import ensure_smollm2
 from tests.engine.backends.conch.steps import Occupant, make_step
 from conch.engine.weights.gguf_file import load_gguf_dequantized, read_gguf
-from tests.gguf_files import small_llama, small_phi3, small_smollm3, write_llama_gguf
+from tests.gguf_files import small_granite, small_llama, small_phi3, small_smollm3, write_llama_gguf
 
 TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
 PROMPT = [1] + [(i * 97) % 40000 + 100 for i in range(60)]
@@ -111,21 +111,33 @@ def test_a_phi3_files_fused_qkv_and_gate_up_stay_in_their_blocks(tmp_path, qtype
     assert diff <= 1e-3, (qtype, diff)
 
 
-def test_a_smollm3_file_llama_cpp_names_is_served_with_its_nope_layers(tmp_path):
-    """A `smollm3` GGUF (an architecture transformers' GGUF loader does not read: gguf_config.AS_LLAMA): its
-    config a SmolLM3's (every 4th layer without RoPE, as llama.cpp fixes it), its matrices kept in their blocks
-    (q / k as llama.cpp permutes them, packed without a copy), and its logprobs those of the HF SmolLM3 whose
-    matrices are the file's Q8_0 values (gguf's own quantize and dequantize of the original weights)."""
+# architectures transformers' GGUF loader does not read (gguf_config.AS_LLAMA): the model, and what its config
+# must read from the file
+OWN = {"smollm3": (small_smollm3, {"no_rope_layers": [1, 1, 1, 0]}),
+       "granite": (small_granite, {"embedding_multiplier": 4.0, "attention_multiplier": 0.125,
+                                   "residual_multiplier": 0.5, "logits_scaling": 2.0})}
+
+
+@pytest.mark.parametrize("name", sorted(OWN))
+def test_a_file_of_an_architecture_read_as_llamas_is_served_from_its_blocks(tmp_path, name):
+    """A `smollm3` (every 4th layer without RoPE, as llama.cpp fixes it) or `granite` (its four multipliers;
+    quantized matrices take the q and residual ones on their outputs, quantized.Scaled) GGUF: its config the
+    family's, its matrices kept in their blocks (q / k as llama.cpp permutes them, packed without a copy), and
+    its logprobs those of the HF model whose matrices are the file's Q8_0 values (gguf's own quantize and
+    dequantize of the original weights)."""
     if native.load("quant_matmul") is None:
         pytest.skip("no C++ compiler: the quantized kernels cannot be built here")
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize, quantize
 
-    original = small_smollm3()
-    path = write_llama_gguf(original, tmp_path / "smollm3-Q8_0.gguf", "Q8_0")
+    make, fields = OWN[name]
+    original = make()
+    path = write_llama_gguf(original, tmp_path / f"{name}-Q8_0.gguf", "Q8_0")
     model = _served(path, "float32")
-    assert model.config.model_type == "smollm3" and list(model.config.no_rope_layers) == [1, 1, 1, 0]
-    assert LlamaForward(model).layers[0].qkv.parts[0] is model.model.layers[0].self_attn.q_proj.matrix
+    assert model.config.model_type == name
+    assert {key: getattr(model.config, key) for key in fields} == fields        # (float32 keys: exact here)
+    parts = LlamaForward(model).layers[0].qkv
+    assert getattr(parts, "product", parts).parts[0] is model.model.layers[0].self_attn.q_proj.matrix
     q8 = GGMLQuantizationType.Q8_0
     with torch.no_grad():
         for p in original.parameters():

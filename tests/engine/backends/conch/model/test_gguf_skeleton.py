@@ -29,6 +29,9 @@ CONFIGS = {
     "gemma3": lambda: transformers.Gemma3TextConfig(**SMALL, head_dim=64, query_pre_attn_scalar=64, sliding_window=32,
                                                     layer_types=["sliding_attention", "full_attention",
                                                                  "sliding_attention"]),
+    "granite": lambda: transformers.GraniteConfig(**SMALL, attention_bias=True, embedding_multiplier=4.0,
+                                                  attention_multiplier=0.1, residual_multiplier=0.5,
+                                                  logits_scaling=2.0),
     "smollm3": lambda: transformers.SmolLM3Config(**{**SMALL, "num_hidden_layers": 4}, pad_token_id=0,
                                                   use_sliding_window=False),
     # Phi-3's fused qkv_proj and gate_up_proj; Phi-4-mini's partial rotary, and Phi-3.5's longrope

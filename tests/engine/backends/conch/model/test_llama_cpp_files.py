@@ -50,6 +50,11 @@ CONFIGS = {
                                                                     original_max_position_embeddings=64)),
     "mistral": lambda: transformers.MistralConfig(**SHAPE, num_hidden_layers=2, tie_word_embeddings=False,
                                                   sliding_window=None),
+    # Granite: llama's tensors and four multipliers (granite.attention.scale, .embedding_scale, .residual_scale,
+    # .logit_scale)
+    "granite": lambda: transformers.GraniteConfig(**SHAPE, num_hidden_layers=2, tie_word_embeddings=False,
+                                                  pad_token_id=0, embedding_multiplier=4.0, attention_multiplier=0.1,
+                                                  residual_multiplier=0.5, logits_scaling=2.0),
     # SmolLM3: llama's tensors with every 4th layer's RoPE left out (llama.cpp's smollm3 fixes that step at 4)
     "smollm3": lambda: transformers.SmolLM3Config(**SHAPE, num_hidden_layers=4, tie_word_embeddings=False,
                                                   pad_token_id=0, use_sliding_window=False),
