@@ -15,10 +15,10 @@ from typing import Any, cast
 # legacy config has no architecture-specific step but Gemma 3's text model_type
 ARCHITECTURES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3", "smollm3", "granite"})
 _TEXT_ONLY = {"gemma3": "gemma3_text"}       # a GGUF holds the text backbone of these
-# llama.cpp architectures that transformers' GGUF tables do not know, whose keys read as llama's, by the HF
-# model_type they are (SmolLM3: a llama whose every 4th layer has no RoPE, as its HF config's default says;
-# Granite: a llama with four multipliers, _OWN_KEYS)
-AS_LLAMA = {"smollm3": "smollm3", "granite": "granite"}
+# llama.cpp architectures that transformers' GGUF tables do not know, whose keys read as llama's, each the HF
+# model_type of its own name (SmolLM3: a llama whose every 4th layer has no RoPE, as its HF config's default
+# says; Granite: a llama with four multipliers, _OWN_KEYS)
+AS_LLAMA = frozenset({"smollm3", "granite"})
 # such an architecture's own keys (after "{arch}."), by the config field they set (llama.cpp's granite.py)
 _OWN_KEYS = {"granite": {"attention.scale": "attention_multiplier", "embedding_scale": "embedding_multiplier",
                          "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}}
@@ -45,7 +45,7 @@ def hf_config(metadata: dict[str, Any], tensor_names: tuple[str, ...]) -> dict[s
     for rest, field in _OWN_KEYS.get(arch, {}).items():
         if f"{arch}.{rest}" in metadata:
             config[field] = float(metadata[f"{arch}.{rest}"])
-    config["model_type"] = AS_LLAMA.get(arch) or _TEXT_ONLY.get(config["model_type"], config["model_type"])
+    config["model_type"] = arch if arch in AS_LLAMA else _TEXT_ONLY.get(config["model_type"], config["model_type"])
     tokens = metadata.get("tokenizer.ggml.tokens")
     if "vocab_size" not in config and isinstance(tokens, int):
         config["vocab_size"] = tokens

@@ -72,7 +72,7 @@ def causal_architectures() -> frozenset[str]:
     """The GGUF architectures transformers' loader maps to an HF causal LM."""
     from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
 
-    return (frozenset(GGUF_CONFIG_MAPPING) - _NOT_CAUSAL) | frozenset(gguf_config.AS_LLAMA)
+    return (frozenset(GGUF_CONFIG_MAPPING) - _NOT_CAUSAL) | gguf_config.AS_LLAMA
 
 
 def check_loadable(info: GgufInfo) -> None:

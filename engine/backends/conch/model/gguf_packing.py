@@ -10,8 +10,8 @@ Row order, decided from the file's own metadata (no transformers config is read 
 - where the flattened runner serves the file (`flat`), a q / k matrix is packed in the order its RoPE reads
   (weights.py's pair order): llama.cpp stores a `llama` (or `smollm3`) file's q / k rows so already (its
   converter's permute), so those are packed as they lie; a qwen2 / qwen3 / gemma3 file holds HF's order, and
-  its rows are gathered
-  while packing, as are a phi3 file's fused qkv's (its q and k sections each in pairs, v as it lies).
+  its rows are gathered while packing, as are a phi3 file's fused qkv's (its q and k sections each in pairs, v
+  as it lies).
   `Packed.order` names the HF row each packed row holds: the HF forward (QuantLinear) puts its outputs back in
   HF's order, and weights.py reads it to take the matrix as it is.
 - else in HF's order (a `llama` file's q / k rows permuted back, as transformers' loader does)."""

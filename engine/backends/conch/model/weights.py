@@ -158,6 +158,13 @@ def qkv_rows(shape: Shape) -> torch.Tensor:
                       q + pair_order(kv, shape.kv_heads, shape.rotary_dims), torch.arange(q + kv, q + 2 * kv)])
 
 
+def q_scales(shape: Shape, family: Family) -> torch.Tensor:
+    """(q + 2 kv,) float32 each fused qkv row's multiplier: Family.q_scale on q's rows, 1 on k's and v's."""
+    scale = torch.ones((shape.heads + 2 * shape.kv_heads) * shape.head_dim, dtype=torch.float32)
+    scale[:shape.heads * shape.head_dim] = family.q_scale
+    return scale
+
+
 def _attention_rows(block: Any, fused: bool,
                     shape: Shape) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
     """[q, k, v] weights and biases, from separate projections or Phi-3's one qkv_proj (rows q | k | v)."""
@@ -197,9 +204,7 @@ def fused_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_row: 
         return _quantized_layer(block, pack, shape, family, lone_row, narrow)
     a = block.self_attn
     weights, biases = _attention_rows(block, family.fused_qkv, shape)
-    rows = qkv_rows(shape)                                              # fused q/k/v rows, q/k in pairs
-    scale = torch.ones(len(rows), dtype=torch.float32)
-    scale[:weights[0].shape[0]] = family.q_scale
+    rows, scale = qkv_rows(shape), q_scales(shape, family)              # fused q/k/v rows, q/k in pairs
     qkv = (torch.cat(weights)[rows].float() * scale.unsqueeze(1)).to(weights[0].dtype)
     bias = _cat(biases, weights)
     bias = None if bias is None else (bias[rows].float() * scale).to(bias.dtype)
@@ -242,19 +247,17 @@ def _quantized_layer(block: Any, pack: bool, shape: Shape, family: Family, lone_
     parts = tuple(_reordered(mod, rows, narrow) if isinstance(mod, QuantLinear) else
                   product(mod.weight[rows], None, pack, lone_row, narrow) for mod, rows in mods)
     biases = [None if mod.bias is None else mod.bias[rows] for mod, rows in mods]
-    q_scale = torch.ones(sum(len(r) for _, r in mods))
-    q_scale[:shape.heads * shape.head_dim] = family.q_scale
-    return Layer(qkv=_times(Stacked(parts, _cat(biases, [torch.empty(len(r)) for _, r in mods])), q_scale),
+    qkv = Stacked(parts, _cat(biases, [torch.empty(len(r)) for _, r in mods]))
+    return Layer(qkv=qkv if family.q_scale == 1.0 else Scaled(qkv, q_scales(shape, family)),
                  o=_times(head_product(a.o_proj, pack, lone_row, narrow), family.residual_scale),
                  gate_up=Stacked(tuple(head_product(mod, pack, lone_row, narrow) for mod in gate_up)),
                  down=_times(head_product(m.down_proj, pack, lone_row, narrow), family.residual_scale),
                  **_norms(block, family, shape))
 
 
-def _times(product: Product, scale: float | torch.Tensor) -> Product:
+def _times(product: Product, scale: float) -> Product:
     """The product, its outputs multiplied by `scale` where that is not 1 (quantized.Scaled)."""
-    ones = scale == 1.0 if isinstance(scale, float) else bool(torch.all(scale == 1.0))
-    return product if ones else Scaled(product, scale)
+    return product if scale == 1.0 else Scaled(product, scale)
 
 
 def _reordered(module: QuantLinear, rows: torch.Tensor, narrow: NarrowPacking | None) -> QuantizedMatrix:
