@@ -32,7 +32,7 @@ from tests.bench.bench_engine_forward import _Cell, _decode_step
 from tests.bench.bench_gguf import CACHE
 
 ROOT = Path(__file__).resolve().parents[2]
-NATIVE = Path(native.__file__).parent
+NATIVE = Path(native.__file__).resolve().parent
 CONTEXT = 200
 
 

@@ -100,7 +100,9 @@ void int8_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const quant
         quant_panels::amx_rows(f, panel, packed + p * stride, x, r0, y.from(p * kPanel), cols);
     }
 #endif
-    quant_stream::all_rows(f, packed + p * stride, x, r0, M, y.from(p * kPanel), cols);
+    // one row streams W fast enough for the hardware's prefetchers; 2+ rows bring the next panel in (quant_stream.h)
+    const uint8_t* next = M > 1 && p + 1 < hi ? packed + (p + 1) * stride : nullptr;
+    quant_stream::all_rows(f, packed + p * stride, x, r0, M, y.from(p * kPanel), cols, next);
   }
 #ifdef CONCH_AMX_INT8
   if (amx) _tile_release();

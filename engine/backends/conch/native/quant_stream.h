@@ -2,6 +2,11 @@
 // tile of 16 where it has): each group of a panel (panel_blocks.h) decoded into registers and multiplied by up
 // to kRows rows of x at once, so W's bytes are read once, in order, and nothing is stored between. The exact
 // int32 dots, then quant_panels.h's steps in the same order as its AMX rows: the same bits.
+//
+// At 2+ rows a pass spends long enough on each panel that, left to the hardware's prefetchers, the next panel's
+// lines were not in cache when its first pass began: the first pass over a panel brings the next one into L2
+// (one prefetch a line, spread over the pass), so later passes and the next panel read from cache. Timing only:
+// no value changes.
 #pragma once
 
 #include <immintrin.h>
@@ -74,11 +79,15 @@ inline void group_block(const uint8_t* blk, const quant_panels::Int8Rows& x, int
 }
 
 // R rows of x (from r0) against one panel: its `cols` columns of y's rows r0 .. r0 + R - 1
+// (next: where given, the panel to bring into L2 meanwhile, block by block)
 template <class F, int R>
-void rows(F, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, const quant_panels::Out& y, int cols) {
+void rows(F, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, const quant_panels::Out& y, int cols,
+          const uint8_t* next) {
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < x.K / F::qk; ++i) {
+    if (next != nullptr)
+      for (int l = 0; l < F::bytes; l += 64) _mm_prefetch((const char*)(next + i * F::bytes + l), _MM_HINT_T1);
     if constexpr (F::per_block) {
       kquant_block<F, R>(panel + i * F::bytes, x, r0, i * F::qk, acc);
     } else {
@@ -89,19 +98,20 @@ void rows(F, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, 
   for (int r = 0; r < R; ++r) y.store(r0 + r, m, acc[r]);
 }
 
-// Rows [r0, M) of x against one panel, kRows at a time (each chunk decodes the panel again, from cache)
+// Rows [r0, M) of x against one panel, kRows at a time (each chunk decodes the panel again, from cache); the
+// first chunk brings `next` (the panel after, or null) into L2
 template <class F>
 void all_rows(F f, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, int64_t M,
-              const quant_panels::Out& y, int cols) {
-  for (; r0 + kRows <= M; r0 += kRows) rows<F, kRows>(f, panel, x, r0, y, cols);
+              const quant_panels::Out& y, int cols, const uint8_t* next) {
+  for (; r0 + kRows <= M; r0 += kRows, next = nullptr) rows<F, kRows>(f, panel, x, r0, y, cols, next);
   switch (M - r0) {
-    case 1: return rows<F, 1>(f, panel, x, r0, y, cols);
-    case 2: return rows<F, 2>(f, panel, x, r0, y, cols);
-    case 3: return rows<F, 3>(f, panel, x, r0, y, cols);
-    case 4: return rows<F, 4>(f, panel, x, r0, y, cols);
-    case 5: return rows<F, 5>(f, panel, x, r0, y, cols);
-    case 6: return rows<F, 6>(f, panel, x, r0, y, cols);
-    case 7: return rows<F, 7>(f, panel, x, r0, y, cols);
+    case 1: return rows<F, 1>(f, panel, x, r0, y, cols, next);
+    case 2: return rows<F, 2>(f, panel, x, r0, y, cols, next);
+    case 3: return rows<F, 3>(f, panel, x, r0, y, cols, next);
+    case 4: return rows<F, 4>(f, panel, x, r0, y, cols, next);
+    case 5: return rows<F, 5>(f, panel, x, r0, y, cols, next);
+    case 6: return rows<F, 6>(f, panel, x, r0, y, cols, next);
+    case 7: return rows<F, 7>(f, panel, x, r0, y, cols, next);
     default: return;
   }
 }
