@@ -17,6 +17,9 @@
 // ~16 GB/s for one row (15 ms a step on 2 cores); this reads them at ~40 GB/s in huge pages (6.5 ms). A tile
 // keeps up to 24 accumulators in registers, so more rows reuse each weight load: up to 8 rows x 3 blocks of 16
 // columns (one group, one stream of weights a thread; the tile shapes measured: docs/performance-journal.md).
+// Where a row tile takes more than one pass over a group (more rows than a tile holds), the first pass brings
+// the next group into L2 as it goes (`ahead`): left to the hardware's prefetchers, the next group's first lines
+// were not in cache when its pass began. Timing only: no value changes.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
@@ -41,6 +44,11 @@ constexpr int64_t kMaxRows = 8;              // 8 x 3 accumulators + 3 weights +
 #include <immintrin.h>
 constexpr bool kBuilt = true;
 
+// `bytes` bytes from `at` brought into L2 (a prefetch a cache line)
+inline void bring(const at::BFloat16* at, int bytes) {
+  for (int l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(at) + l, _MM_HINT_T1);
+}
+
 // Block b (16 columns) of pair p in a group from `w` in pack()'s layout: a whole group's 3 blocks, or the
 // narrower last group's 1 or 2 (kNarrow: its pairs are 16 NB wide)
 template <int NB, bool kNarrow>
@@ -48,14 +56,17 @@ inline const at::BFloat16* block(const at::BFloat16* w, int64_t p, int b) {
   return w + p * 2 * (kNarrow ? kLanes * NB : kGroup) + b * 2 * kLanes;
 }
 
-// y[m][c0 ..] for MB rows of x (row stride K) over NB blocks from w (block()); y row stride N.
+// y[m][c0 ..] for MB rows of x (row stride K) over NB blocks from w (block()); y row stride N. `ahead`: where
+// given, the next whole group, brought into L2 pair by pair.
 // Lane j of accumulator b sums column c0 + 16 b + j over the column pairs (2p, 2p + 1), p = 0, 1, ... in order.
 template <int MB, int NB, bool kNarrow>
-void tile(const at::BFloat16* x, int64_t K, const at::BFloat16* w, const float* bias, at::BFloat16* y, int64_t N) {
+void tile(const at::BFloat16* x, int64_t K, const at::BFloat16* w, const float* bias, at::BFloat16* y, int64_t N,
+          const at::BFloat16* ahead) {
   __m512 acc[MB][NB];
   for (int m = 0; m < MB; ++m)
     for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_setzero_ps();
   for (int64_t p = 0; p < K / 2; ++p) {
+    if (ahead != nullptr) bring(ahead + p * 2 * kGroup, 2 * kGroup * sizeof(at::BFloat16));
     __m512bh wv[NB];
     for (int b = 0; b < NB; ++b) wv[b] = (__m512bh)_mm512_loadu_si512(block<NB, kNarrow>(w, p, b));
     for (int m = 0; m < MB; ++m) {
@@ -73,7 +84,8 @@ void tile(const at::BFloat16* x, int64_t K, const at::BFloat16* w, const float* 
   }
 }
 
-using Tile = void (*)(const at::BFloat16*, int64_t, const at::BFloat16*, const float*, at::BFloat16*, int64_t);
+using Tile = void (*)(const at::BFloat16*, int64_t, const at::BFloat16*, const float*, at::BFloat16*, int64_t,
+                     const at::BFloat16*);
 
 // [rows]: the tile of that many rows, 1 .. kMaxRows
 template <int NB, bool kNarrow, int... MB>
@@ -106,8 +118,11 @@ void run(const at::BFloat16* x, const at::BFloat16* w, const float* bias, at::BF
       for (int64_t i = lo; i < hi; ++i) {
         const Span s = span_of(w, K, N, i);
         const float* bs = bias != nullptr ? bias + s.c0 : nullptr;
-        for (int64_t m = m0; m < m1; m += kMaxRows)
-          (*s.tiles)[std::min(kMaxRows, m1 - m)](x + m * K, K, s.w, bs, y + m * N + s.c0, N);
+        // two passes or more over this group: the first brings the next whole group of this thread's in
+        const bool whole_next = i + 1 < hi && i + 1 < N / kGroup;
+        const at::BFloat16* ahead = m1 - m0 > kMaxRows && whole_next ? s.w + kGroup * K : nullptr;
+        for (int64_t m = m0; m < m1; m += kMaxRows, ahead = nullptr)
+          (*s.tiles)[std::min(kMaxRows, m1 - m)](x + m * K, K, s.w, bs, y + m * N + s.c0, N, ahead);
       }
     });
   }
@@ -118,12 +133,14 @@ constexpr int64_t kGluGroup = 2 * kLanes;
 constexpr int64_t kGluRows = 12;             // 12 x 2 accumulators + 2 weights + 1 broadcast: 27 registers
 
 // y[m][c0 .. c0 + 15] = silu(gate) * up for MB rows of x over one GLU group `w`; y row stride I (vector_exp.h's
-// silu_mul_bf16 roundings).
+// silu_mul_bf16 roundings). `ahead`: as tile's.
 template <int MB>
-void tile_glu(const at::BFloat16* x, int64_t K, const at::BFloat16* w, at::BFloat16* y, int64_t I) {
+void tile_glu(const at::BFloat16* x, int64_t K, const at::BFloat16* w, at::BFloat16* y, int64_t I,
+              const at::BFloat16* ahead) {
   __m512 acc[MB][2];
   for (int m = 0; m < MB; ++m) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < K / 2; ++p) {
+    if (ahead != nullptr) bring(ahead + p * 2 * kGluGroup, 2 * kGluGroup * sizeof(at::BFloat16));
     const __m512bh gate = (__m512bh)_mm512_loadu_si512(w + p * 2 * kGluGroup);
     const __m512bh up = (__m512bh)_mm512_loadu_si512(w + p * 2 * kGluGroup + 2 * kLanes);
     for (int m = 0; m < MB; ++m) {
@@ -138,7 +155,8 @@ void tile_glu(const at::BFloat16* x, int64_t K, const at::BFloat16* w, at::BFloa
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + m * I), vector_exp::silu_mul_bf16(acc[m][0], acc[m][1]));
 }
 
-using GluTile = void (*)(const at::BFloat16*, int64_t, const at::BFloat16*, at::BFloat16*, int64_t);
+using GluTile = void (*)(const at::BFloat16*, int64_t, const at::BFloat16*, at::BFloat16*, int64_t,
+                        const at::BFloat16*);
 
 template <int... MB>
 constexpr std::array<GluTile, kGluRows + 1> glu_tiles(std::integer_sequence<int, MB...>) {
@@ -153,9 +171,12 @@ void run_glu(const at::BFloat16* x, const at::BFloat16* w, const float*, at::BFl
   for (int64_t m0 = 0; m0 < M; m0 += kRowTile) {
     const int64_t m1 = std::min(M, m0 + kRowTile);
     at::parallel_for(0, N / kGluGroup, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i)
-        for (int64_t m = m0; m < m1; m += kGluRows)
-          kGluTiles[std::min(kGluRows, m1 - m)](x + m * K, K, w + i * kGluGroup * K, y + m * I + i * kLanes, I);
+      for (int64_t i = lo; i < hi; ++i) {
+        const at::BFloat16* ahead = m1 - m0 > kGluRows && i + 1 < hi ? w + (i + 1) * kGluGroup * K : nullptr;
+        for (int64_t m = m0; m < m1; m += kGluRows, ahead = nullptr)
+          kGluTiles[std::min(kGluRows, m1 - m)](x + m * K, K, w + i * kGluGroup * K, y + m * I + i * kLanes, I,
+                                                ahead);
+      }
     });
   }
 }
