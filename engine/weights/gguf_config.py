@@ -9,6 +9,8 @@ AutoConfig and AutoTokenizer of a GGUF: tests/engine/weights/test_gguf_config.py
 for ARCHITECTURES, never over an entry transformers has."""
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any, cast
 
 # the llama.cpp architectures built here: the families the engine keeps quantized (model/gguf_layers.py); their
@@ -22,6 +24,18 @@ AS_LLAMA = frozenset({"smollm3", "granite"})
 # such an architecture's own keys (after "{arch}."), by the config field they set (llama.cpp's granite.py)
 _OWN_KEYS = {"granite": {"attention.scale": "attention_multiplier", "embedding_scale": "embedding_multiplier",
                          "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}}
+
+
+def unreadable_keys(metadata: dict[str, Any]) -> list[str]:
+    """The file's architecture's own keys (_OWN_KEYS) that hf_config cannot read as a multiplier: present and not
+    a finite number (gguf_file.check_loadable refuses the file naming them)."""
+    arch = str(metadata.get("general.architecture"))
+    keys = (f"{arch}.{rest}" for rest in _OWN_KEYS.get(arch, {}))
+    return [key for key in keys if key in metadata and not _finite_number(metadata[key])]
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def hf_config(metadata: dict[str, Any], tensor_names: tuple[str, ...]) -> dict[str, Any]:

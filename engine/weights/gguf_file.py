@@ -76,13 +76,16 @@ def causal_architectures() -> frozenset[str]:
 
 
 def check_loadable(info: GgufInfo) -> None:
-    """Refuses, naming it, an architecture or a tensor type this server cannot read."""
+    """Refuses, naming it, an architecture, a key of its own or a tensor type this server cannot read."""
     from gguf.quants import _type_traits  # the quantized types gguf can dequantize
 
     archs = causal_architectures()
     if info.architecture not in archs:
         raise BackendUnavailable(f"{info.path.name}: GGUF architecture '{info.architecture}' is not supported; "
                                  f"supported: {', '.join(sorted(archs))}")
+    unreadable = gguf_config.unreadable_keys(info.header.metadata)
+    if unreadable:
+        raise BackendUnavailable(f"{info.path.name}: {', '.join(unreadable)} must be a finite number")
     readable = {"F32", "F16", "F64", "I8", "I16", "I32"} | {t.name for t in _type_traits}
     unknown = sorted(info.tensor_types - readable)
     if unknown:

@@ -1,8 +1,9 @@
 """Two builds of the quantized product kernel (native/quant_matmul.cpp and its headers) in one process: this
 checkout's, and another revision's (CONCH_AB_REV, a git revision: its native/*.cpp and *.h extracted and built
 under another name). One GGUF model is built with each build (gguf_layers.build_quantized: the same file, its
-matrices packed by that build), then decode steps of the two models alternate, CONCH_AB_PAIRS pairs (default 30)
-at each batch size of CONCH_AB_BATCHES (default 1,16), 200-token contexts, 2 threads.
+matrices packed by that build, in huge pages as a serving engine's), then decode steps of the two models
+alternate (which goes first alternates too), CONCH_AB_PAIRS pairs (default 30) at each batch size of
+CONCH_AB_BATCHES (default 1,16), 200-token contexts, 2 threads.
 
 Why alternate: the host's memory bandwidth here moves by half from one minute to the next, so two builds timed
 one after the other differ by more than most kernel changes do; within a pair both see the same minute. Prints
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 
 from conch.engine.backends.conch import native
+from conch.engine.backends.conch.kv import huge_pages
 from conch.engine.backends.conch.kv.slot_store import SlotKVStore, StorePolicy
 from conch.engine.backends.conch.model.gguf_layers import build_quantized
 from conch.engine.backends.conch.model.llama import LlamaForward
@@ -74,9 +76,9 @@ def compare(models: dict[str, Any], batch: int, pairs: int) -> str:
     for d in decoders.values():
         d.step()
     times: dict[str, list[float]] = {name: [] for name in decoders}
-    for _ in range(pairs):
-        for name, d in decoders.items():
-            times[name].append(d.step())
+    for i in range(pairs):                  # which goes first alternates: an A/A run read 0.92 with one order
+        for name in (list(decoders) if i % 2 == 0 else list(reversed(decoders))):
+            times[name].append(decoders[name].step())
     ratios = sorted(o / t for t, o in zip(times["this"], times["other"], strict=True))
     return (f"batch {batch:3}: this {statistics.median(times['this']) * 1e3:6.1f} ms, other "
             f"{statistics.median(times['other']) * 1e3:6.1f} ms, other / this {statistics.median(ratios):.3f} "
@@ -93,6 +95,8 @@ def main() -> None:
         return
     builds = {"this": native.load("quant_matmul"), "other": other_build(rev)}
     models = {name: build_quantized(read_gguf(path), torch.bfloat16, kernel) for name, kernel in builds.items()}
+    while huge_pages.collapse_some():       # both models' weights in huge pages, as a serving engine's are
+        pass
     print(f"{path.name}: this checkout's quant_matmul against {rev}'s", flush=True)
     for batch in (int(b) for b in os.environ.get("CONCH_AB_BATCHES", "1,16").split(",")):
         print(compare(models, batch, int(os.environ.get("CONCH_AB_PAIRS", "30"))), flush=True)

@@ -125,3 +125,10 @@ def test_a_llama_file_loads_without_importing_llamaconfig():
             "'torch.distributed.tensor' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.split() == ["PreTrainedConfig", "False", "False"], out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("value, named", [(0.5, False), (2, False), ("0.5", True), (True, True),
+                                          (float("inf"), True), ([0.5], True)])
+def test_an_architectures_own_key_must_be_a_finite_number(value, named):
+    metadata = {"general.architecture": "granite", "granite.logit_scale": value, "llama.logit_scale": "x"}
+    assert gguf_config.unreadable_keys(metadata) == (["granite.logit_scale"] if named else [])

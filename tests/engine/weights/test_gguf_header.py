@@ -12,7 +12,7 @@ from conch.engine.errors import BackendUnavailable
 from conch.engine.weights.gguf_file import read_gguf
 from conch.engine.weights.gguf_header import read_header
 from conch.engine.weights.smollm2 import gguf_path
-from tests.gguf_files import small_llama, write_llama_gguf
+from tests.gguf_files import small_granite, small_llama, write_llama_gguf
 
 
 def _same_as_gguf(path: Path) -> None:
@@ -133,3 +133,18 @@ def test_a_tensor_type_gguf_does_not_know_is_refused_by_name(tmp_path):
     assert "type 99" in info.tensor_types
     with pytest.raises(BackendUnavailable, match=r"tensor type\(s\) type 99 cannot be read"):
         check_loadable(info)
+
+
+def test_a_granite_multiplier_that_is_no_number_is_refused_by_name(tmp_path):
+    import struct
+
+    from conch.engine.weights.gguf_file import check_loadable
+
+    path = write_llama_gguf(small_granite(layers=1), tmp_path / "g.gguf", "Q8_0", vocabulary=False)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"granite.residual_scale") + len("granite.residual_scale")
+    assert struct.unpack_from("<I", data, at)[0] == 6                 # FLOAT32, its value after
+    struct.pack_into("<f", data, at + 4, float("nan"))
+    path.write_bytes(bytes(data))
+    with pytest.raises(BackendUnavailable, match=r"g.gguf: granite.residual_scale must be a finite number"):
+        check_loadable(read_gguf(path))
