@@ -100,8 +100,10 @@ void int8_panels(F f, const uint8_t* packed, int64_t lo, int64_t hi, const quant
         quant_panels::amx_rows(f, panel, packed + p * stride, x, r0, y.from(p * kPanel), cols);
     }
 #endif
-    // one row streams W fast enough for the hardware's prefetchers; 2+ rows bring the next panel in (quant_stream.h)
-    const uint8_t* next = M > 1 && p + 1 < hi ? packed + (p + 1) * stride : nullptr;
+    // the panel this one's first pass brings into L2 (quant_stream.h): the next at 2+ rows; at one row, whose pass
+    // is short, the one after (the next one's lines were asked for too late to gain)
+    const int64_t ahead = M > 1 ? 1 : 2;
+    const uint8_t* next = p + ahead < hi ? packed + (p + ahead) * stride : nullptr;
     quant_stream::all_rows(f, packed + p * stride, x, r0, M, y.from(p * kPanel), cols, next);
   }
 #ifdef CONCH_AMX_INT8

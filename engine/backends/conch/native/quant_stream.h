@@ -3,10 +3,10 @@
 // to kRows rows of x at once, so W's bytes are read once, in order, and nothing is stored between. The exact
 // int32 dots, then quant_panels.h's steps in the same order as its AMX rows: the same bits.
 //
-// At 2+ rows a pass spends long enough on each panel that, left to the hardware's prefetchers, the next panel's
-// lines were not in cache when its first pass began: the first pass over a panel brings the next one into L2
-// (one prefetch a line, spread over the pass), so later passes and the next panel read from cache. Timing only:
-// no value changes.
+// Left to the hardware's prefetchers, a panel's lines were not in cache when its first pass began: the first
+// pass over a panel brings a later panel into L2 (one prefetch a line, spread over the pass; quant_matmul.cpp
+// picks which: the next at 2+ rows, the one after at 1 row, whose pass is too short to cover memory's latency).
+// Timing only: no value changes.
 #pragma once
 
 #include <immintrin.h>
@@ -99,7 +99,7 @@ void rows(F, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, 
 }
 
 // Rows [r0, M) of x against one panel, kRows at a time (each chunk decodes the panel again, from cache); the
-// first chunk brings `next` (the panel after, or null) into L2
+// first chunk brings `next` (a later panel, or null) into L2
 template <class F>
 void all_rows(F f, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, int64_t M,
               const quant_panels::Out& y, int cols, const uint8_t* next) {
