@@ -39,10 +39,9 @@ def _attention_bias(c: Any) -> bool:
     return bool(getattr(c, "attention_bias", False))
 
 
+_LLAMA = Layout(_attention_bias, _attention_bias, lambda c: bool(getattr(c, "mlp_bias", False)))
 LAYOUTS: dict[str, Layout] = {
-    "llama": Layout(_attention_bias, _attention_bias, lambda c: bool(getattr(c, "mlp_bias", False))),
-    "smollm3": Layout(_attention_bias, _attention_bias, lambda c: bool(getattr(c, "mlp_bias", False))),
-    "granite": Layout(_attention_bias, _attention_bias, lambda c: bool(getattr(c, "mlp_bias", False))),
+    "llama": _LLAMA, "smollm3": _LLAMA, "granite": _LLAMA,        # SmolLM3, Granite: llama's modules
     "mistral": Layout(lambda c: False, lambda c: False),
     "qwen2": Layout(lambda c: True, lambda c: False),
     "qwen3": Layout(_attention_bias, _attention_bias, qk_norm=True),
