@@ -42,12 +42,9 @@ constexpr int64_t kMaxRows = 8;              // 8 x 3 accumulators + 3 weights +
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
 #include <immintrin.h>
-constexpr bool kBuilt = true;
 
-// `bytes` bytes from `at` brought into L2 (a prefetch a cache line)
-inline void bring(const at::BFloat16* at, int bytes) {
-  for (int l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(at) + l, _MM_HINT_T1);
-}
+#include "prefetch.h"
+constexpr bool kBuilt = true;
 
 // Block b (16 columns) of pair p in a group from `w` in pack()'s layout: a whole group's 3 blocks, or the
 // narrower last group's 1 or 2 (kNarrow: its pairs are 16 NB wide)
@@ -66,7 +63,7 @@ void tile(const at::BFloat16* x, int64_t K, const at::BFloat16* w, const float* 
   for (int m = 0; m < MB; ++m)
     for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_setzero_ps();
   for (int64_t p = 0; p < K / 2; ++p) {
-    if (ahead != nullptr) bring(ahead + p * 2 * kGroup, 2 * kGroup * sizeof(at::BFloat16));
+    if (ahead != nullptr) prefetch::bring(ahead + p * 2 * kGroup, 2 * kGroup * sizeof(at::BFloat16));
     __m512bh wv[NB];
     for (int b = 0; b < NB; ++b) wv[b] = (__m512bh)_mm512_loadu_si512(block<NB, kNarrow>(w, p, b));
     for (int m = 0; m < MB; ++m) {
@@ -140,7 +137,7 @@ void tile_glu(const at::BFloat16* x, int64_t K, const at::BFloat16* w, at::BFloa
   __m512 acc[MB][2];
   for (int m = 0; m < MB; ++m) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < K / 2; ++p) {
-    if (ahead != nullptr) bring(ahead + p * 2 * kGluGroup, 2 * kGluGroup * sizeof(at::BFloat16));
+    if (ahead != nullptr) prefetch::bring(ahead + p * 2 * kGluGroup, 2 * kGluGroup * sizeof(at::BFloat16));
     const __m512bh gate = (__m512bh)_mm512_loadu_si512(w + p * 2 * kGluGroup);
     const __m512bh up = (__m512bh)_mm512_loadu_si512(w + p * 2 * kGluGroup + 2 * kLanes);
     for (int m = 0; m < MB; ++m) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "panel_blocks.h"
+#include "prefetch.h"
 #include "quant_panels.h"
 
 namespace quant_stream {
@@ -86,8 +87,7 @@ void rows(F, const uint8_t* panel, const quant_panels::Int8Rows& x, int64_t r0, 
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < x.K / F::qk; ++i) {
-    if (next != nullptr)
-      for (int l = 0; l < F::bytes; l += 64) _mm_prefetch((const char*)(next + i * F::bytes + l), _MM_HINT_T1);
+    if (next != nullptr) prefetch::bring(next + i * F::bytes, F::bytes);
     if constexpr (F::per_block) {
       kquant_block<F, R>(panel + i * F::bytes, x, r0, i * F::qk, acc);
     } else {
