@@ -22,6 +22,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from conch.engine import torch_threads
 from conch.engine.admission import QueueTimeout
 from conch.engine.errors import InvalidRequest, ModelNotReady, Overloaded
 from conch.engine.repository.batching import DynamicBatching
@@ -222,7 +223,7 @@ class DynamicBatcher:
         self.batch_sizes[sum(p.rows for p in live)] += 1
         try:
             async with self.admit():
-                results = await asyncio.to_thread(self.run, [p.payload for p in live])
+                results = await torch_threads.run(self.run, [p.payload for p in live])
         except BaseException as exc:               # the forward failed (or the batcher stops): the batch sees it
             failure = exc if isinstance(exc, Exception) else Overloaded(f"model '{self.name}' is stopping")
             for p in live:

@@ -7,20 +7,21 @@ scheduler, runner and sampler. torch releases the GIL in its kernels, so the ser
 
 Every torch call of the model runs on the engine thread: loading, steps and prompt logprobs. OpenMP (libgomp)
 keeps a team of workers per thread that runs parallel regions, and once the process holds more of those
-workers than cores it stops spinning between regions; each of a step's ~150 parallel regions then waits on a
-futex wake-up, so a step on a second thread runs slower than on the thread that loaded the model.
+workers than cores it stops spinning between regions; each of a step's parallel regions then waits on a
+futex wake-up. So the load runs on the first engine thread, and an engine thread with no work parks
+(core/engine_core.py; engine/torch_threads.py for the other backends' torch work).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import secrets
-import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import torch
 
+from conch.engine import torch_threads
 from conch.engine.backend import BackendStats, Capabilities
 from conch.engine.backends.conch.model import families
 from conch.engine.backends.conch import loader
@@ -64,7 +65,6 @@ class ConchBackend:
         self.generation_defaults = GenerationDefaults()   # the model's own, once started (HasGenerationDefaults)
         self._queues: dict[str, asyncio.Queue] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._grammars: GrammarCompiler | None = None     # built on the first constrained request
         self._tower: VisionTower | None = None             # a vision-language model's (model/vision.py), once started
 
@@ -81,22 +81,20 @@ class ConchBackend:
     async def start(self) -> None:
         self._loop = self.core.loop = asyncio.get_running_loop()
         loaded: asyncio.Future = self._loop.create_future()
-        self._thread = threading.Thread(target=self._main, args=(loaded,), name=f"engine-{self.config.name}",
-                                        daemon=True)
-        self._thread.start()
+        self.core.launch(lambda: self._loaded(loaded))
         await loaded                                              # the engine thread's load, or its error
         await asyncio.to_thread(max_token_span, self.tokenizer)    # the prompt length bound's one vocabulary pass
 
-    def _main(self, loaded: asyncio.Future) -> None:
-        """The engine thread: load the model here (see the module's note on threads), then run the core."""
+    def _loaded(self, loaded: asyncio.Future) -> bool:
+        """On the first engine thread: load the model (see the module's note on threads); whether it loaded."""
         assert self._loop is not None
         try:
             self._load()
         except BaseException as exc:                             # start() re-raises it on the loop
             self._loop.call_soon_threadsafe(settle, loaded, exc)
-            return
+            return False
         self._loop.call_soon_threadsafe(settle, loaded, None)
-        self.core.run()
+        return True
 
     def _load(self) -> None:
         loaded = loader.load(self.config)
@@ -170,11 +168,11 @@ class ConchBackend:
 
     async def stop(self) -> None:
         self.core.stop()
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 10)
+        if self.core.thread is not None:
+            await asyncio.to_thread(self.core.thread.join, 10)
 
     def health(self) -> bool:
-        return self.core.broken is None and self._thread is not None and self._thread.is_alive()
+        return self.core.serving
 
     def stats(self) -> BackendStats:
         """Read from the event loop while the engine thread runs: plain reads of lists and counters.
@@ -194,7 +192,7 @@ class ConchBackend:
         prompt_ids = list(request.prompt_token_ids or ())
         vision = None
         if request.images:                             # decoded and preprocessed off the engine thread
-            vision = await asyncio.to_thread(self._vision_prompt, prompt_ids, request.images)
+            vision = await torch_threads.run(self._vision_prompt, prompt_ids, request.images)
         if request.params.prompt_logprobs is not None:     # with the images in place (VisionTower.scorer)
             scorer = self.runner.model if vision is None or self._tower is None else self._tower.scorer(vision)
             scored = await self._on_engine_thread(prompt_logprobs, scorer, self.tokenizer, prompt_ids,

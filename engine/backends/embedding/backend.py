@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, AsyncGenerator, Sequence
 
 import numpy as np
 
+from conch.engine import torch_threads
 from conch.engine.backend import BackendStats, Capabilities
 from conch.engine.backends.dynamic_batcher import DynamicBatcher
 from conch.engine.errors import InvalidRequest, ModelNotReady
@@ -42,7 +43,7 @@ class EmbeddingBackend:
     async def start(self) -> None:
         from conch.engine.backends.embedding.encoder import Encoder
 
-        self.encoder = encoder = await asyncio.to_thread(Encoder, self.config)
+        self.encoder = encoder = await torch_threads.run(Encoder, self.config)
         self._specials = _special_tokens(encoder.tokenizer)
         self.batcher = DynamicBatcher(self.config.name, self._run, max(1, self.config.max_batch_size),
                                       self.config.dynamic_batching, batch_requests=self.config.dynamic_batching

@@ -25,6 +25,7 @@ from typing import Any, AsyncGenerator
 
 from google.protobuf import json_format
 
+from conch.engine import torch_threads
 from conch.engine.backend import BackendStats, Capabilities
 from conch.engine.backends.python import bls
 from conch.engine.backends.dynamic_batcher import DynamicBatcher
@@ -92,7 +93,7 @@ class PythonBackend:
     async def _initialized(self, model: Any, index: int) -> Any:
         if hasattr(model, "initialize"):
             try:
-                await asyncio.to_thread(model.initialize, _args(self.config, index))
+                await torch_threads.run(model.initialize, _args(self.config, index))
             except Exception as exc:
                 raise ModelCodeFailed(f"model '{self.config.name}': initialize() failed: {exc}") from exc
         return model
@@ -136,7 +137,7 @@ class PythonBackend:
             pb_request._inputs += [pb_utils.Tensor(name, array) for name, array in step.extra.items()]
             model = self.pool.instances[step.instance]
             async with sequences.locks[step.instance], self._admit():
-                response = (await asyncio.to_thread(self._checked, model, [pb_request]))[0]
+                response = (await torch_threads.run(self._checked, model, [pb_request]))[0]
             return sequences.finish(seq, step, self._read(response, request))
 
     def _read(self, response: InferenceResponse, request: InferRequest) -> Tensors:
@@ -222,7 +223,7 @@ class PythonBackend:
             await self._batcher.stop()
         for model in self._pool.instances if self._pool is not None else ():
             if hasattr(model, "finalize"):
-                await asyncio.to_thread(model.finalize)
+                await torch_threads.run(model.finalize)
         self._pool = None
 
 

@@ -11,6 +11,8 @@ import queue
 from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from typing import Any, Callable, Iterator
 
+from conch.engine import torch_threads
+
 Admit = Callable[[], AbstractAsyncContextManager]    # held around each execution (the rate limiter's resources)
 
 
@@ -38,7 +40,7 @@ class InstancePool:
         """`work(instance)` in a worker thread on a free instance, waiting for one if all are busy, then for
         the resources its executions hold."""
         async with self._slots, self.admit():
-            return await asyncio.to_thread(self._borrowed, work)
+            return await torch_threads.run(self._borrowed, work)
 
     def _borrowed(self, work: Callable[[Any], Any]) -> Any:
         with self.borrow() as instance:

@@ -3,8 +3,13 @@ verify/sample -> update -> observe -- and hands each step's deltas to the event 
 failed step fails its batch; MAX_FAILED_STEPS failed steps in a row mean the engine itself is broken, and it
 stops (fails everything held, refuses what comes later) rather than spin.
 
-Invariant: only the engine thread touches the scheduler, the runner and the sampler; the asyncio side reaches
-them through `send` (commands.py) alone.
+The engine thread lives while the model has work: after LINGER_S with none it parks (exits, and libgomp's
+workers for it with it: engine/torch_threads.py says why a thread with no work must not keep them), and the
+next command starts another. The first one also runs the model's load (`launch`).
+
+Invariant: only the engine thread touches the scheduler, the runner and the sampler (one engine thread at a
+time: a thread parks only under `_exit_lock` with nothing in the inbox, and `send` starts the next one under
+the same lock); the asyncio side reaches them through `send` (commands.py) alone.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from conch.engine.backends.conch.runners.runner import Runner
 from conch.engine.backends.conch.core.sampler import Sampler
 from conch.engine.backends.conch.core.scheduler import Scheduler
 from conch.engine.backends.conch.core.sequence import Sequence
+from conch.engine.torch_threads import LINGER_S
 from conch.engine.types import GenerationDelta
 
 log = logging.getLogger(__name__)
@@ -45,8 +51,10 @@ class EngineCore:
         self._inbox: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._idle = False                # the last step scheduled nothing
-        self._exit_lock = threading.Lock()   # send against the engine thread's exit
+        self._exit_lock = threading.Lock()   # send against the engine thread's exit or parking
         self._exited = False
+        self._parked = False                 # no engine thread runs until the next command
+        self.thread: threading.Thread | None = None    # the engine thread now, or the last one
 
     # -- the asyncio side's doors ----------------------------------------------------------------------
     def send(self, command: Command) -> None:
@@ -57,11 +65,38 @@ class EngineCore:
                 raise BackendUnavailable(f"model '{self.name}' is not ready: "
                                          f"{self.broken or 'its engine has stopped'}")
             self._inbox.put(command)
+            if self._parked and not self.stopping:
+                self._parked = False
+                self._start(self.run)
         self._wake.set()
 
     def stop(self) -> None:
-        self.stopping = True
+        with self._exit_lock:
+            self.stopping = True
+            parked, self._parked = self._parked, False
         self._wake.set()
+        if parked:                                   # no thread to see it: nothing is held, refuse from now on
+            self._fail_held(f"model '{self.name}' was unloaded")
+
+    @property
+    def serving(self) -> bool:
+        """An engine thread runs, or is parked until the next command (not stopped, not broken)."""
+        return self.broken is None and not self._exited and self.thread is not None
+
+    def launch(self, first: Callable[[], bool]) -> None:
+        """Start the engine thread: `first` there (the model's load: True to go on), then the step loop."""
+        def main() -> None:
+            if first():
+                self.run()
+            else:                                    # never served: refuse from now on
+                with self._exit_lock:
+                    self._exited = True
+
+        self._start(main)
+
+    def _start(self, target: Callable[[], Any]) -> None:
+        self.thread = threading.Thread(target=target, name=f"engine-{self.name}", daemon=True)
+        self.thread.start()
 
     # -- the engine thread -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -69,8 +104,9 @@ class EngineCore:
         while not self.stopping and self.broken is None:
             self._drain_inbox()
             if not self.scheduler.has_work:
-                self._idle_wait()
-                continue
+                if self._idle_wait() or not self._park():
+                    continue
+                return                                           # parked: the next command starts a thread
             try:
                 deltas, failures = self.step(), 0
             except Exception as exc:                          # a failed step fails its batch, not the server
@@ -107,13 +143,23 @@ class EngineCore:
         if self.loop is not None:                                # set before the thread started
             self.loop.call_soon_threadsafe(self.deliver, deltas)
 
-    def _idle_wait(self) -> None:
-        """Waits for news; first, while any is left, an idle thread's chore: a chunk of the weights moved into
-        huge pages (huge_pages.py: tens of ms at most, so news waits no longer than that)."""
+    def _idle_wait(self) -> bool:
+        """Waits up to LINGER_S for news (False: none came); first, while any is left, an idle thread's chore:
+        a chunk of the weights moved into huge pages (huge_pages.py: tens of ms at most, so news waits no
+        longer than that)."""
         if huge_pages.collapse_some():
-            return
-        self._wake.wait(0.5)
+            return True
+        news = self._wake.wait(LINGER_S)
         self._wake.clear()
+        return news
+
+    def _park(self) -> bool:
+        """Whether this thread may exit until the next command: nothing held, nothing in the inbox."""
+        with self._exit_lock:
+            if self.stopping or self.scheduler.has_work or not self._inbox.empty():
+                return False
+            self._parked = True
+            return True
 
     def _fail_held(self, message: str) -> None:
         """After the loop has stopped: fail every sequence still held or in the inbox; `send` refuses from

@@ -34,6 +34,6 @@ def test_failing_steps_fail_their_requests_then_the_model_stops(tiny_inprocess):
         assert httpx.get(f"{server.url}/health").status_code == 503
         refused = _generate(server)
         assert refused.status_code == 503 and "not ready" in refused.json()["error"]
-        assert len(calls) == MAX_FAILED_STEPS and not backend._thread.is_alive()
+        assert len(calls) == MAX_FAILED_STEPS and not backend.core.thread.is_alive()
     finally:
         backend.runner.forward = forward
