@@ -21,7 +21,9 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable
 
-LINGER_S = 0.5      # seconds a thread for torch's work waits for more before it exits (its OpenMP workers too)
+# seconds a thread for torch's work waits for more before it exits (its OpenMP workers too): while it waits,
+# its team still slows every other thread's parallel work; past it, the next job pays a thread's start
+LINGER_S = 0.05
 
 
 class Lingering:

@@ -41,7 +41,8 @@ def test_idle_threads_exit_and_the_next_job_starts_another(short_linger):
     assert second is not first and pool.threads <= 1
 
 
-def test_jobs_run_at_once_up_to_most():
+def test_jobs_run_at_once_up_to_most(monkeypatch):
+    monkeypatch.setattr(torch_threads, "LINGER_S", 30.0)      # the two threads still idle at the third job
     pool, started, release = Lingering("t", most=2), threading.Barrier(3, timeout=5), threading.Event()
 
     def job():

@@ -51,6 +51,7 @@ class EngineCore:
         self._inbox: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._idle = False                # the last step scheduled nothing
+        self._failures = 0                # steps failed in a row (across parked threads)
         self._exit_lock = threading.Lock()   # send against the engine thread's exit or parking
         self._exited = False
         self._parked = False                 # no engine thread runs until the next command
@@ -100,7 +101,6 @@ class EngineCore:
 
     # -- the engine thread -----------------------------------------------------------------------------
     def run(self) -> None:
-        failures = 0                                             # steps failed in a row
         while not self.stopping and self.broken is None:
             self._drain_inbox()
             if not self.scheduler.has_work:
@@ -108,12 +108,12 @@ class EngineCore:
                     continue
                 return                                           # parked: the next command starts a thread
             try:
-                deltas, failures = self.step(), 0
+                deltas, self._failures = self.step(), 0
             except Exception as exc:                          # a failed step fails its batch, not the server
-                failures += 1
-                log.exception("engine step failed (%d in a row)", failures)
-                if failures >= MAX_FAILED_STEPS:              # the engine, not one batch: stop, never spin
-                    self.broken = f"the engine failed {failures} steps in a row: {exc}"
+                self._failures += 1
+                log.exception("engine step failed (%d in a row)", self._failures)
+                if self._failures >= MAX_FAILED_STEPS:        # the engine, not one batch: stop, never spin
+                    self.broken = f"the engine failed {self._failures} steps in a row: {exc}"
                 deltas = self._fail_running(str(exc), everyone=self.broken is not None or not self.scheduler.running)
             if deltas:
                 self._hand_over(deltas)
