@@ -81,8 +81,9 @@ class EngineCore:
 
     @property
     def serving(self) -> bool:
-        """An engine thread runs, or is parked until the next command (not stopped, not broken)."""
-        return self.broken is None and not self._exited and self.thread is not None
+        """An engine thread runs, or is parked until the next command (not stopped, not broken, not dead)."""
+        alive = self._parked or (self.thread is not None and self.thread.is_alive())
+        return self.broken is None and not self._exited and alive
 
     def launch(self, first: Callable[[], bool]) -> None:
         """Start the engine thread: `first` there (the model's load: True to go on), then the step loop."""
