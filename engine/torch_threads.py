@@ -66,7 +66,7 @@ class Lingering:
                     future.set_result(fn(*args))
                 except BaseException as exc:         # the caller's to see
                     future.set_exception(exc)
-            del job, future, fn, args
+            del job, future, fn, args                # an idle thread holds no finished job's arguments
 
     def _next(self) -> tuple[Future, Callable[..., Any], tuple] | None:
         """The next job, waiting up to LINGER_S at a time while claimed; None (the thread then exits) once a

@@ -223,10 +223,10 @@ def rss(pid: int) -> int:
     return sum(p.memory_info().rss for p in procs)
 
 
-async def _one(client, prompt: str, max_tokens: int) -> int:
+async def _one(client, prompt: str, max_tokens: int, model: str = "m") -> int:
     """One streamed greedy chat; the completion tokens its usage counts (its content chunks without one)."""
     stream = await client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0,
+        model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0,
         stream=True, stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
     chunks, usage = 0, None
     async for chunk in stream:

@@ -26,9 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from openai import AsyncOpenAI, OpenAI
+from openai import OpenAI
 
-from tests.bench.bench_gguf import cpu_flags
+from tests.bench.bench_engine_speed import _client
+from tests.bench.bench_gguf import _one, cpu_flags
 
 REQUESTS = int(os.environ.get("CONCH_BENCH_SHARED_REQUESTS", 4))
 ROUNDS = int(os.environ.get("CONCH_BENCH_SHARED_ROUNDS", 3))
@@ -39,16 +40,8 @@ PHASES = ("alone", "embedded", "other", "together")
 
 async def _chats(url: str, model: str, requests: int = REQUESTS, max_tokens: int = TOKENS) -> int:
     """Tokens of `requests` streamed greedy chats, one after another."""
-    tokens = 0
-    async with AsyncOpenAI(base_url=url, api_key="bench", max_retries=0) as client:
-        for _ in range(requests):
-            stream = await client.chat.completions.create(
-                model=model, messages=[{"role": "user", "content": PROMPT}], max_tokens=max_tokens, temperature=0,
-                stream=True, stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    tokens += chunk.usage.completion_tokens
-    return tokens
+    async with _client(url) as client:
+        return sum([await _one(client, PROMPT, max_tokens, model) for _ in range(requests)])
 
 
 async def _rate(url: str, *models: str) -> float:
@@ -59,7 +52,7 @@ async def _rate(url: str, *models: str) -> float:
 
 
 def _round(url: str) -> dict[str, float]:
-    client = OpenAI(base_url=url, api_key="bench", max_retries=0)
+    client = OpenAI(base_url=f"{url}/v1", api_key="bench", max_retries=0)
     rates = {"alone": asyncio.run(_rate(url, "chat"))}
     for _ in range(3):
         client.embeddings.create(model="embed", input=["the quick brown fox jumps over the lazy dog"] * 4)
@@ -76,8 +69,8 @@ def _single(root: Path) -> float:
     repository = write_repository(root / "single", {"chat": {"weights": "builtin:smollm2"}})
     server = start_server(["--model-repository", str(repository)], root, fork=False)
     try:
-        asyncio.run(_chats(server.v1, "chat", requests=1, max_tokens=4))        # warm-up
-        runs = [asyncio.run(_rate(server.v1, "chat")) for _ in range(ROUNDS)]
+        asyncio.run(_chats(server.url, "chat", requests=1, max_tokens=4))        # warm-up
+        runs = [asyncio.run(_rate(server.url, "chat")) for _ in range(ROUNDS)]
     finally:
         server.stop()
     print(f"  single: chat c1 {' '.join(f'{r:.1f}' for r in runs)} tok/s", flush=True)
@@ -92,11 +85,11 @@ def _shared(root: Path) -> list[dict[str, float]]:
         "embed": {"backend": "embedding", "weights": "builtin:minilm", "dtype": "float32"}})
     server = start_server(["--model-repository", str(repository)], root, fork=False)
     try:
-        asyncio.run(_chats(server.v1, "chat", requests=1, max_tokens=4))        # warm-up
+        asyncio.run(_chats(server.url, "chat", requests=1, max_tokens=4))        # warm-up
         rounds = []
         for r in range(ROUNDS):
             time.sleep(1.0)               # every engine thread parked (engine_core.py)
-            rounds.append(_round(server.v1))
+            rounds.append(_round(server.url))
             print(f"  round {r + 1}: " + "  ".join(f"{p} {rounds[-1][p]:6.1f}" for p in PHASES) + " tok/s", flush=True)
     finally:
         server.stop()

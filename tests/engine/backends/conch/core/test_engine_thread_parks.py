@@ -7,16 +7,8 @@ from __future__ import annotations
 import time
 
 import httpx
-import pytest
-
-from conch.engine.backends.conch.core import engine_core
 
 GENERATE = {"text_input": "Hi there", "parameters": {"max_tokens": 6, "temperature": 0}}
-
-
-@pytest.fixture
-def short_linger(monkeypatch):
-    monkeypatch.setattr(engine_core, "LINGER_S", 0.05)
 
 
 def _parked(core, timeout: float = 30.0) -> bool:
@@ -30,7 +22,7 @@ def _generate(server) -> httpx.Response:
     return httpx.post(f"{server.url}/v2/models/tiny/generate", json=GENERATE, timeout=60)
 
 
-def test_an_idle_engine_thread_parks_and_the_next_request_wakes_another(tiny_inprocess, short_linger):
+def test_an_idle_engine_thread_parks_and_the_next_request_wakes_another(tiny_inprocess):
     core = tiny_inprocess.engine.get("tiny").backend.core
     first = _generate(tiny_inprocess)
     assert first.status_code == 200
@@ -43,7 +35,7 @@ def test_an_idle_engine_thread_parks_and_the_next_request_wakes_another(tiny_inp
     assert core.thread is not before
 
 
-def test_a_model_stopped_while_parked_refuses_later_requests(tiny_inprocess, short_linger):
+def test_a_model_stopped_while_parked_refuses_later_requests(tiny_inprocess):
     core = tiny_inprocess.engine.get("tiny").backend.core
     assert _generate(tiny_inprocess).status_code == 200
     assert _parked(core)
